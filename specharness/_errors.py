@@ -1,0 +1,76 @@
+"""The one error hierarchy of specharness.
+
+A harness failure raises one of these; a failed *request* is journaled, never raised.
+
+    SpecharnessError
+    ├── ConfigError          bad option, profile, speculative config or sampling value
+    ├── WorkloadError        unknown workload, malformed workload JSONL (names the line)
+    ├── ModelError           model path missing or not convertible
+    ├── EngineError          a vLLM server could not be started or kept alive
+    │   ├── EngineNotInstalled   vLLM is not importable in the engine's Python
+    │   ├── PortInUse            the requested port is taken
+    │   ├── EngineStartTimeout   /health did not answer in time
+    │   └── EngineDied           the server process exited (at start or mid-run)
+    ├── JournalError         a journal line that cannot be read, or a schema mismatch
+    └── RunDirError          a run folder that is missing, incomplete or cannot be resumed
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "EngineDied",
+    "EngineError",
+    "EngineNotInstalled",
+    "EngineStartTimeout",
+    "JournalError",
+    "ModelError",
+    "PortInUse",
+    "RunDirError",
+    "SpecharnessError",
+    "WorkloadError",
+]
+
+
+class SpecharnessError(Exception):
+    """Base of every error the harness raises; its message is one line meant for the user."""
+
+
+class ConfigError(SpecharnessError):
+    """An option, profile, speculative config or sampling value is invalid."""
+
+
+class WorkloadError(SpecharnessError):
+    """A workload name is unknown or a workload file is malformed."""
+
+
+class ModelError(SpecharnessError):
+    """The model path is missing or cannot be prepared for vLLM."""
+
+
+class EngineError(SpecharnessError):
+    """A vLLM server could not be started or kept alive."""
+
+
+class EngineNotInstalled(EngineError):
+    """vLLM cannot be imported by the Python that would run the server."""
+
+
+class PortInUse(EngineError):
+    """The requested port is already bound."""
+
+
+class EngineStartTimeout(EngineError):
+    """The server did not answer /health within the start timeout."""
+
+
+class EngineDied(EngineError):
+    """The server process exited."""
+
+
+class JournalError(SpecharnessError):
+    """A journal cannot be read or has an unknown schema version."""
+
+
+class RunDirError(SpecharnessError):
+    """A run folder is missing, incomplete or cannot be resumed."""

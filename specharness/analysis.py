@@ -1,0 +1,140 @@
+"""From a run folder's journal and manifest to summaries, comparisons and checks (no I/O beyond reading).
+
+Only measured requests of *valid* cells count; a cell re-run by ``--resume`` replaces the invalid attempt.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .journal import JournalContents, read_journal
+from .records import CellRecord, RequestRecord
+from .stats import ArmSummary, PairedComparison, compare_arms, summarise_arm
+
+__all__ = ["Analysis", "analyse", "comparison_pairs"]
+
+
+def comparison_pairs(arms: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(reference, treatment) pairs: speculation vs each baseline, scheduling effect, and the A/A twin."""
+    pairs: list[tuple[str, str]] = []
+    if "ngram" in arms:
+        pairs += [(ref, "ngram") for ref in ("baseline", "baseline-sync") if ref in arms]
+    if "baseline" in arms and "baseline-sync" in arms:
+        pairs.append(("baseline", "baseline-sync"))
+    if "baseline" in arms and "baseline-b" in arms:
+        pairs.append(("baseline", "baseline-b"))
+    return pairs
+
+
+@dataclass(slots=True)
+class Analysis:
+    manifest: dict[str, Any]
+    contents: JournalContents
+    summaries: dict[tuple[str, int, str], ArmSummary] = field(default_factory=dict)
+    comparisons: list[PairedComparison] = field(default_factory=list)
+    groups: list[dict[str, Any]] = field(default_factory=list)
+    reconciliation: list[dict[str, Any]] = field(default_factory=list)
+    invalid_cells: list[dict[str, Any]] = field(default_factory=list)
+    missing_cells: list[str] = field(default_factory=list)
+    resumed_cells: list[str] = field(default_factory=list)
+    counts: dict[str, Any] = field(default_factory=dict)
+    measured: dict[tuple[str, int, str], list[RequestRecord]] = field(default_factory=dict)
+
+
+def _key(cell: CellRecord | RequestRecord) -> str:
+    return cell.cell.split("#", 1)[0]
+
+
+def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
+    contents = read_journal(run_dir / "journal.jsonl")
+    profile = manifest["config"]["profile"]
+    arms = tuple(profile["arms"])
+    result = Analysis(manifest=manifest, contents=contents)
+
+    valid: dict[str, CellRecord] = {}
+    for cell in contents.cells:
+        if cell.valid:
+            valid[_key(cell)] = cell  # a later valid attempt replaces an earlier one
+    for cell in contents.cells:
+        if not cell.valid:
+            result.invalid_cells.append({"cell": cell.cell, "reason": cell.invalid_reason,
+                                         "replaced": _key(cell) in valid})  # fmt: skip
+    valid_ids = {c.cell for c in valid.values()}
+    result.resumed_cells = sorted(k for k, c in valid.items() if c.resumed)
+
+    requests = contents.requests
+    measured = [r for r in requests if not r.warmup and r.cell in valid_ids]
+    by_cell: dict[tuple[str, int, str], list[RequestRecord]] = {}
+    for r in measured:
+        by_cell.setdefault((r.workload, r.clients, r.arm), []).append(r)
+    result.measured = by_cell
+
+    expected = [f"b{b}/{w}/c{c}/{a}" for b in range(profile["blocks"]) for w in profile["workloads"]
+                for c in profile["clients"] for a in arms]  # fmt: skip
+    result.missing_cells = [k for k in expected if k not in valid]
+
+    for workload in profile["workloads"]:
+        for clients in profile["clients"]:
+            for arm in arms:
+                cells = [c for c in valid.values() if c.workload == workload and c.clients == clients and c.arm == arm]
+                result.summaries[(workload, clients, arm)] = summarise_arm(
+                    arm, workload, clients, by_cell.get((workload, clients, arm), []), cells
+                )
+            for a, b in comparison_pairs(arms):
+                keys = [f"b{blk}/{workload}/c{clients}/{arm}" for blk in range(profile["blocks"]) for arm in (a, b)]
+                missing = [k for k in keys if k not in valid]
+                reason = f"cell {missing[0]} has no valid measurement" if missing else ""
+                result.comparisons.append(compare_arms(
+                    result.summaries[(workload, clients, a)], result.summaries[(workload, clients, b)],
+                    by_cell.get((workload, clients, a), []), by_cell.get((workload, clients, b), []),
+                    min_correct_fraction=profile["min_correct_fraction"],
+                    quality_tolerance=profile["quality_tolerance"], valid=not missing, invalid_reason=reason,
+                    greedy=manifest["config"]["sampling"]["temperature"] == 0,
+                ))  # fmt: skip
+
+    groups: dict[tuple[str, str, str], list[RequestRecord]] = {}
+    for r in measured:
+        groups.setdefault((r.workload, r.group, r.arm), []).append(r)
+    for (workload, group, arm), rs in sorted(groups.items()):
+        checked = [r for r in rs if r.check_detail != "unchecked"]
+        correct = sum(1 for r in checked if r.correct is True and r.verdict in ("complete", "truncated"))
+        result.groups.append({
+            "workload": workload, "group": group, "arm": arm, "requests": len(rs),
+            "complete": sum(1 for r in rs if r.verdict == "complete"), "checked": len(checked), "correct": correct,
+            "correct_fraction": correct / len(checked) if checked else math.nan,
+            "unchecked": len(rs) - len(checked),
+        })  # fmt: skip
+
+    for cell in valid.values():
+        c = cell.counters
+        row: dict[str, Any] = {"cell": _key(cell), "engine_generation_tokens": c.get("generation_tokens"),
+               "journal_completion_tokens": c.get("journal_completion_tokens"),
+               "engine_draft_tokens": c.get("draft_tokens"), "journal_spec_draft_tokens": c.get("journal_spec_draft_tokens"),
+               "engine_accepted_tokens": c.get("accepted_tokens"),
+               "journal_spec_accepted_tokens": c.get("journal_spec_accepted_tokens")}  # fmt: skip
+        problems = []
+        if row["engine_generation_tokens"] != row["journal_completion_tokens"]:
+            problems.append("generation tokens differ")
+        if row["journal_spec_draft_tokens"] is not None and row["journal_spec_draft_tokens"] != row["engine_draft_tokens"]:
+            problems.append("per-request draft tokens differ from the counter")
+        if (row["journal_spec_accepted_tokens"] is not None
+                and row["journal_spec_accepted_tokens"] != row["engine_accepted_tokens"]):  # fmt: skip
+            problems.append("per-request accepted tokens differ from the counter")
+        row["ok"] = not problems
+        row["problems"] = problems
+        result.reconciliation.append(row)
+
+    kinds: dict[str, int] = {}
+    for r in requests:
+        if r.error_kind:
+            kinds[r.error_kind] = kinds.get(r.error_kind, 0) + 1
+    result.counts = {
+        "journaled_requests": len(requests), "warmup_requests": sum(1 for r in requests if r.warmup),
+        "measured_requests_counted": len(measured),
+        "measured_requests_excluded": sum(1 for r in requests if not r.warmup and r.cell not in valid_ids),
+        "errors_by_kind": kinds, "torn_journal_lines": contents.torn_lines,
+    }  # fmt: skip
+    return result

@@ -1,0 +1,186 @@
+"""Command line: ``specharness run | report | compare``. One ``cmd_<name>`` per subcommand.
+
+Errors from the harness print one line (``specharness: error: ...``) and exit 2; an interrupted run exits 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from ._errors import ConfigError, SpecharnessError
+from .client import Sampling
+from .design import get_profile, override
+
+__all__ = ["main"]
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give comma-separated integers, e.g. 1,8") from None
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="specharness", description="Does vLLM n-gram speculation make this workload faster, without making answers worse?")
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run a paired baseline vs prompt-lookup experiment on real vLLM servers")
+    r.add_argument("--profile", default="quick", help="standard, quick or aa (A/A control); default quick")
+    r.add_argument("--model", default="default", help="'default' (embedded SmolLM2-135M-Instruct), a HF directory or a .gguf")
+    r.add_argument("--workloads", type=_names, help="comma-separated: copy, transform, free, abstain or .jsonl paths")
+    r.add_argument("--clients", type=_ints, help="client counts, e.g. 1,8")
+    r.add_argument("--blocks", type=int, help="paired blocks (arm order alternates AB, BA, ...)")
+    r.add_argument("--requests", type=int, help="measured requests per cell and arm")
+    r.add_argument("--warmups", type=int, help="warmup requests per cell and arm (journaled, not counted)")
+    r.add_argument("--arms", type=_names, help="e.g. baseline,ngram or baseline,ngram,baseline-sync")
+    r.add_argument("--num-speculative-tokens", type=int)
+    r.add_argument("--prompt-lookup-min", type=int)
+    r.add_argument("--prompt-lookup-max", type=int)
+    r.add_argument("--speculative-config", help="full JSON for --speculative-config (method must be ngram)")
+    r.add_argument("--max-tokens-cap", type=int, help="cap every case's max_tokens")
+    r.add_argument("--min-correct", type=float, help="declared minimum correct fraction for a 'helps' verdict")
+    r.add_argument("--temperature", type=float, default=0.0)
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--request-timeout", type=float, default=300.0, help="seconds per request")
+    r.add_argument("--start-timeout", type=float, default=900.0, help="seconds to wait for each engine's /health")
+    r.add_argument("--host", default="127.0.0.1", help="bind address for the servers (default loopback only)")
+    r.add_argument("--port", type=int, default=0, help="first port (0: pick free ports)")
+    r.add_argument("--max-model-len", type=int, default=2048)
+    r.add_argument("--kv-cache-gib", type=int, default=2, help="CPU build: VLLM_CPU_KVCACHE_SPACE per engine")
+    r.add_argument("--gpu-memory-utilization", type=float, help="GPU build: per engine (0.3 fits two on an H200)")
+    r.add_argument("--api-key-env", help="name of an environment variable holding an API key for the servers")
+    r.add_argument("--python", default="", help="Python that runs vLLM (default: this one)")
+    r.add_argument("--engine-arg", action="append", default=[], help="extra vLLM argument (repeatable)")
+    r.add_argument("--out", type=Path, help="run folder (default runs/<profile>-<time>)")
+    r.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish the missing cells of an interrupted run")
+    r.add_argument("--no-progress", action="store_true")
+    rep = sub.add_parser("report", help="rebuild report.md/report.json/plots from a run folder's journal alone")
+    rep.add_argument("run_dir", type=Path)
+    cmp_ = sub.add_parser("compare", help="compare two runs, e.g. two vLLM versions")
+    cmp_.add_argument("run_a", type=Path)
+    cmp_.add_argument("run_b", type=Path)
+    return p
+
+
+def _speculative(args: argparse.Namespace, base: dict[str, object]) -> dict[str, object]:
+    import json
+
+    spec = dict(base)
+    if args.speculative_config:
+        try:
+            loaded = json.loads(args.speculative_config)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"--speculative-config is not valid JSON ({exc.msg}); e.g. '{{\"method\": \"ngram\", ...}}'") from None
+        if not isinstance(loaded, dict):
+            raise ConfigError("--speculative-config must be a JSON object")
+        spec = loaded
+    for flag, key in (("num_speculative_tokens", "num_speculative_tokens"), ("prompt_lookup_min", "prompt_lookup_min"),
+                      ("prompt_lookup_max", "prompt_lookup_max")):  # fmt: skip
+        value = getattr(args, flag)
+        if value is not None:
+            spec[key] = value
+    return spec
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .runner import RunConfig, read_manifest, run_experiment
+
+    api_key = None
+    if args.api_key_env:
+        api_key = os.environ.get(args.api_key_env)
+        if not api_key:
+            raise ConfigError(f"--api-key-env {args.api_key_env}: that environment variable is empty or unset")
+    if args.resume:
+        config = RunConfig.from_manifest(args.resume, read_manifest(args.resume)["config"], api_key)
+        resume = True
+    else:
+        profile = get_profile(args.profile)
+        profile = override(
+            profile, workloads=args.workloads, clients=args.clients, blocks=args.blocks,
+            requests_per_cell=args.requests, warmups_per_cell=args.warmups, arms=args.arms,
+            max_tokens_cap=args.max_tokens_cap, min_correct_fraction=args.min_correct,
+            speculative=_speculative(args, profile.speculative),
+        )  # fmt: skip
+        if args.temperature < 0:
+            raise ConfigError(f"--temperature {args.temperature}: must be 0 (greedy) or more")
+        out = args.out or Path("runs") / f"{profile.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        config = RunConfig(
+            profile=profile, out_dir=out, model=args.model,
+            sampling=Sampling(temperature=args.temperature, seed=args.seed, max_tokens_cap=profile.max_tokens_cap),
+            request_timeout_s=args.request_timeout, host=args.host, port=args.port, max_model_len=args.max_model_len,
+            kv_cache_gib=args.kv_cache_gib, gpu_memory_utilization=args.gpu_memory_utilization,
+            start_timeout_s=args.start_timeout, api_key=api_key, python=args.python,
+            extra_engine_args=tuple(args.engine_arg),
+        )  # fmt: skip
+        resume = False
+    total = config.profile.measured_requests()
+    progress_cm = _progress(total, disabled=args.no_progress or not sys.stderr.isatty())
+    with progress_cm as advance:
+        run_dir = run_experiment(config, resume=resume, progress=advance, on_status=lambda m: print(f"specharness: {m}", file=sys.stderr))
+    print(f"report: {run_dir / 'report.md'}")
+    return 0
+
+
+class _progress:
+    """A rich progress bar over measured requests, or plain periodic lines when not on a terminal."""
+
+    def __init__(self, total: int, disabled: bool) -> None:
+        self.total, self.disabled, self.done = total, disabled, 0
+        self._bar: object = None
+
+    def __enter__(self):  # type: ignore[no-untyped-def]
+        if not self.disabled:
+            from rich.progress import Progress
+
+            self._bar = Progress(transient=False)
+            self._bar.start()  # type: ignore[attr-defined]
+            self._task = self._bar.add_task("measured requests", total=self.total)  # type: ignore[attr-defined]
+        return self.advance
+
+    def advance(self, n: int) -> None:
+        self.done += n
+        if self._bar is not None:
+            self._bar.update(self._task, advance=n)  # type: ignore[attr-defined]
+        elif self.done % max(1, self.total // 8) == 0 or self.done == self.total:
+            print(f"specharness: {self.done}/{self.total} measured requests", file=sys.stderr, flush=True)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()  # type: ignore[attr-defined]
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .report import write_report
+
+    report = write_report(args.run_dir)
+    print(f"report: {args.run_dir / 'report.md'} ({report['counts']['journaled_requests']} requests journaled)")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .compare import compare_runs, format_changes
+
+    print(format_changes(compare_runs(args.run_a, args.run_b), args.run_a.name, args.run_b.name))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    handler = {"run": cmd_run, "report": cmd_report, "compare": cmd_compare}[args.command]
+    try:
+        return handler(args)
+    except SpecharnessError as exc:
+        print(f"specharness: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("specharness: interrupted; engines stopped, journal flushed, partial report written", file=sys.stderr)
+        return 130

@@ -1,0 +1,347 @@
+"""One arm's vLLM OpenAI-compatible server as a child process: build its command, start, wait, inspect, stop.
+
+The server runs in its own process session (so the whole group can be killed), logs to a file in the run folder,
+binds to loopback unless told otherwise, and dies with the harness (PR_SET_PDEATHSIG) if the harness is killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib.util
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from ._errors import ConfigError, EngineDied, EngineNotInstalled, EngineStartTimeout, PortInUse
+
+__all__ = ["ArmSpec", "EngineServer", "EngineSettings", "build_command", "live_servers", "stop_all"]
+
+_ENTRYPOINT = "vllm.entrypoints.openai.api_server"
+_LIVE: list[EngineServer] = []
+
+
+@dataclass(frozen=True, slots=True)
+class ArmSpec:
+    """What distinguishes one arm: its name, speculative config (None for none) and async scheduling choice."""
+
+    name: str
+    speculative_config: dict[str, Any] | None = None
+    async_scheduling: bool | None = None  # None: leave vLLM's default
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    """Engine arguments shared by every arm of an experiment."""
+
+    model_path: str
+    served_model_name: str
+    host: str = "127.0.0.1"
+    port: int = 0  # 0: pick a free port
+    max_model_len: int = 2048
+    max_num_seqs: int = 64
+    seed: int = 0
+    dtype: str = "bfloat16"
+    gpu_memory_utilization: float | None = None
+    kv_cache_gib: int | None = 2  # CPU build only (VLLM_CPU_KVCACHE_SPACE, whole GiB)
+    per_request_spec_metrics: bool = True
+    api_key: str | None = field(default=None, repr=False)
+    extra_args: tuple[str, ...] = ()
+    python: str = sys.executable
+    start_timeout_s: float = 900.0
+
+
+def build_command(settings: EngineSettings, arm: ArmSpec, port: int, *, supports_per_request_metrics: bool) -> list[str]:
+    """The exact server command line for one arm (the API key is passed through the environment, not argv)."""
+    cmd = [
+        settings.python, "-m", _ENTRYPOINT,
+        "--model", settings.model_path,
+        "--served-model-name", settings.served_model_name,
+        "--host", settings.host,
+        "--port", str(port),
+        "--max-model-len", str(settings.max_model_len),
+        "--max-num-seqs", str(settings.max_num_seqs),
+        "--seed", str(settings.seed),
+        "--dtype", settings.dtype,
+    ]  # fmt: skip
+    if settings.gpu_memory_utilization is not None:
+        cmd += ["--gpu-memory-utilization", str(settings.gpu_memory_utilization)]
+    if arm.async_scheduling is True:
+        cmd.append("--async-scheduling")
+    elif arm.async_scheduling is False:
+        cmd.append("--no-async-scheduling")
+    if arm.speculative_config is not None:
+        cmd += ["--speculative-config", json.dumps(arm.speculative_config, sort_keys=True)]
+        if settings.per_request_spec_metrics and supports_per_request_metrics:
+            cmd += ["--per-request-spec-decode-metrics", "summary"]
+    cmd += list(settings.extra_args)
+    return cmd
+
+
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _pick_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGKILL when the harness dies, so a killed harness leaves no server behind."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def vllm_available(python: str) -> bool:
+    if python == sys.executable:
+        return importlib.util.find_spec("vllm") is not None
+    probe = subprocess.run([python, "-c", "import importlib.util,sys; sys.exit(importlib.util.find_spec('vllm') is None)"],
+                           capture_output=True, check=False)  # fmt: skip
+    return probe.returncode == 0
+
+
+def supports_per_request_spec_metrics(python: str) -> bool:
+    """Whether this vLLM has --per-request-spec-decode-metrics (read from its source, no import of vLLM)."""
+    code = (
+        "import importlib.util,pathlib,sys;s=importlib.util.find_spec('vllm');"
+        "p=pathlib.Path(s.origin).parent/'config'/'observability.py';"
+        "sys.exit(0 if p.is_file() and 'per_request_spec_decode_metrics' in p.read_text() else 1)"
+    )
+    return subprocess.run([python, "-c", code], capture_output=True, check=False).returncode == 0
+
+
+class EngineServer:
+    """A running vLLM server for one arm. Use as a context manager, or call ``start`` and ``stop``."""
+
+    def __init__(self, settings: EngineSettings, arm: ArmSpec, log_path: Path) -> None:
+        self.settings = settings
+        self.arm = arm
+        self.log_path = log_path
+        self.port = 0
+        self.command: list[str] = []
+        self.process: subprocess.Popen[bytes] | None = None
+        self.start_s = float("nan")
+        self.version = ""
+        self.per_request_metrics = False
+        self.on_spawn: Callable[[int], None] | None = None  # told the pid as soon as the process exists
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.settings.host}:{self.port}"
+
+    def start(self) -> None:
+        s = self.settings
+        if not vllm_available(s.python):
+            raise EngineNotInstalled(f"vLLM is not importable by {s.python}; run scripts/setup.sh or pass --python")
+        if s.port:
+            if not _port_free(s.host, s.port):
+                raise PortInUse(f"--port {s.port} is in use on {s.host}; free it or pass --port 0 to pick one")
+            self.port = s.port
+        else:
+            self.port = _pick_port(s.host)
+        self.per_request_metrics = (
+            self.arm.speculative_config is not None and s.per_request_spec_metrics
+            and supports_per_request_spec_metrics(s.python)
+        )  # fmt: skip
+        self.command = build_command(s, self.arm, self.port, supports_per_request_metrics=self.per_request_metrics)
+        env = dict(os.environ)
+        if s.kv_cache_gib is not None:
+            env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(s.kv_cache_gib))
+        if s.api_key:
+            env["VLLM_API_KEY"] = s.api_key
+        env.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
+        if s.host in ("127.0.0.1", "localhost", "::1"):
+            env["VLLM_SERVER_DEV_MODE"] = "1"  # /server_info reports the effective config; loopback only
+        env["PYTHONUNBUFFERED"] = "1"
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child after Popen
+        t0 = time.perf_counter()
+        try:
+            self.process = subprocess.Popen(
+                self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=env, start_new_session=True, preexec_fn=_die_with_parent,
+            )  # fmt: skip
+        finally:
+            log.close()
+        _LIVE.append(self)
+        if self.on_spawn is not None:
+            self.on_spawn(self.process.pid)
+        try:
+            self._wait_healthy(t0)
+        except BaseException:
+            self.stop()
+            raise
+        self.start_s = time.perf_counter() - t0
+        self.version = self._read_version()
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.settings.api_key}"} if self.settings.api_key else {}
+
+    def _wait_healthy(self, t0: float) -> None:
+        assert self.process is not None
+        deadline = t0 + self.settings.start_timeout_s
+        with httpx.Client(timeout=5.0) as client:
+            while True:
+                code = self.process.poll()
+                if code is not None:
+                    raise EngineDied(f"{self.arm.name} server exited with code {code} while starting: {self.log_tail()}")
+                with contextlib.suppress(httpx.HTTPError):
+                    if client.get(f"{self.base_url}/health").status_code == 200:
+                        return
+                if time.perf_counter() > deadline:
+                    raise EngineStartTimeout(
+                        f"{self.arm.name} server did not answer /health within {self.settings.start_timeout_s:.0f} s; "
+                        f"raise --start-timeout or read {self.log_path}"
+                    )
+                time.sleep(0.5)
+
+    def _read_version(self) -> str:
+        with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
+            reply = httpx.get(f"{self.base_url}/version", headers=self._headers(), timeout=10.0)
+            return str(reply.json()["version"])
+        return "unknown"
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log_tail(self, lines: int = 1) -> str:
+        """The last meaningful line(s) of the server log, for one-line error messages."""
+        try:
+            text = self.log_path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return "(no log)"
+        errors = [ln.strip() for ln in text if re.search(r"(Error|error|Exception)\b", ln)]
+        useful = errors or [ln.strip() for ln in text if ln.strip()]
+        return " | ".join(useful[-lines:]) if useful else "(empty log)"
+
+    def effective_settings(self) -> dict[str, Any]:
+        """Settings as the engine itself reports them: ``/server_info`` (vLLM dev mode, loopback only), else its log."""
+        found: dict[str, Any] = {}
+        with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
+            reply = httpx.get(f"{self.base_url}/server_info", params={"config_format": "json"},
+                              headers=self._headers(), timeout=60.0)  # fmt: skip
+            if reply.status_code == 200:
+                found = settings_from_server_info(reply.json()["vllm_config"])
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return found
+        note = re.search(r"(Async scheduling (?:not supported|will be disabled|is disabled|is not compatible)[^\n]*)", text)
+        if note:
+            found["async_scheduling_note"] = note.group(1).strip()
+            found.setdefault("async_scheduling", False)
+        if "source" not in found:
+            found["source"] = "engine log"
+            hit = re.search(r"speculative_config=(SpeculativeConfig\([^)]*\)|None)", text)
+            if hit:
+                found["speculative_config"] = hit.group(1)
+        return found
+
+    def pids(self) -> list[int]:
+        """The server process and all its descendants."""
+        if self.process is None:
+            return []
+        try:
+            import psutil
+
+            root = psutil.Process(self.process.pid)
+            return [root.pid] + [c.pid for c in root.children(recursive=True)]
+        except Exception:
+            return [self.process.pid]
+
+    def stop(self, grace_s: float = 20.0) -> None:
+        """Stop the whole process group: SIGTERM, then SIGKILL after ``grace_s``. Safe to call twice."""
+        proc = self.process
+        if proc is None:
+            return
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                pass
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=10)
+        if self in _LIVE:
+            _LIVE.remove(self)
+
+    def __enter__(self) -> EngineServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def settings_from_server_info(config: dict[str, Any]) -> dict[str, Any]:
+    """The settings that matter for a fair comparison, from vLLM's /server_info JSON config."""
+    sched = config.get("scheduler_config") or {}
+    cache = config.get("cache_config") or {}
+    model = config.get("model_config") or {}
+    spec = config.get("speculative_config") or None
+    comp = config.get("compilation_config") or {}
+    out: dict[str, Any] = {
+        "source": "/server_info",
+        "async_scheduling": sched.get("async_scheduling"),
+        "max_num_seqs": sched.get("max_num_seqs"),
+        "max_num_batched_tokens": sched.get("max_num_batched_tokens"),
+        "enable_prefix_caching": cache.get("enable_prefix_caching"),
+        "block_size": cache.get("block_size"),
+        "max_model_len": model.get("max_model_len"),
+        "dtype": model.get("dtype"),
+        "seed": model.get("seed"),
+        "enforce_eager": model.get("enforce_eager"),
+        "compilation_mode": comp.get("mode"),
+    }
+    if isinstance(spec, dict):
+        out["speculative_config"] = {k: spec.get(k) for k in ("method", "num_speculative_tokens", "prompt_lookup_min",
+                                                               "prompt_lookup_max") if k in spec}  # fmt: skip
+    else:
+        out["speculative_config"] = None
+    return out
+
+
+def live_servers() -> list[EngineServer]:
+    return list(_LIVE)
+
+
+def stop_all() -> None:
+    """Stop every server this process started (used by signal handlers and atexit)."""
+    for server in list(_LIVE):
+        server.stop(grace_s=10.0)
+
+
+def validate_speculative_config(raw: dict[str, Any]) -> dict[str, Any]:
+    """Check an n-gram speculative config before any engine starts; returns it unchanged."""
+    if raw.get("method") != "ngram":
+        raise ConfigError(f"speculative config method {raw.get('method')!r}: specharness measures 'ngram' (prompt lookup)")
+    k = raw.get("num_speculative_tokens")
+    lo, hi = raw.get("prompt_lookup_min"), raw.get("prompt_lookup_max")
+    for name, value in (("num_speculative_tokens", k), ("prompt_lookup_min", lo), ("prompt_lookup_max", hi)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(f"speculative config {name}={value!r}: must be a positive integer")
+    assert isinstance(lo, int) and isinstance(hi, int)
+    if lo > hi:
+        raise ConfigError(f"speculative config prompt_lookup_min={lo} > prompt_lookup_max={hi}: min must not exceed max")
+    return raw

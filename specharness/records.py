@@ -1,0 +1,150 @@
+"""Frozen records the harness writes and reads: one per request, one per cell, one per engine.
+
+Every duration carries its unit in its name. ``SCHEMA_VERSION`` is written on every journal line.
+
+Schema history:
+    1 — first version (request, cell, engine and run records).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "CellRecord",
+    "EngineRecord",
+    "RequestRecord",
+    "completeness",
+]
+
+SCHEMA_VERSION = 1
+
+COMPLETE = "complete"
+TRUNCATED = "truncated"
+INCOMPLETE = "incomplete"
+FAILED = "failed"
+
+
+def completeness(*, error_kind: str | None, saw_done: bool, finish_reason: str | None) -> str:
+    """Verdict on a response: failed, incomplete (no [DONE] or no finish_reason), truncated (length) or complete."""
+    if error_kind == "no_done":
+        return INCOMPLETE
+    if error_kind is not None:
+        return FAILED
+    if not saw_done or finish_reason is None:
+        return INCOMPLETE
+    if finish_reason == "length":
+        return TRUNCATED
+    return COMPLETE
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """One request as the client saw it; failures are records too (``error_kind`` set)."""
+
+    arm: str
+    block: int
+    workload: str
+    group: str
+    case_id: str
+    clients: int
+    warmup: bool
+    cell: str
+    seq: int
+    started_unix_s: float
+    send_s: float
+    chunk_arrival_s: list[float] = field(default_factory=list)
+    chunk_tokens: list[int] = field(default_factory=list)
+    ttft_s: float = math.nan
+    e2e_s: float = math.nan
+    completion_tokens: int | None = None
+    prompt_tokens: int | None = None
+    finish_reason: str | None = None
+    text: str = ""
+    http_status: int | None = None
+    error_kind: str | None = None
+    error: str | None = None
+    saw_done: bool = False
+    verdict: str = FAILED
+    correct: bool | None = None
+    check_detail: str = ""
+    spec_draft_tokens: int | None = None
+    spec_accepted_tokens: int | None = None
+    resumed: bool = False
+
+    @property
+    def output_tokens(self) -> int:
+        """Tokens generated: the server's usage figure, else the sum counted per chunk."""
+        if self.completion_tokens is not None:
+            return self.completion_tokens
+        return sum(self.chunk_tokens)
+
+    @property
+    def tpot_s(self) -> float:
+        """Time per output token after the first: (e2e - ttft) / (tokens - 1), NaN for one token or less."""
+        n = self.output_tokens
+        if self.error_kind is not None or n <= 1 or math.isnan(self.ttft_s):
+            return math.nan
+        return (self.e2e_s - self.ttft_s) / (n - 1)
+
+    @property
+    def inter_chunk_s(self) -> list[float]:
+        """Gaps between successive content chunks (understates speculation: one chunk may carry many tokens)."""
+        t = self.chunk_arrival_s
+        return [b - a for a, b in itertools.pairwise(t)]
+
+    @property
+    def useful(self) -> bool:
+        """Counts toward goodput: complete and checked correct."""
+        return self.verdict == COMPLETE and self.correct is True
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "request", "schema": SCHEMA_VERSION, **dataclasses.asdict(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class EngineRecord:
+    """An engine (one arm's vLLM server) as started: command, versions, effective settings, start time."""
+
+    arm: str
+    command: list[str]
+    log_path: str
+    port: int
+    vllm_version: str
+    start_s: float
+    pid: int
+    async_scheduling: bool | None
+    speculative_config: dict[str, Any] | None
+    effective_settings: dict[str, Any] = field(default_factory=dict)
+    memory: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "engine", "schema": SCHEMA_VERSION, **dataclasses.asdict(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class CellRecord:
+    """One measured cell (arm x block x workload x clients): wall time, counter deltas, memory, validity."""
+
+    arm: str
+    block: int
+    workload: str
+    clients: int
+    cell: str
+    wall_s: float
+    requests: int
+    harness_cpu_s: float = float("nan")
+    counters: dict[str, float] = field(default_factory=dict)
+    accepted_per_position: list[float] = field(default_factory=list)
+    memory: dict[str, float] = field(default_factory=dict)
+    valid: bool = True
+    invalid_reason: str = ""
+    resumed: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "cell", "schema": SCHEMA_VERSION, **dataclasses.asdict(self)}

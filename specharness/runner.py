@@ -1,0 +1,397 @@
+"""Run a paired experiment: start every arm's engine once, walk the cell plan, journal everything, report.
+
+Every request is journaled the moment it ends (failures and cancellations too). A cell whose engine died is
+journaled as invalid and the run stops; ``resume`` later finishes only the cells that have no valid record.
+SIGINT and SIGTERM stop the run, cancel in-flight requests (journaled as ``cancelled``), stop every engine and
+write a partial report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import platform
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+from ._errors import EngineDied, RunDirError
+from .client import RequestMeta, Sampling, build_body, send_request
+from .counters import CounterSnapshot, acceptance_figures, reconcile_tokens, scrape
+from .design import CellPlan, Profile, build_arms, plan_cells, validate_profile
+from .engine import EngineServer, EngineSettings, stop_all
+from .journal import Journal, read_journal
+from .memory import MemoryProbe, PeakSampler
+from .model import resolve_model
+from .records import CellRecord, EngineRecord, RequestRecord
+from .workloads import Case, Workload, case_to_dict, interleave_by_group, load_workloads
+
+__all__ = ["JOURNAL", "MANIFEST", "RunConfig", "run_experiment"]
+
+MANIFEST = "manifest.json"
+JOURNAL = "journal.jsonl"
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    """Everything one experiment needs; saved (less secrets) in the run folder's manifest."""
+
+    profile: Profile
+    out_dir: Path
+    model: str = "default"
+    sampling: Sampling = field(default_factory=Sampling)
+    request_timeout_s: float = 300.0
+    host: str = "127.0.0.1"
+    port: int = 0
+    max_model_len: int = 2048
+    kv_cache_gib: int | None = 2
+    gpu_memory_utilization: float | None = None
+    start_timeout_s: float = 900.0
+    api_key: str | None = field(default=None, repr=False)
+    python: str = ""
+    extra_engine_args: tuple[str, ...] = ()
+    fsync: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "profile": self.profile.to_dict(), "model": self.model, "sampling": self.sampling.to_dict(),
+            "request_timeout_s": self.request_timeout_s, "host": self.host, "port": self.port,
+            "max_model_len": self.max_model_len, "kv_cache_gib": self.kv_cache_gib,
+            "gpu_memory_utilization": self.gpu_memory_utilization, "start_timeout_s": self.start_timeout_s,
+            "api_key": "set" if self.api_key else "unset", "python": self.python,
+            "extra_engine_args": list(self.extra_engine_args),
+        }  # fmt: skip
+
+    @classmethod
+    def from_manifest(cls, out_dir: Path, raw: dict[str, Any], api_key: str | None) -> RunConfig:
+        s = raw["sampling"]
+        return cls(
+            profile=Profile.from_dict(raw["profile"]), out_dir=out_dir, model=raw["model"],
+            sampling=Sampling(temperature=s["temperature"], top_p=s["top_p"], seed=s["seed"],
+                              max_tokens_cap=s.get("max_tokens_cap")),
+            request_timeout_s=raw["request_timeout_s"], host=raw["host"], port=raw["port"],
+            max_model_len=raw["max_model_len"], kv_cache_gib=raw["kv_cache_gib"],
+            gpu_memory_utilization=raw["gpu_memory_utilization"], start_timeout_s=raw["start_timeout_s"],
+            api_key=api_key, python=raw.get("python", ""), extra_engine_args=tuple(raw.get("extra_engine_args", ())),
+        )  # fmt: skip
+
+
+ProgressFn = Callable[[int], None]
+
+
+def _harness_commit() -> str:
+    here = Path(__file__).resolve().parent
+    with contextlib.suppress(Exception):
+        out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        if out.returncode == 0:
+            dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+                                   capture_output=True, text=True, timeout=5).stdout.strip()  # fmt: skip
+            return out.stdout.strip() + ("-dirty" if dirty else "")
+    return "unknown"
+
+
+def hardware_info(probe: MemoryProbe) -> dict[str, Any]:
+    cpu = platform.processor() or "unknown"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    mem_gib = float("nan")
+    with contextlib.suppress(Exception):
+        import psutil
+
+        mem_gib = psutil.virtual_memory().total / 2**30
+    return {
+        "machine": platform.machine(), "cpu": cpu, "cpu_count": os.cpu_count(), "memory_gib": round(mem_gib, 1),
+        "gpus": probe.gpu_names(), "gpu_memory_observed": probe.gpu_observed, "python": platform.python_version(),
+        "hostname_hash": hex(abs(hash(platform.node())) % (1 << 32)),
+    }  # fmt: skip
+
+
+def write_manifest(out_dir: Path, manifest: dict[str, Any]) -> None:
+    tmp = out_dir / (MANIFEST + ".tmp")
+    tmp.write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+    tmp.replace(out_dir / MANIFEST)
+
+
+def read_manifest(out_dir: Path) -> dict[str, Any]:
+    path = out_dir / MANIFEST
+    if not path.is_file():
+        raise RunDirError(f"{out_dir} has no {MANIFEST}; pass a folder made by 'specharness run'")
+    try:
+        obj = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise RunDirError(f"{path} is not valid JSON ({exc}); the run folder is damaged") from None
+    if not isinstance(obj, dict) or "config" not in obj:
+        raise RunDirError(f"{path} has no 'config'; the run folder is damaged")
+    return obj
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Turn SIGTERM into KeyboardInterrupt for the run, so teardown and the partial report happen."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class _Experiment:
+    """State of one run segment (a first run or a resume)."""
+
+    def __init__(self, config: RunConfig, workloads: list[Workload], segment: int, done: set[str],
+                 journal: Journal, progress: ProgressFn | None) -> None:  # fmt: skip
+        self.config = config
+        self.profile = config.profile
+        self.workloads = {w.name: w for w in workloads}
+        self.sequences = {w.name: interleave_by_group(w.cases) for w in workloads}
+        self.segment = segment
+        self.done = done
+        self.journal = journal
+        self.progress = progress
+        self.probe = MemoryProbe()
+        self.servers: dict[str, EngineServer] = {}
+        self.model_name = "model"
+        self._last_cpu_s = float("nan")
+
+    def start_engines(self, model_path: str, model_name: str) -> None:
+        self.model_name = model_name
+        c = self.config
+        settings = EngineSettings(
+            model_path=model_path, served_model_name=model_name, host=c.host, port=c.port,
+            max_model_len=c.max_model_len, seed=c.sampling.seed or 0, kv_cache_gib=c.kv_cache_gib,
+            gpu_memory_utilization=c.gpu_memory_utilization, api_key=c.api_key,
+            extra_args=c.extra_engine_args, start_timeout_s=c.start_timeout_s,
+        )  # fmt: skip
+        if c.python:
+            settings = replace(settings, python=c.python)
+        before = self.probe.as_fields("before_start", [])
+        for arm in build_arms(self.profile):
+            if c.port:
+                settings = replace(settings, port=c.port + len(self.servers))
+            server = EngineServer(settings, arm, c.out_dir / "logs" / f"{arm.name}.s{self.segment}.log")
+            self.servers[arm.name] = server
+            server.on_spawn = lambda pid, name=arm.name: self.journal.write(
+                {"kind": "engine_spawned", "schema": 1, "arm": name, "pid": pid, "segment": self.segment}
+            )
+            server.start()
+            effective = server.effective_settings()
+            memory = {**before, **self.probe.as_fields("engine_ready", server.pids())}
+            self.journal.write(EngineRecord(
+                arm=arm.name, command=server.command, log_path=str(server.log_path.relative_to(c.out_dir)),
+                port=server.port, vllm_version=server.version, start_s=server.start_s, pid=server.process.pid
+                if server.process else -1, async_scheduling=effective.get("async_scheduling"),
+                speculative_config=arm.speculative_config, effective_settings=effective, memory=memory,
+            ))  # fmt: skip
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
+
+    def cell_cases(self, plan: CellPlan, count: int, offset: int) -> list[Case]:
+        cases = self.sequences[plan.workload]
+        return [cases[(offset + i) % len(cases)] for i in range(count)]
+
+    async def _run_requests(self, server: EngineServer, plan: CellPlan, arm: str, cases: list[Case], warmup: bool,
+                            client: httpx.AsyncClient) -> list[RequestRecord]:  # fmt: skip
+        queue: asyncio.Queue[tuple[int, Case]] = asyncio.Queue()
+        for seq, case in enumerate(cases):
+            queue.put_nowait((seq, case))
+        records: list[RequestRecord] = []
+        cell_id = f"{plan.key(arm)}#s{self.segment}"
+
+        def sink(record: RequestRecord) -> None:
+            if self.segment:
+                record = replace(record, resumed=True)
+            self.journal.write(record)
+            records.append(record)
+            if self.progress and not warmup:
+                self.progress(1)
+
+        async def worker() -> None:
+            while True:
+                try:
+                    seq, case = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                meta = RequestMeta(arm=arm, block=plan.block, workload=plan.workload, clients=plan.clients,
+                                   warmup=warmup, cell=cell_id, seq=seq)  # fmt: skip
+                body = build_body(case, self.model_name, self.config.sampling)
+                await send_request(client, server.base_url, case, body, meta, sink,
+                                   timeout_s=self.config.request_timeout_s, headers=self.headers())  # fmt: skip
+
+        await asyncio.gather(*(worker() for _ in range(min(plan.clients, len(cases)))))
+        return records
+
+    def run_cell(self, plan: CellPlan, arm: str) -> CellRecord:
+        server = self.servers[arm]
+        p = self.profile
+        measured_cases = self.cell_cases(plan, p.requests_per_cell, plan.block * p.requests_per_cell)
+        warm_cases = self.cell_cases(plan, p.warmups_per_cell, plan.block * p.requests_per_cell + p.requests_per_cell)
+        limits = httpx.Limits(max_connections=plan.clients + 4, max_keepalive_connections=plan.clients + 4)
+        timeout = httpx.Timeout(self.config.request_timeout_s, connect=10.0)
+
+        async def go() -> tuple[list[RequestRecord], float, CounterSnapshot, CounterSnapshot, dict[str, float]]:
+            task = asyncio.current_task()
+            if task is not None:
+                asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+            async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+                if warm_cases:
+                    await self._run_requests(server, plan, arm, warm_cases, True, client)
+                mem_warm = self.probe.as_fields("after_warmup", server.pids())
+                before = await asyncio.to_thread(scrape, server.base_url, self.headers())
+                t0, cpu0 = time.perf_counter(), time.process_time()
+                records = await self._run_requests(server, plan, arm, measured_cases, False, client)
+                wall = time.perf_counter() - t0
+                self._last_cpu_s = time.process_time() - cpu0
+                after = await asyncio.to_thread(scrape, server.base_url, self.headers()) if server.alive() else before
+                return records, wall, before, after, mem_warm
+
+        sampler = PeakSampler(self.probe, server.pids())
+        sampler.start()
+        term_handler = signal.getsignal(signal.SIGTERM)
+        try:
+            records, wall, before, after, mem_warm = asyncio.run(go())
+        except asyncio.CancelledError:
+            raise KeyboardInterrupt("SIGTERM") from None
+        except httpx.HTTPError as exc:
+            return self._dead_cell(plan, arm, f"{arm} engine stopped answering: {exc}")
+        finally:
+            peak = sampler.stop()
+            signal.signal(signal.SIGTERM, term_handler)  # the event loop resets it on close
+        if not server.alive():
+            return self._dead_cell(plan, arm, f"{arm} engine died during the cell: {server.log_tail()}")
+        delta = after.minus(before)
+        figures = acceptance_figures(delta.totals)
+        journal_tokens = sum(r.completion_tokens or 0 for r in records)
+        counters = {
+            "drafts": figures["drafts"], "draft_tokens": figures["draft_tokens"],
+            "accepted_tokens": figures["accepted_tokens"], "generation_tokens": figures["generation_tokens"],
+            "journal_completion_tokens": float(journal_tokens),
+        }  # fmt: skip
+        per_request = [r.spec_draft_tokens for r in records if r.spec_draft_tokens is not None]
+        if per_request:
+            counters["journal_spec_draft_tokens"] = float(sum(per_request))
+            counters["journal_spec_accepted_tokens"] = float(sum(r.spec_accepted_tokens or 0 for r in records))
+        mismatch = reconcile_tokens(figures["generation_tokens"], journal_tokens)
+        if mismatch:
+            self.journal.write({"kind": "mismatch", "schema": 1, "cell": plan.key(arm), "message": mismatch})
+        cell = CellRecord(
+            arm=arm, block=plan.block, workload=plan.workload, clients=plan.clients,
+            cell=f"{plan.key(arm)}#s{self.segment}", wall_s=wall, requests=len(records),
+            harness_cpu_s=self._last_cpu_s, counters=counters,
+            accepted_per_position=delta.accepted_per_position, memory={**mem_warm, **peak},
+            resumed=self.segment > 0,
+        )  # fmt: skip
+        self.journal.write(cell)
+        return cell
+
+    def _dead_cell(self, plan: CellPlan, arm: str, reason: str) -> CellRecord:
+        cell = CellRecord(arm=arm, block=plan.block, workload=plan.workload, clients=plan.clients,
+                          cell=f"{plan.key(arm)}#s{self.segment}", wall_s=float("nan"), requests=0, valid=False,
+                          invalid_reason=reason, resumed=self.segment > 0)  # fmt: skip
+        self.journal.write(cell)
+        return cell
+
+    def run_plan(self) -> None:
+        for plan in plan_cells(self.profile):
+            for arm in plan.arm_order:
+                if plan.key(arm) in self.done:
+                    continue
+                cell = self.run_cell(plan, arm)
+                if not cell.valid:
+                    raise EngineDied(f"{cell.invalid_reason}; the run stopped; finish it with "
+                                     f"'specharness run --resume {self.config.out_dir}'")  # fmt: skip
+                self.done.add(plan.key(arm))
+
+    def stop(self) -> None:
+        for server in self.servers.values():
+            server.stop()
+
+
+def completed_cells(out_dir: Path) -> tuple[set[str], int]:
+    """Keys of cells with a valid record, and the next segment number."""
+    journal = out_dir / JOURNAL
+    if not journal.is_file():
+        return set(), 0
+    contents = read_journal(journal)
+    done = {c.cell.split("#", 1)[0] for c in contents.cells if c.valid}
+    segments = [e.get("segment", 0) for e in contents.events if e.get("kind") == "segment"]
+    return done, (max(segments) + 1 if segments else 0)
+
+
+def run_experiment(config: RunConfig, *, resume: bool = False, progress: ProgressFn | None = None,
+                   on_status: Callable[[str], None] | None = None) -> Path:  # fmt: skip
+    """Run (or resume) an experiment and write its report; returns the run folder."""
+    from .report import write_report
+
+    say = on_status or (lambda _msg: None)
+    validate_profile(config.profile)
+    workloads = load_workloads(list(config.profile.workloads))
+    out = config.out_dir
+    if resume:
+        manifest = read_manifest(out)
+        done, segment = completed_cells(out)
+    else:
+        if (out / JOURNAL).exists():
+            raise RunDirError(f"{out} already holds a run; pass --resume {out} to finish it or choose another --out")
+        out.mkdir(parents=True, exist_ok=True)
+        manifest = {}
+        done, segment = set(), 0
+    model = resolve_model(config.model)
+    probe = MemoryProbe()
+    manifest.update({
+        "harness": "specharness", "schema": 1, "config": config.to_dict(), "harness_commit": _harness_commit(),
+        "hardware": hardware_info(probe),
+        "model": {"name": model.name, "path": str(model.serve_path), "source": str(model.source_path),
+                  "sha256": model.revision_sha256, "origin": model.origin},
+        "workloads": {w.name: {"source": w.source, "cases": [case_to_dict(c) for c in w.cases]} for w in workloads},
+        "status": "running",
+    })  # fmt: skip
+    manifest.setdefault("started_unix_s", time.time())
+    manifest.setdefault("segments", []).append({"segment": segment, "started_unix_s": time.time(), "resume": resume})
+    write_manifest(out, manifest)
+    status = "interrupted"
+    error: BaseException | None = None
+    with Journal(out / JOURNAL, fsync=config.fsync) as journal, _sigterm_as_interrupt():
+        journal.write({"kind": "segment", "schema": 1, "segment": segment, "resume": resume,
+                       "started_unix_s": time.time(), "skipped_cells": sorted(done)})  # fmt: skip
+        experiment = _Experiment(config, workloads, segment, done, journal, progress)
+        try:
+            say(f"starting {len(config.profile.arms)} engines ({', '.join(config.profile.arms)})")
+            experiment.start_engines(str(model.serve_path), "smollm2" if model.origin == "embedded-default" else model.name)
+            say("engines ready: " + ", ".join(f"{a} {s.start_s:.0f} s" for a, s in experiment.servers.items()))
+            experiment.run_plan()
+            status = "complete"
+        except KeyboardInterrupt as exc:
+            status, error = "interrupted", exc
+        except EngineDied as exc:
+            status, error = "engine-died", exc
+        except BaseException as exc:
+            status, error = "failed", exc
+        finally:
+            experiment.stop()
+            stop_all()
+            journal.write({"kind": "segment_end", "schema": 1, "segment": segment, "status": status,
+                           "ended_unix_s": time.time(), "error": str(error) if error else ""})  # fmt: skip
+    manifest["status"] = status
+    manifest["ended_unix_s"] = time.time()
+    manifest["segments"][-1].update({"ended_unix_s": time.time(), "status": status})
+    write_manifest(out, manifest)
+    write_report(out)
+    if error is not None:
+        raise error
+    return out

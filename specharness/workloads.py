@@ -1,0 +1,152 @@
+"""Workload cases: the built-in suites (copy, transform, free, abstain) and user JSONL files.
+
+A case is one prompt with a rubric fixed before anything runs. A user file has one JSON object a line:
+``{"id": "...", "messages": [...]} or {"id": "...", "prompt": "..."}``, plus ``max_tokens``, optional ``group``
+and optional ``check`` (see :mod:`specharness.checks`). A case without a check is reported as unchecked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from . import _suites
+from ._errors import WorkloadError
+from .checks import Check, parse_check
+
+__all__ = ["BUILTIN_WORKLOADS", "Case", "Workload", "case_to_dict", "interleave_by_group", "load_workload", "load_workloads"]
+
+BUILTIN_WORKLOADS = ("copy", "transform", "free", "abstain")
+_MAX_TOKENS_LIMIT = 32768
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One request's content and rubric."""
+
+    id: str
+    max_tokens: int
+    group: str
+    messages: tuple[dict[str, str], ...] | None = None
+    prompt: str | None = None
+    check: Check | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return "/v1/chat/completions" if self.messages is not None else "/v1/completions"
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    name: str
+    cases: tuple[Case, ...]
+    source: str  # "builtin" or the file path
+
+
+def _parse_case(obj: Any, where: str) -> Case:
+    if not isinstance(obj, dict):
+        raise WorkloadError(f"{where}: expected a JSON object with id, messages or prompt, max_tokens")
+    case_id = obj.get("id")
+    if not isinstance(case_id, str) or not case_id:
+        raise WorkloadError(f"{where}: field 'id' must be a non-empty string")
+    unknown = set(obj) - {"id", "messages", "prompt", "max_tokens", "group", "check"}
+    if unknown:
+        raise WorkloadError(f"{where}: unknown field {sorted(unknown)[0]!r}; allowed: id, messages, prompt, max_tokens, group, check")
+    messages, prompt = obj.get("messages"), obj.get("prompt")
+    if (messages is None) == (prompt is None):
+        raise WorkloadError(f"{where}: give exactly one of 'messages' (chat) or 'prompt' (raw completion)")
+    if messages is not None:
+        if not isinstance(messages, list) or not messages:
+            raise WorkloadError(f"{where}: field 'messages' must be a non-empty list of {{role, content}} objects")
+        for m in messages:
+            if not (isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)):
+                raise WorkloadError(f"{where}: each message needs string 'role' and 'content'")
+            if m["role"] not in ("system", "user", "assistant"):
+                raise WorkloadError(f"{where}: message role {m['role']!r} must be system, user or assistant")
+    if prompt is not None and (not isinstance(prompt, str) or not prompt):
+        raise WorkloadError(f"{where}: field 'prompt' must be a non-empty string")
+    max_tokens = obj.get("max_tokens")
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or not 1 <= max_tokens <= _MAX_TOKENS_LIMIT:
+        raise WorkloadError(f"{where}: field 'max_tokens' must be an integer from 1 to {_MAX_TOKENS_LIMIT}")
+    group = obj.get("group", "default")
+    if not isinstance(group, str) or not group:
+        raise WorkloadError(f"{where}: field 'group' must be a non-empty string")
+    check = parse_check(obj["check"], where) if obj.get("check") is not None else None
+    return Case(
+        id=case_id, max_tokens=max_tokens, group=group, prompt=prompt, check=check,
+        messages=tuple({"role": m["role"], "content": m["content"]} for m in messages) if messages else None,
+    )  # fmt: skip
+
+
+def _read_file(path: Path) -> Workload:
+    if not path.is_file():
+        raise WorkloadError(f"workload file {path} not found; pass a JSONL file or one of {', '.join(BUILTIN_WORKLOADS)}")
+    cases: list[Case] = []
+    seen: set[str] = set()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise WorkloadError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise WorkloadError(f"{where}: not valid JSON ({exc}); one JSON object per line") from None
+        case = _parse_case(obj, where)
+        if case.id in seen:
+            raise WorkloadError(f"{where}: duplicate id {case.id!r}; ids must be unique within a workload")
+        seen.add(case.id)
+        cases.append(case)
+    if not cases:
+        raise WorkloadError(f"{path}: no cases; add one JSON object per line")
+    return Workload(name=path.stem, cases=tuple(cases), source=str(path))
+
+
+def load_workload(spec: str) -> Workload:
+    """A built-in name or a path to a JSONL file."""
+    if spec in BUILTIN_WORKLOADS:
+        raw = _suites.builtin_cases(spec)
+        return Workload(name=spec, cases=tuple(_parse_case(o, f"builtin:{spec}:{o['id']}") for o in raw), source="builtin")
+    if spec.endswith(".jsonl") or "/" in spec:
+        return _read_file(Path(spec))
+    raise WorkloadError(f"unknown workload {spec!r}; use one of {', '.join(BUILTIN_WORKLOADS)} or a path to a .jsonl file")
+
+
+def load_workloads(specs: list[str]) -> list[Workload]:
+    workloads = [load_workload(s) for s in specs]
+    names = [w.name for w in workloads]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup:
+        raise WorkloadError(f"workload {dup!r} given twice; each workload name must be unique in a run")
+    return workloads
+
+
+def interleave_by_group(cases: tuple[Case, ...]) -> tuple[Case, ...]:
+    """Round-robin over groups (first-seen order), so any prefix of the sequence covers every group."""
+    by_group: dict[str, list[Case]] = {}
+    for case in cases:
+        by_group.setdefault(case.group, []).append(case)
+    queues = list(by_group.values())
+    out: list[Case] = []
+    while any(queues):
+        for queue in queues:
+            if queue:
+                out.append(queue.pop(0))
+    return tuple(out)
+
+
+def case_to_dict(case: Case) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": case.id, "max_tokens": case.max_tokens, "group": case.group}
+    if case.messages is not None:
+        out["messages"] = [dict(m) for m in case.messages]
+    else:
+        out["prompt"] = case.prompt
+    if case.check is not None:
+        out["check"] = case.check.to_dict()
+    return out

@@ -1,0 +1,93 @@
+"""Statistics on synthetic records (a fake journal, built here; no engine)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from specharness.records import CellRecord, RequestRecord
+from specharness.stats import bootstrap_speedup, compare_arms, divergence, percentiles_ms, summarise_arm
+
+
+def fake_request(arm: str, block: int, seq: int, tokens: int, e2e: float, text: str = "t", correct: bool = True,
+                 error: str | None = None) -> RequestRecord:  # fmt: skip
+    return RequestRecord(
+        arm=arm, block=block, workload="copy", group="g", case_id=f"c{seq}", clients=1, warmup=False,
+        cell=f"b{block}/copy/c1/{arm}#s0", seq=seq, started_unix_s=0.0, send_s=0.0,
+        chunk_arrival_s=[0.05, e2e] if error is None else [], chunk_tokens=[1, tokens - 1] if error is None else [],
+        ttft_s=0.05 if error is None else math.nan, e2e_s=e2e if error is None else math.nan,
+        completion_tokens=tokens if error is None else None, text=text, error_kind=error,
+        verdict="complete" if error is None else "failed", correct=correct if error is None else False,
+        check_detail="ok", saw_done=error is None,
+    )  # fmt: skip
+
+
+def fake_arm(arm: str, speed: float, rng: np.random.Generator, blocks: int = 3, n: int = 16,
+             correct: bool = True) -> tuple[list[RequestRecord], list[CellRecord]]:  # fmt: skip
+    reqs = [fake_request(arm, b, s, 50, 50 / speed * rng.uniform(0.9, 1.1), correct=correct)
+            for b in range(blocks) for s in range(n)]  # fmt: skip
+    cells = [CellRecord(arm=arm, block=b, workload="copy", clients=1, cell=f"b{b}", requests=n,
+                        wall_s=sum(r.e2e_s for r in reqs if r.block == b),
+                        counters={"drafts": 10.0, "draft_tokens": 40.0, "accepted_tokens": 30.0})
+             for b in range(blocks)]  # fmt: skip
+    return reqs, cells
+
+
+def test_percentiles_of_empty_sample_are_nan() -> None:
+    assert all(math.isnan(v) for v in percentiles_ms([]).values())
+    assert percentiles_ms([0.001, 0.002, 0.003])["p50"] == pytest.approx(2.0)
+
+
+def test_speedup_ci_sees_a_real_2x_and_contains_1_for_identical_arms() -> None:
+    rng = np.random.default_rng(1)
+    a, ca = fake_arm("baseline", 100.0, rng)
+    b, cb = fake_arm("ngram", 200.0, rng)
+    same, csame = fake_arm("baseline-b", 100.0, rng)
+    sa, sb, ss = (summarise_arm(x[0].arm, "copy", 1, x, c) for x, c in ((a, ca), (b, cb), (same, csame)))
+    fast = compare_arms(sa, sb, a, b, min_correct_fraction=0.5, quality_tolerance=0.0, valid=True)
+    assert fast.speedup == pytest.approx(2.0, rel=0.05) and fast.speedup_ci_low > 1.5 and fast.verdict == "helps"
+    null = compare_arms(sa, ss, a, same, min_correct_fraction=0.5, quality_tolerance=0.0, valid=True)
+    assert null.speedup_ci_low < 1.0 < null.speedup_ci_high and null.verdict == "inconclusive"
+    slow = compare_arms(sb, sa, b, a, min_correct_fraction=0.5, quality_tolerance=0.0, valid=True)
+    assert slow.verdict == "hurts"
+
+
+def test_a_fast_arm_with_wrong_answers_fails_quality_and_goodput_is_zero() -> None:
+    rng = np.random.default_rng(2)
+    a, ca = fake_arm("baseline", 100.0, rng)
+    b, cb = fake_arm("ngram", 300.0, rng, correct=False)
+    sa, sb = summarise_arm("baseline", "copy", 1, a, ca), summarise_arm("ngram", "copy", 1, b, cb)
+    assert sb.goodput_tok_s == 0.0 and sb.output_tok_s > sa.output_tok_s
+    result = compare_arms(sa, sb, a, b, min_correct_fraction=0.5, quality_tolerance=0.0, valid=True)
+    assert result.verdict == "fails quality" and result.speedup > 2
+
+
+def test_failed_requests_count_against_goodput_and_error_rate() -> None:
+    reqs = [fake_request("ngram", 0, 0, 10, 1.0), fake_request("ngram", 0, 1, 10, 1.0, error="timeout")]
+    cell = CellRecord(arm="ngram", block=0, workload="copy", clients=1, cell="x", wall_s=2.0, requests=2)
+    s = summarise_arm("ngram", "copy", 1, reqs, [cell])
+    assert s.failed == 1 and s.error_rate == 0.5 and s.correct_fraction == 0.5
+    assert s.goodput_requests_s == 0.5 and s.error_kinds == {"timeout": 1}
+
+
+def test_invalid_cell_gets_no_verdict() -> None:
+    rng = np.random.default_rng(3)
+    a, ca = fake_arm("baseline", 100.0, rng)
+    sa = summarise_arm("baseline", "copy", 1, a, ca)
+    result = compare_arms(sa, sa, a, a, min_correct_fraction=0.5, quality_tolerance=0.0, valid=False,
+                          invalid_reason="cell b1 died")  # fmt: skip
+    assert result.verdict == "invalid" and "b1" in result.reason
+
+
+def test_divergence_counts_identical_and_first_difference() -> None:
+    pairs = [(fake_request("a", 0, 0, 5, 1, "abcdef"), fake_request("b", 0, 0, 5, 1, "abcdef")),
+             (fake_request("a", 0, 1, 5, 1, "abcdef"), fake_request("b", 0, 1, 5, 1, "abXdef")),
+             (fake_request("a", 0, 2, 5, 1, "abc"), fake_request("b", 0, 2, 5, 1, "abcdef"))]  # fmt: skip
+    d = divergence(pairs)
+    assert (d.pairs, d.identical, d.first_divergence_chars) == (3, 1, [2, 3])
+
+
+def test_bootstrap_is_deterministic_and_nan_when_empty() -> None:
+    blocks = [(np.array([10.0, 12]), np.array([1.0, 1.1]), np.array([10.0, 12]), np.array([0.5, 0.6]))]
+    assert bootstrap_speedup(blocks) == bootstrap_speedup(blocks)
+    assert all(math.isnan(v) for v in bootstrap_speedup([]))
