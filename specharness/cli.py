@@ -68,6 +68,15 @@ def _parser() -> argparse.ArgumentParser:
     cmp_ = sub.add_parser("compare", help="compare two runs, e.g. two vLLM versions")
     cmp_.add_argument("run_a", type=Path)
     cmp_.add_argument("run_b", type=Path)
+    site = sub.add_parser("site", help="after 'asv publish': add the metric-by-vLLM-release page to the site")
+    site.add_argument("--results", type=Path, default=Path("results"))
+    site.add_argument("--html", type=Path, default=Path("html"))
+    rc = sub.add_parser("release-compare", help="ASV results: every metric for vLLM release A vs B, ratio, significance")
+    rc.add_argument("release_a")
+    rc.add_argument("release_b")
+    rc.add_argument("--results", type=Path, default=Path("results"))
+    rc.add_argument("--machine")
+    rc.add_argument("--factor", type=float, default=1.1, help="flag changes beyond this ratio where no CI exists")
     return p
 
 
@@ -173,9 +182,29 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_site(args: argparse.Namespace) -> int:
+    from .site import link_from_index, write_release_page
+
+    if not (args.html / "index.html").is_file():
+        raise ConfigError(f"--html {args.html}: no index.html; run 'asv publish' first")
+    page = write_release_page(args.results, args.html)
+    link_from_index(args.html)
+    print(f"site: {page}")
+    return 0
+
+
+def cmd_release_compare(args: argparse.Namespace) -> int:
+    from .asvcompare import compare_releases, format_release_changes
+
+    changes = compare_releases(args.results, args.release_a, args.release_b, args.machine, args.factor)
+    print(format_release_changes(changes, args.release_a, args.release_b))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    handler = {"run": cmd_run, "report": cmd_report, "compare": cmd_compare}[args.command]
+    handler = {"run": cmd_run, "report": cmd_report, "compare": cmd_compare, "site": cmd_site,
+               "release-compare": cmd_release_compare}[args.command]
     try:
         return handler(args)
     except SpecharnessError as exc:

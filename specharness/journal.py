@@ -6,6 +6,7 @@ A crash leaves every line written so far readable; a torn last line is reported 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 from collections.abc import Iterator
@@ -65,28 +66,31 @@ class JournalContents:
 
 def iter_journal_lines(path: Path) -> Iterator[tuple[int, dict[str, Any] | None]]:
     """Yield (line number, parsed object or None when the line is unreadable)."""
-    with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                obj = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                yield number, None
-                continue
-            yield number, obj if isinstance(obj, dict) else None
+    data = path.read_bytes()
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw or raw.isspace():
+            continue
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            yield number, None
+            continue
+        yield number, obj if isinstance(obj, dict) else None
+
+
+@functools.cache
+def _field_specs(cls: type) -> tuple[tuple[str, bool], ...]:
+    """(name, defaults-to-NaN) for each field of a record class."""
+    return tuple((f.name, isinstance(f.default, float) and math.isnan(f.default)) for f in dataclasses.fields(cls))
 
 
 def _fields_for(cls: type, obj: dict[str, Any]) -> dict[str, Any]:
     """Keyword arguments for ``cls`` from a journal object; JSON null in a NaN-default float comes back as NaN."""
     kwargs: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
-        if f.name not in obj:
-            continue
-        value = obj[f.name]
-        if value is None and isinstance(f.default, float):
-            value = math.nan
-        kwargs[f.name] = value
+    for name, nan_default in _field_specs(cls):
+        if name in obj:
+            value = obj[name]
+            kwargs[name] = math.nan if value is None and nan_default else value
     return kwargs
 
 

@@ -35,7 +35,8 @@ BOOTSTRAP_RESAMPLES = 2000
 
 def percentiles_ms(values_s: Iterable[float]) -> dict[str, float]:
     """p50/p95/p99 in milliseconds of the finite values; NaN when there are none."""
-    arr = np.asarray([v for v in values_s if v is not None and math.isfinite(v)], dtype=float)
+    arr = np.fromiter((math.nan if v is None else v for v in values_s), dtype=float)
+    arr = arr[np.isfinite(arr)]
     if arr.size == 0:
         return {f"p{p}": math.nan for p in PCTS}
     return {f"p{p}": float(np.percentile(arr, p) * 1000.0) for p in PCTS}

@@ -1,0 +1,133 @@
+"""Paired baseline vs prompt-lookup (ngram) experiment on real vLLM servers, per workload and client count.
+
+Every value is oriented so that a rise is a regression (see specharness.asvsuite).
+"""
+
+from specharness.asvsuite import grid_experiment
+
+from .common import CLIENTS, SETUP_TIMEOUT_S, WORKLOADS, lookup
+
+
+class PairedNgram:
+    params = (WORKLOADS, CLIENTS)
+    param_names = ("workload", "clients")
+    timeout = SETUP_TIMEOUT_S
+    number = 1
+    repeat = 1
+
+    def setup_cache(self):
+        return grid_experiment()
+
+    def _get(self, cache, workload, clients, tail):
+        return lookup(cache, f"{workload}/c{clients}/{tail}")
+
+    def track_slowdown(self, cache, workload, clients):
+        """ngram time per output token / baseline time per output token (1 / speedup)."""
+        return self._get(cache, workload, clients, "ngram_vs_baseline/slowdown")
+
+    track_slowdown.unit = "ratio"
+
+    def track_slowdown_ci_low(self, cache, workload, clients):
+        """Lower end of the slowdown's 95% CI (1 / the speedup CI's upper end)."""
+        high = self._get(cache, workload, clients, "ngram_vs_baseline/speedup_ci_high")
+        return 1.0 / high if high else float("nan")
+
+    track_slowdown_ci_low.unit = "ratio"
+
+    def track_slowdown_ci_high(self, cache, workload, clients):
+        """Upper end of the slowdown's 95% CI (1 / the speedup CI's lower end)."""
+        low = self._get(cache, workload, clients, "ngram_vs_baseline/speedup_ci_low")
+        return 1.0 / low if low else float("nan")
+
+    track_slowdown_ci_high.unit = "ratio"
+
+    def track_goodput_loss(self, cache, workload, clients):
+        """baseline goodput / ngram goodput (correct complete output tokens per second)."""
+        return self._get(cache, workload, clients, "ngram_vs_baseline/goodput_loss")
+
+    track_goodput_loss.unit = "ratio"
+
+    def track_tpot_p50_ms_ngram(self, cache, workload, clients):
+        return self._get(cache, workload, clients, "ngram/tpot_p50_ms")
+
+    track_tpot_p50_ms_ngram.unit = "ms"
+
+    def track_tpot_p50_ms_baseline(self, cache, workload, clients):
+        return self._get(cache, workload, clients, "baseline/tpot_p50_ms")
+
+    track_tpot_p50_ms_baseline.unit = "ms"
+
+    def track_tpot_p95_ms_ngram(self, cache, workload, clients):
+        return self._get(cache, workload, clients, "ngram/tpot_p95_ms")
+
+    track_tpot_p95_ms_ngram.unit = "ms"
+
+    def track_tpot_p95_ms_baseline(self, cache, workload, clients):
+        return self._get(cache, workload, clients, "baseline/tpot_p95_ms")
+
+    track_tpot_p95_ms_baseline.unit = "ms"
+
+    def track_ttft_p50_ms_ngram(self, cache, workload, clients):
+        return self._get(cache, workload, clients, "ngram/ttft_p50_ms")
+
+    track_ttft_p50_ms_ngram.unit = "ms"
+
+    def track_ttft_p50_ms_baseline(self, cache, workload, clients):
+        return self._get(cache, workload, clients, "baseline/ttft_p50_ms")
+
+    track_ttft_p50_ms_baseline.unit = "ms"
+
+    def track_ttft_p95_ms_ngram(self, cache, workload, clients):
+        return self._get(cache, workload, clients, "ngram/ttft_p95_ms")
+
+    track_ttft_p95_ms_ngram.unit = "ms"
+
+    def track_ttft_p95_ms_baseline(self, cache, workload, clients):
+        return self._get(cache, workload, clients, "baseline/ttft_p95_ms")
+
+    track_ttft_p95_ms_baseline.unit = "ms"
+
+    def track_ms_per_token_ngram(self, cache, workload, clients):
+        return self._get(cache, workload, clients, "ngram/ms_per_output_token")
+
+    track_ms_per_token_ngram.unit = "ms"
+
+    def track_ms_per_token_baseline(self, cache, workload, clients):
+        return self._get(cache, workload, clients, "baseline/ms_per_output_token")
+
+    track_ms_per_token_baseline.unit = "ms"
+
+    def track_rejection_rate(self, cache, workload, clients):
+        """1 - acceptance rate of the ngram drafts."""
+        return self._get(cache, workload, clients, "ngram/rejection_rate")
+
+    track_rejection_rate.unit = "fraction"
+
+    def track_verify_steps_per_token(self, cache, workload, clients):
+        """1 / mean acceptance length of the ngram arm."""
+        return self._get(cache, workload, clients, "ngram/verify_steps_per_token")
+
+    track_verify_steps_per_token.unit = "steps"
+
+    def track_incorrect_fraction_ngram(self, cache, workload, clients):
+        return self._get(cache, workload, clients, "ngram/incorrect_fraction")
+
+    track_incorrect_fraction_ngram.unit = "fraction"
+
+    def track_incorrect_fraction_baseline(self, cache, workload, clients):
+        return self._get(cache, workload, clients, "baseline/incorrect_fraction")
+
+    track_incorrect_fraction_baseline.unit = "fraction"
+
+    def track_peak_memory_mib_ngram(self, cache, workload, clients):
+        """Peak GPU used memory during the cell, or the server's RSS where no GPU is visible."""
+        value = self._get(cache, workload, clients, "ngram/peak_gpu_used_mib")
+        return value if value == value else self._get(cache, workload, clients, "ngram/peak_rss_mib")
+
+    track_peak_memory_mib_ngram.unit = "MiB"
+
+    def track_peak_memory_mib_baseline(self, cache, workload, clients):
+        value = self._get(cache, workload, clients, "baseline/peak_gpu_used_mib")
+        return value if value == value else self._get(cache, workload, clients, "baseline/peak_rss_mib")
+
+    track_peak_memory_mib_baseline.unit = "MiB"

@@ -1,0 +1,34 @@
+"""The speculative configuration as its own series: num_speculative_tokens x prompt_lookup_max (copy, 1 client)."""
+
+from specharness.asvsuite import sweep_experiments
+
+from .common import LOOKUP_MAX, SETUP_TIMEOUT_S, SPEC_TOKENS, lookup
+
+
+class NgramConfigSweep:
+    params = (SPEC_TOKENS, LOOKUP_MAX)
+    param_names = ("num_speculative_tokens", "prompt_lookup_max")
+    timeout = SETUP_TIMEOUT_S
+    number = 1
+    repeat = 1
+
+    def setup_cache(self):
+        return sweep_experiments()
+
+    def _get(self, cache, k, lookup_max, tail):
+        return lookup(cache[f"k{k}-max{lookup_max}"], f"copy/c1/{tail}")
+
+    def track_slowdown(self, cache, k, lookup_max):
+        return self._get(cache, k, lookup_max, "ngram_vs_baseline/slowdown")
+
+    track_slowdown.unit = "ratio"
+
+    def track_rejection_rate(self, cache, k, lookup_max):
+        return self._get(cache, k, lookup_max, "ngram/rejection_rate")
+
+    track_rejection_rate.unit = "fraction"
+
+    def track_tpot_p50_ms_ngram(self, cache, k, lookup_max):
+        return self._get(cache, k, lookup_max, "ngram/tpot_p50_ms")
+
+    track_tpot_p50_ms_ngram.unit = "ms"

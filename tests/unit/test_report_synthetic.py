@@ -1,0 +1,63 @@
+"""Report, compare and site helpers on a SYNTHETIC run folder (made-up records; no engine)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import orjson
+
+from specharness.asvsuite import lookup
+from specharness.cli import main
+from specharness.compare import compare_runs, format_changes
+from specharness.report import write_report
+from specharness.site import release_of
+from specharness.synthetic import write_synthetic_run
+
+
+def test_report_from_a_synthetic_journal(tmp_path: Path) -> None:
+    run = write_synthetic_run(tmp_path / "run", records=480)
+    report = write_report(run)
+    assert report["counts"]["measured_requests_counted"] == 480
+    comps = {(c["workload"], c["clients"]): c for c in report["comparisons"]}
+    assert set(comps) == {("copy", 1), ("copy", 8), ("transform", 1), ("transform", 8)}
+    # the synthetic ngram arm streams twice as fast per chunk and sends 1-4 tokens a chunk
+    assert all(c["speedup"] > 1.5 and c["speedup_ci_low"] > 1 for c in comps.values())
+    assert all(row["ok"] for row in report["reconciliation"])
+    md = (run / "report.md").read_text()
+    for heading in ("## Verdicts", "## Per arm", "## Counter reconciliation", "## Validity", "## Manifest"):
+        assert heading in md
+    metrics = report["metrics"]
+    assert metrics["copy/c1/ngram_vs_baseline/slowdown"] == 1 / metrics["copy/c1/ngram_vs_baseline/speedup"]
+    assert lookup({"metrics": metrics}, "copy/c1/ngram/incorrect_fraction") < 0.3
+    assert math.isnan(lookup({"metrics": metrics}, "copy/c1/ngram/rejection_rate"))  # no drafts in synthetic data
+    assert (run / "plots" / "speedup.png").stat().st_size > 1000
+
+
+def test_compare_two_runs_names_metric_values_ratio(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    a = write_synthetic_run(tmp_path / "a", records=240, seed=1)
+    b = write_synthetic_run(tmp_path / "b", records=240, seed=2)
+    write_report(a, plots=False)
+    write_report(b, plots=False)
+    changes = compare_runs(a, b)
+    speedups = [c for c in changes if c.metric == "speedup"]
+    assert len(speedups) == 4 and all(c.significant is not None for c in speedups)
+    text = format_changes(changes, "a", "b")
+    assert "speedup" in text and "ratio" in text and "significant" in text
+    assert main(["compare", str(a), str(b)]) == 0
+    assert "tpot_p50_ms" in capsys.readouterr().out
+
+
+def test_partial_status_is_shown(tmp_path: Path) -> None:
+    run = write_synthetic_run(tmp_path / "run", records=48)
+    manifest = orjson.loads((run / "manifest.json").read_bytes())
+    manifest["status"] = "interrupted"
+    (run / "manifest.json").write_bytes(orjson.dumps(manifest))
+    write_report(run, plots=False)
+    assert "PARTIAL REPORT" in (run / "report.md").read_text()
+
+
+def test_release_is_read_from_environment_names() -> None:
+    assert release_of("virtualenv-py3.11-accelerate-gguf-torch2.13.0+cpu-vllm-cpu0.31.0") == "0.31.0"
+    assert release_of("existing-py_tmp_vllm-0.26.0_bin_python") == "0.26.0"
+    assert release_of("existing-py_usr_bin_python3") is None
