@@ -77,6 +77,13 @@ def _parser() -> argparse.ArgumentParser:
     rc.add_argument("--results", type=Path, default=Path("results"))
     rc.add_argument("--machine")
     rc.add_argument("--factor", type=float, default=1.1, help="flag changes beyond this ratio where no CI exists")
+    cc = sub.add_parser("crosscheck", help="TTFT/TPOT medians: specharness vs vllm bench serve, same server and prompts")
+    cc.add_argument("--out", type=Path, required=True)
+    cc.add_argument("--model", default="default")
+    cc.add_argument("--arm", default="baseline", choices=("baseline", "ngram"))
+    cc.add_argument("--num-prompts", type=int, default=16)
+    cc.add_argument("--max-tokens", type=int, default=64)
+    cc.add_argument("--gpu-memory-utilization", type=float)
     return p
 
 
@@ -201,10 +208,19 @@ def cmd_release_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_crosscheck(args: argparse.Namespace) -> int:
+    from .crosscheck import run_crosscheck
+
+    run_crosscheck(args.out, model_spec=args.model, arm_name=args.arm, num_prompts=args.num_prompts,
+                   max_tokens=args.max_tokens, gpu_memory_utilization=args.gpu_memory_utilization)  # fmt: skip
+    print((args.out / "crosscheck.md").read_text())
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"run": cmd_run, "report": cmd_report, "compare": cmd_compare, "site": cmd_site,
-               "release-compare": cmd_release_compare}[args.command]
+               "release-compare": cmd_release_compare, "crosscheck": cmd_crosscheck}[args.command]
     try:
         return handler(args)
     except SpecharnessError as exc:

