@@ -9,7 +9,10 @@ MODE="$1"; COMMIT="${2:-}"
 ROOT="$PWD"
 [ -d /tmp/site/vllm ] || bash .stage/device-unpack.sh || exit 3
 VLLM_TAG="$(PYTHONPATH=/tmp/site python3 -c 'import importlib.metadata as m; print(m.version("vllm"))')"
-mkdir -p "/tmp/vllm-$VLLM_TAG/bin" && ln -sf "$(command -v python3)" "/tmp/vllm-$VLLM_TAG/bin/python"
+# A versioned path for the interpreter, so ASV's existing-environment name carries the release. A wrapper, not a
+# symlink: the image's python3 may live in a venv whose site-packages a symlinked binary would not see.
+mkdir -p "/tmp/vllm-$VLLM_TAG/bin" && rm -f "/tmp/vllm-$VLLM_TAG/bin/python" && printf '#!/bin/sh\nexec %s "$@"\n' "$(command -v python3)" > "/tmp/vllm-$VLLM_TAG/bin/python"
+chmod +x "/tmp/vllm-$VLLM_TAG/bin/python"
 PY="/tmp/vllm-$VLLM_TAG/bin/python"
 export PYTHONPATH="/tmp/site:$ROOT" ASV_PYTHONPATH="/tmp/site:$ROOT" VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1
 export SPECHARNESS_DEFAULT_GGUF=/tmp/stage/smollm2-135m-instruct-q4_1.gguf SPECHARNESS_CACHE=/tmp/shcache
@@ -20,17 +23,18 @@ case "$MODE" in
     # ASV saves results from an existing environment only with --set-commit-hash, and needs the commit in a repo:
     # clone the carried git bundle so the hash is the real one.
     rm -rf /tmp/repo && git clone -q .stage/repo.bundle /tmp/repo && cd /tmp/repo && git checkout -q "$COMMIT" || exit 4
+    export ASV_PYTHONPATH="/tmp/site:/tmp/repo"
     "$PY" -m asv machine --yes --machine h200 >/dev/null
     bench='PairedNgram'; [ "$MODE" = sweep ] && bench='NgramConfigSweep'
     export SPECHARNESS_ASV_PROFILE=standard
     start=$(date +%s)
-    "$PY" -m asv run -E "existing:$PY" --set-commit-hash "$COMMIT" --machine h200 --bench "$bench" --show-stderr \
+    timeout "${ASV_LIMIT_S:-540}" "$PY" -m asv run -E "existing:$PY" --set-commit-hash "$COMMIT" --machine h200 --bench "$bench" --show-stderr \
       2>&1 | tee "$OUT/asv_$MODE.log"
     echo "asv $MODE wall: $(( $(date +%s) - start )) s" | tee -a "$OUT/asv_$MODE.log"
-    tar -C /tmp/repo -cJf "$OUT/results_$MODE.tar.xz" results/h200
+    [ -d /tmp/repo/results/h200 ] && tar -C /tmp/repo -cJf "$OUT/results_$MODE.tar.xz" results/h200
     tar -C /tmp/asvruns --exclude='*.log' -cJf "$OUT/runs_$MODE.tar.xz" . ;;
   crosscheck)
-    "$PY" -m specharness crosscheck --out /tmp/cross --num-prompts 16 --max-tokens 64 --gpu-memory-utilization 0.3 \
+    timeout "${CROSS_LIMIT_S:-540}" "$PY" -m specharness crosscheck --out /tmp/cross --num-prompts 16 --max-tokens 64 --gpu-memory-utilization 0.3 \
       2>&1 | tee "$OUT/crosscheck.log"
     tar -C /tmp/cross -cJf "$OUT/crosscheck.tar.xz" . ;;
 esac
