@@ -93,6 +93,7 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
                     min_correct_fraction=profile["min_correct_fraction"],
                     quality_tolerance=profile["quality_tolerance"], valid=not missing, invalid_reason=reason,
                     greedy=manifest["config"]["sampling"]["temperature"] == 0,
+                    equivalence_margin=profile.get("equivalence_margin", 0.10),
                 ))  # fmt: skip
 
     groups: dict[tuple[str, str, str], list[RequestRecord]] = {}

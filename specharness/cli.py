@@ -48,6 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--speculative-config", help="full JSON for --speculative-config (method must be ngram)")
     r.add_argument("--max-tokens-cap", type=int, help="cap every case's max_tokens")
     r.add_argument("--min-correct", type=float, help="declared minimum correct fraction for a 'helps' verdict")
+    r.add_argument("--equivalence-margin", type=float, help="speedups within ±this are 'no difference' (default 0.10)")
     r.add_argument("--temperature", type=float, default=0.0)
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--request-timeout", type=float, default=300.0, help="seconds per request")
@@ -125,6 +126,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             profile, workloads=args.workloads, clients=args.clients, blocks=args.blocks,
             requests_per_cell=args.requests, warmups_per_cell=args.warmups, arms=args.arms,
             max_tokens_cap=args.max_tokens_cap, min_correct_fraction=args.min_correct,
+            equivalence_margin=args.equivalence_margin,
             speculative=_speculative(args, profile.speculative),
         )  # fmt: skip
         if args.temperature < 0:

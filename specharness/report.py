@@ -108,8 +108,11 @@ def _markdown(a: Analysis, run_dir: Path) -> str:
         )  # fmt: skip
     lines += ["", "Speedup = output tokens per second of request time, arm B over arm A, over requests paired by "
               "(block, position, case); 95% CI from a two-stage bootstrap (blocks, then requests; seed fixed). "
-              f"Quality rule declared in advance: correct fraction ≥ {prof['min_correct_fraction']:.2f} and not below "
-              f"the reference arm by more than {prof['quality_tolerance']:.2f}. Acceptance is from vLLM's counters.", ""]
+              f"*helps* / *hurts* need the whole CI beyond the declared ±{prof.get('equivalence_margin', 0.10):.0%} "
+              "no-difference band (identical engines differed by up to 8% on the 2-core CPU). Quality rule declared "
+              f"in advance: correct fraction ≥ {prof['min_correct_fraction']:.2f}, and no significant loss of paired "
+              f"answers (one-sided sign test p < 0.05, beyond a tolerance of {prof['quality_tolerance']:.2f}). "
+              "Acceptance is from vLLM's counters.", ""]
     lines.append("## Per arm")
     lines.append("")
     lines.append("| workload | clients | arm | requests | failed | complete | correct | TTFT p50/p95/p99 ms | "

@@ -248,10 +248,23 @@ def paired_units(a: Sequence[RequestRecord], b: Sequence[RequestRecord]) -> list
     return [(index[k], r) for r in b if (k := (r.block, r.seq, r.case_id)) in index]
 
 
+def sign_test_worse(pairs: Sequence[tuple[RequestRecord, RequestRecord]]) -> tuple[int, int, float]:
+    """Paired correctness: (A right & B wrong, A wrong & B right, one-sided exact sign-test p that B is worse)."""
+    def right(r: RequestRecord) -> bool:
+        return r.correct is True and r.verdict in ("complete", "truncated")
+
+    checked = [(x, y) for x, y in pairs if x.check_detail != "unchecked" and y.check_detail != "unchecked"]
+    lost = sum(1 for x, y in checked if right(x) and not right(y))
+    gained = sum(1 for x, y in checked if right(y) and not right(x))
+    n = lost + gained
+    p = sum(math.comb(n, k) for k in range(lost, n + 1)) / 2**n if n else 1.0
+    return lost, gained, p
+
+
 def compare_arms(
     sa: ArmSummary, sb: ArmSummary, a: Sequence[RequestRecord], b: Sequence[RequestRecord], *,
     min_correct_fraction: float, quality_tolerance: float, valid: bool, invalid_reason: str = "",
-    greedy: bool = True,
+    greedy: bool = True, equivalence_margin: float = 0.10,
 ) -> PairedComparison:  # fmt: skip
     """Speedup with CI, quality, divergence and the verdict for one cell."""
     pairs = paired_units(a, b)
@@ -267,7 +280,9 @@ def compare_arms(
     ]  # fmt: skip
     point, low, high = bootstrap_speedup(arrays)
     div = divergence(pairs) if greedy else Divergence(0, 0, [])
-    verdict, reason = _verdict(sa, sb, low, high, min_correct_fraction, quality_tolerance, valid, invalid_reason)
+    quality = sign_test_worse(pairs)
+    verdict, reason = _verdict(sa, sb, low, high, min_correct_fraction, quality_tolerance, valid, invalid_reason,
+                               quality, equivalence_margin)  # fmt: skip
     return PairedComparison(
         workload=sa.workload, clients=sa.clients, arm_a=sa.arm, arm_b=sb.arm, paired_units=len(ok_pairs),
         speedup=point, speedup_ci_low=low, speedup_ci_high=high,
@@ -282,21 +297,27 @@ def compare_arms(
 
 
 def _verdict(sa: ArmSummary, sb: ArmSummary, low: float, high: float, min_correct: float, tolerance: float,
-             valid: bool, invalid_reason: str) -> tuple[str, str]:  # fmt: skip
+             valid: bool, invalid_reason: str, quality: tuple[int, int, float], margin: float) -> tuple[str, str]:  # fmt: skip
+    """helps / hurts need the whole 95% CI beyond the equivalence margin; quality fails on the declared threshold,
+    or when B loses significantly more paired answers than it gains (one-sided sign test, p < 0.05) by more than
+    the declared tolerance."""
     if not valid:
         return "invalid", invalid_reason or "a cell of this comparison is missing or invalid"
     qa, qb = sa.correct_fraction, sb.correct_fraction
+    lost, gained, p = quality
     if math.isfinite(qb):
         if qb < min_correct:
             return "fails quality", f"{sb.arm} correct fraction {qb:.2f} is below the declared {min_correct:.2f}"
-        if math.isfinite(qa) and qb < qa - tolerance:
-            return "fails quality", f"{sb.arm} correct fraction {qb:.2f} is below {sa.arm}'s {qa:.2f}"
+        if p < 0.05 and math.isfinite(qa) and qb < qa - tolerance:
+            return "fails quality", (f"{sb.arm} got {lost} paired answers wrong that {sa.arm} got right (and {gained} "
+                                     f"the other way; sign test p={p:.3f}); correct {qb:.2f} vs {qa:.2f}")  # fmt: skip
     if sb.error_rate > sa.error_rate:
         return "fails quality", f"{sb.arm} error rate {sb.error_rate:.2f} exceeds {sa.arm}'s {sa.error_rate:.2f}"
     if not (math.isfinite(low) and math.isfinite(high)):
         return "inconclusive", "too few paired successful requests for a confidence interval"
-    if low > 1.0:
-        return "helps", f"speedup 95% CI [{low:.2f}, {high:.2f}] is above 1"
-    if high < 1.0:
-        return "hurts", f"speedup 95% CI [{low:.2f}, {high:.2f}] is below 1"
-    return "inconclusive", f"speedup 95% CI [{low:.2f}, {high:.2f}] contains 1"
+    up, down = 1.0 + margin, 1.0 / (1.0 + margin)
+    if low > up:
+        return "helps", f"speedup 95% CI [{low:.2f}, {high:.2f}] is above {up:.2f}"
+    if high < down:
+        return "hurts", f"speedup 95% CI [{low:.2f}, {high:.2f}] is below {down:.2f}"
+    return "inconclusive", f"speedup 95% CI [{low:.2f}, {high:.2f}] reaches into the ±{margin:.0%} no-difference band"

@@ -91,3 +91,30 @@ def test_bootstrap_is_deterministic_and_nan_when_empty() -> None:
     blocks = [(np.array([10.0, 12]), np.array([1.0, 1.1]), np.array([10.0, 12]), np.array([0.5, 0.6]))]
     assert bootstrap_speedup(blocks) == bootstrap_speedup(blocks)
     assert all(math.isnan(v) for v in bootstrap_speedup([]))
+
+
+def test_a_small_consistent_difference_stays_inside_the_equivalence_band() -> None:
+    rng = np.random.default_rng(4)
+    a, ca = fake_arm("baseline", 100.0, rng)
+    b, cb = fake_arm("baseline-b", 105.0, rng)  # an engine-instance effect like the A/A control showed
+    sa, sb = summarise_arm("baseline", "copy", 1, a, ca), summarise_arm("baseline-b", "copy", 1, b, cb)
+    strict = compare_arms(sa, sb, a, b, min_correct_fraction=0.0, quality_tolerance=0.0, valid=True,
+                          equivalence_margin=0.0)  # fmt: skip
+    banded = compare_arms(sa, sb, a, b, min_correct_fraction=0.0, quality_tolerance=0.0, valid=True)
+    assert strict.verdict == "helps" and banded.verdict == "inconclusive"
+
+
+def test_significant_loss_of_paired_answers_fails_quality() -> None:
+    from specharness.stats import sign_test_worse
+
+    a = [fake_request("baseline", 0, s, 20, 1.0, correct=True) for s in range(16)]
+    b = [fake_request("ngram", 0, s, 20, 0.5, correct=s >= 6) for s in range(16)]
+    lost, gained, p = sign_test_worse(list(zip(a, b, strict=True)))
+    assert (lost, gained) == (6, 0) and p == 1 / 64
+    one_flip = [fake_request("ngram", 0, s, 20, 0.5, correct=s != 0) for s in range(16)]
+    assert sign_test_worse(list(zip(a, one_flip, strict=True)))[2] == 0.5  # one flip is not evidence
+    cell = [CellRecord(arm=x, block=0, workload="copy", clients=1, cell="c", wall_s=16.0, requests=16)
+            for x in ("baseline", "ngram")]  # fmt: skip
+    sa, sb = summarise_arm("baseline", "copy", 1, a, cell[:1]), summarise_arm("ngram", "copy", 1, b, cell[1:])
+    result = compare_arms(sa, sb, a, b, min_correct_fraction=0.5, quality_tolerance=0.0, valid=True)
+    assert result.verdict == "fails quality" and "sign test" in result.reason
