@@ -1,6 +1,7 @@
 """Cross-check the harness's timing against vLLM's own serving benchmark on one server, same prompts, one client.
 
-Starts one engine, sends the same chat prompts (temperature 0, the same max_tokens) first through
+Starts one engine (prefix caching off, so the second pass over the same prompts is not served from the cache
+the first one filled), sends the same chat prompts (temperature 0, the same max_tokens) first through
 ``vllm bench serve`` (``python -m vllm.entrypoints.cli.main bench serve``), then through specharness's client, and
 writes ``crosscheck.json`` / ``crosscheck.md`` with both TTFT and TPOT medians and their relative difference.
 """
@@ -42,7 +43,7 @@ async def _ours(server: EngineServer, cases: list[Case], model: str) -> list[Req
 
 def run_crosscheck(out_dir: Path, *, model_spec: str = "default", arm_name: str = "baseline", num_prompts: int = 16,
                    max_tokens: int = 64, workload: str = "copy", gpu_memory_utilization: float | None = None,
-                   extra_engine_args: tuple[str, ...] = ()) -> dict[str, Any]:  # fmt: skip
+                   extra_engine_args: tuple[str, ...] = ("--no-enable-prefix-caching",)) -> dict[str, Any]:  # fmt: skip
     out_dir.mkdir(parents=True, exist_ok=True)
     model = resolve_model(model_spec)
     served = "smollm2" if model.origin == "embedded-default" else model.name
