@@ -31,6 +31,6 @@ def test_asv_smoke_run_reports_a_slowdown_from_real_engines(tmp_path: Path) -> N
     assert result.returncode == 0, out[-4000:]
     assert "track_slowdown" in out and "failed" not in out.lower(), out[-4000:]
     # The parameter table ASV prints holds a number for the smoke cell (copy, 1 client).
-    assert re.search(r"'copy'\s+\d+\.\d+", out), out[-4000:]
+    assert re.search(r"^\s*'?copy'?\s+\d+\.\d+", out, re.MULTILINE), out[-4000:]
     runs = list(tmp_path.glob("asv-paired-*/report.json"))
     assert len(runs) == 1, "setup_cache ran the paired experiment exactly once"
