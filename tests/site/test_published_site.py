@@ -93,7 +93,7 @@ def test_graph_page_plots_points(site: str, browser, tmp_path: Path) -> None:  #
 
 def test_regressions_page_loads(site: str, browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     browser.get(f"{site}/#/regressions")
-    rows = wait(lambda: browser.find_elements("css selector", "#regressions-display table tbody tr"))
+    rows = wait(lambda: browser.find_elements("css selector", "#regressions-display table tbody tr"), limit_s=120)
     browser.save_screenshot(str(artifacts(tmp_path) / "asv_regressions.png"))
     # the committed history holds a rise between two harness commits, which ASV must list
     assert rows and any("PairedNgram" in r.text for r in rows)
