@@ -129,8 +129,6 @@ def cmd_run(args: argparse.Namespace) -> int:
             equivalence_margin=args.equivalence_margin,
             speculative=_speculative(args, profile.speculative),
         )  # fmt: skip
-        if args.temperature < 0:
-            raise ConfigError(f"--temperature {args.temperature}: must be 0 (greedy) or more")
         out = args.out or Path("runs") / f"{profile.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         config = RunConfig(
             profile=profile, out_dir=out, model=args.model,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import platform
 import signal
@@ -23,7 +24,7 @@ from typing import Any
 import httpx
 import orjson
 
-from ._errors import EngineDied, RunDirError
+from ._errors import ConfigError, EngineDied, RunDirError
 from .client import RequestMeta, Sampling, build_body, send_request
 from .counters import CounterSnapshot, acceptance_figures, reconcile_tokens, scrape
 from .design import CellPlan, Profile, build_arms, plan_cells, validate_profile
@@ -59,6 +60,31 @@ class RunConfig:
     python: str = ""
     extra_engine_args: tuple[str, ...] = ()
     fsync: bool = True
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """One line naming the flag for any setting vLLM or the client could not use."""
+
+        def finite(x: float | None) -> bool:
+            return x is not None and math.isfinite(x)
+
+        t, gpu = self.sampling.temperature, self.gpu_memory_utilization
+        rules = [
+            ("--temperature", t, finite(t) and t >= 0, "0 (greedy) or a finite number above it"),
+            ("--request-timeout", self.request_timeout_s, finite(self.request_timeout_s) and self.request_timeout_s > 0,
+             "a positive number of seconds"),
+            ("--start-timeout", self.start_timeout_s, finite(self.start_timeout_s) and self.start_timeout_s > 0,
+             "a positive number of seconds"),
+            ("--max-model-len", self.max_model_len, self.max_model_len >= 16, "at least 16 tokens"),
+            ("--kv-cache-gib", self.kv_cache_gib, self.kv_cache_gib is None or self.kv_cache_gib >= 1, "at least 1"),
+            ("--gpu-memory-utilization", gpu, gpu is None or (finite(gpu) and 0 < gpu <= 1), "a fraction above 0, at most 1"),
+            ("--port", self.port, 0 <= self.port <= 65535, "0 (pick free ports) or a TCP port up to 65535"),
+        ]  # fmt: skip
+        for flag, value, ok, need in rules:
+            if not ok:
+                raise ConfigError(f"{flag} {value}: must be {need}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
