@@ -4,6 +4,7 @@
 #   scripts/gpu_campaign.sh asv COMMIT        unpack, then the standard paired experiment through ASV (existing env)
 #   scripts/gpu_campaign.sh crosscheck        specharness vs vllm bench serve on one baseline server
 #   scripts/gpu_campaign.sh sweep COMMIT      NgramConfigSweep through ASV
+#   scripts/gpu_campaign.sh sync              baseline vs ngram vs baseline-sync (async scheduling off), transform
 set -uo pipefail
 MODE="$1"; COMMIT="${2:-}"
 ROOT="$PWD"
@@ -22,7 +23,7 @@ case "$MODE" in
   asv|sweep)
     # ASV saves results from an existing environment only with --set-commit-hash, and needs the commit in a repo:
     # clone the carried git bundle so the hash is the real one.
-    rm -rf /tmp/repo && git clone -q .stage/repo.bundle /tmp/repo && cd /tmp/repo && git checkout -q "$COMMIT" || exit 4
+    rm -rf /tmp/repo && git clone -q -b main .stage/repo.bundle /tmp/repo && cd /tmp/repo && git checkout -q "$COMMIT" || exit 4
     export ASV_PYTHONPATH="/tmp/site:/tmp/repo"
     "$PY" -m asv machine --yes --machine h200 >/dev/null
     bench='PairedNgram'; [ "$MODE" = sweep ] && bench='NgramConfigSweep'
@@ -33,6 +34,10 @@ case "$MODE" in
     echo "asv $MODE wall: $(( $(date +%s) - start )) s" | tee -a "$OUT/asv_$MODE.log"
     [ -d /tmp/repo/results/h200 ] && tar -C /tmp/repo -cJf "$OUT/results_$MODE.tar.xz" results/h200
     tar -C /tmp/asvruns --exclude='*.log' -cJf "$OUT/runs_$MODE.tar.xz" . ;;
+  sync)
+    timeout "${SYNC_LIMIT_S:-540}" "$PY" -m specharness run --profile standard --workloads transform --clients 1,8 \
+      --arms baseline,ngram,baseline-sync --gpu-memory-utilization 0.25 --no-progress --out /tmp/sync 2>&1 | tee "$OUT/sync.log"
+    tar -C /tmp/sync -cJf "$OUT/sync.tar.xz" . ;;
   crosscheck)
     timeout "${CROSS_LIMIT_S:-540}" "$PY" -m specharness crosscheck --out /tmp/cross --num-prompts 16 --max-tokens 64 --gpu-memory-utilization 0.3 \
       2>&1 | tee "$OUT/crosscheck.log"
