@@ -51,6 +51,8 @@ def _key(cell: CellRecord | RequestRecord) -> str:
 def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
     contents = read_journal(run_dir / "journal.jsonl")
     profile = manifest["config"]["profile"]
+    # Cells are keyed by workload *name*; the profile may list a user workload by its file path.
+    workload_names = list(manifest.get("workloads") or profile["workloads"])
     arms = tuple(profile["arms"])
     result = Analysis(manifest=manifest, contents=contents)
 
@@ -72,11 +74,11 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
         by_cell.setdefault((r.workload, r.clients, r.arm), []).append(r)
     result.measured = by_cell
 
-    expected = [f"b{b}/{w}/c{c}/{a}" for b in range(profile["blocks"]) for w in profile["workloads"]
+    expected = [f"b{b}/{w}/c{c}/{a}" for b in range(profile["blocks"]) for w in workload_names
                 for c in profile["clients"] for a in arms]  # fmt: skip
     result.missing_cells = [k for k in expected if k not in valid]
 
-    for workload in profile["workloads"]:
+    for workload in workload_names:
         for clients in profile["clients"]:
             for arm in arms:
                 cells = [c for c in valid.values() if c.workload == workload and c.clients == clients and c.arm == arm]

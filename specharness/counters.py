@@ -19,6 +19,7 @@ __all__ = [
     "parse_prometheus",
     "reconcile_tokens",
     "scrape",
+    "server_latency_means",
 ]
 
 DRAFTS = "vllm:spec_decode_num_drafts_total"
@@ -27,7 +28,15 @@ ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 GENERATION = "vllm:generation_tokens_total"
 PROMPT = "vllm:prompt_tokens_total"
-TRACKED = (DRAFTS, DRAFT_TOKENS, ACCEPTED, GENERATION, PROMPT)
+# The engine's own latency histograms (sum and count; means over a delta). vLLM renamed the TPOT histogram, so
+# both names are read and whichever the version exports is used.
+SERVER_LATENCY = {
+    "ttft": ("vllm:time_to_first_token_seconds",),
+    "tpot": ("vllm:request_time_per_output_token_seconds", "vllm:time_per_output_token_seconds"),
+    "itl": ("vllm:inter_token_latency_seconds",),
+}
+_HISTOGRAM_PARTS = tuple(f"{base}_{part}" for bases in SERVER_LATENCY.values() for base in bases for part in ("sum", "count"))
+TRACKED = (DRAFTS, DRAFT_TOKENS, ACCEPTED, GENERATION, PROMPT, *_HISTOGRAM_PARTS)
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)(\s+\S+)?$")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
@@ -90,6 +99,19 @@ def scrape(base_url: str, headers: dict[str, str] | None = None, timeout_s: floa
     reply = httpx.get(f"{base_url}/metrics", headers=headers, timeout=timeout_s)
     reply.raise_for_status()
     return parse_prometheus(reply.text)
+
+
+def server_latency_means(totals: dict[str, float]) -> dict[str, float]:
+    """Mean TTFT / TPOT / inter-token latency in ms as the engine measured them, from histogram deltas (NaN if absent)."""
+    out: dict[str, float] = {}
+    for key, bases in SERVER_LATENCY.items():
+        out[f"server_mean_{key}_ms"] = math.nan
+        for base in bases:
+            count = totals.get(f"{base}_count", 0.0)
+            if count > 0:
+                out[f"server_mean_{key}_ms"] = totals.get(f"{base}_sum", 0.0) / count * 1000
+                break
+    return out
 
 
 def acceptance_figures(totals: dict[str, float], num_speculative_tokens: int | None = None) -> dict[str, float]:

@@ -4,6 +4,8 @@ Starts one engine (prefix caching off, so the second pass over the same prompts 
 the first one filled), sends the same chat prompts (temperature 0, the same max_tokens) first through
 ``vllm bench serve`` (``python -m vllm.entrypoints.cli.main bench serve``), then through specharness's client, and
 writes ``crosscheck.json`` / ``crosscheck.md`` with both TTFT and TPOT medians and their relative difference.
+Each pass also reads the engine's own latency histograms before and after, so both clients' means can be set
+against what the server measured for the same requests (a third opinion on which client adds time).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import httpx
 
 from ._errors import EngineError
 from .client import RequestMeta, Sampling, build_body, send_request
+from .counters import scrape, server_latency_means
 from .design import build_arms, get_profile
 from .engine import EngineServer, EngineSettings
 from .model import resolve_model
@@ -65,13 +68,14 @@ def run_crosscheck(out_dir: Path, *, model_spec: str = "default", arm_name: str 
         passes: list[dict[str, Any]] = []
         t0 = time.perf_counter()
         for index, tool in enumerate(("vllm", "specharness", "specharness", "vllm")):  # ABBA: order cancels drift
+            before = scrape(server.base_url)
             if tool == "vllm":
                 bench_json = out_dir / f"vllm_bench_serve_{index}.json"
                 cmd = [sys.executable, "-m", "vllm.entrypoints.cli.main", "bench", "serve", "--backend", "openai-chat",
                        "--endpoint", "/v1/chat/completions", "--base-url", server.base_url, "--model", served,
                        "--tokenizer", str(model.serve_path), "--dataset-name", "custom", "--dataset-path", str(dataset),
                        "--custom-output-len", str(max_tokens), "--skip-chat-template", "--num-prompts",
-                       str(num_prompts), "--max-concurrency", "1", "--temperature", "0", "--num-warmups", "2",
+                       str(num_prompts), "--max-concurrency", "1", "--temperature", "0", "--num-warmups", "0",
                        "--save-result", "--result-dir", str(out_dir), "--result-filename", bench_json.name,
                        "--disable-shuffle"]  # fmt: skip
                 bench = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
@@ -80,7 +84,8 @@ def run_crosscheck(out_dir: Path, *, model_spec: str = "default", arm_name: str 
                     raise EngineError(f"vllm bench serve failed (exit {bench.returncode}); see {out_dir}")
                 theirs = json.loads(bench_json.read_text())
                 passes.append({"pass": index, "tool": "vllm bench serve", "median_ttft_ms": theirs.get("median_ttft_ms"),
-                               "median_tpot_ms": theirs.get("median_tpot_ms"), "completed": theirs.get("completed"),
+                               "median_tpot_ms": theirs.get("median_tpot_ms"), "mean_ttft_ms": theirs.get("mean_ttft_ms"),
+                               "mean_tpot_ms": theirs.get("mean_tpot_ms"), "completed": theirs.get("completed"),
                                "output_tokens": theirs.get("total_output_tokens"), "command": cmd})  # fmt: skip
             else:
                 ours = [r for r in asyncio.run(_ours(server, cases, served)) if r.error_kind is None]
@@ -88,7 +93,10 @@ def run_crosscheck(out_dir: Path, *, model_spec: str = "default", arm_name: str 
                 passes.append({"pass": index, "tool": "specharness",
                                "median_ttft_ms": statistics.median(r.ttft_s for r in ours) * 1000,
                                "median_tpot_ms": statistics.median(tpots) * 1000 if tpots else float("nan"),
+                               "mean_ttft_ms": statistics.fmean(r.ttft_s for r in ours) * 1000,
+                               "mean_tpot_ms": statistics.fmean(tpots) * 1000 if tpots else float("nan"),
                                "completed": len(ours), "output_tokens": sum(r.output_tokens for r in ours)})  # fmt: skip
+            passes[-1].update(server_latency_means(scrape(server.base_url).minus(before).totals))
         bench_s = time.perf_counter() - t0
     finally:
         server.stop()
@@ -109,6 +117,11 @@ def run_crosscheck(out_dir: Path, *, model_spec: str = "default", arm_name: str 
     for p in passes:
         md.append(f"| {p['pass']} | {p['tool']} | {p['median_ttft_ms']:.2f} | {p['median_tpot_ms']:.2f} | "
                   f"{p['completed']} | {p['output_tokens']} |")  # fmt: skip
+    md += ["", "Means over the same requests, client-side and as the engine's own histograms saw them:", "",
+           "| pass | tool | TTFT mean client / server (ms) | TPOT mean client / server (ms) |", "|---|---|---|---|"]
+    for p in passes:
+        md.append(f"| {p['pass']} | {p['tool']} | {p.get('mean_ttft_ms', float('nan')):.2f} / "
+                  f"{p['server_mean_ttft_ms']:.2f} | {p.get('mean_tpot_ms', float('nan')):.2f} / {p['server_mean_tpot_ms']:.2f} |")
     md += ["", "| metric | vllm bench serve (mean of passes) | specharness | difference |", "|---|---|---|---|"]
     for key, label in (("median_ttft_ms", "TTFT median (ms)"), ("median_tpot_ms", "TPOT median (ms)")):
         r = result[key]

@@ -6,6 +6,7 @@ Boundaries: ``before_start``, ``engine_ready``, ``after_warmup`` and the peak sa
 from __future__ import annotations
 
 import contextlib
+import resource
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -117,4 +118,10 @@ class PeakSampler:
             out["peak_gpu_used_mib"] = self.peak_gpu_mib
         if self.peak_rss_mib is not None:
             out["peak_rss_mib"] = self.peak_rss_mib
+        out["peak_harness_rss_mib"] = harness_max_rss_mib()
         return out
+
+
+def harness_max_rss_mib() -> float:
+    """The harness process's own high-water RSS since it started (Linux reports KiB); servers not included."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -182,7 +182,8 @@ class _Experiment:
     def __init__(self, config: RunConfig, workloads: list[Workload], segment: int, done: set[str],
                  journal: Journal, progress: ProgressFn | None) -> None:  # fmt: skip
         self.config = config
-        self.profile = config.profile
+        # plan by workload name: the profile may list a user workload by its file path
+        self.profile = replace(config.profile, workloads=tuple(w.name for w in workloads))
         self.workloads = {w.name: w for w in workloads}
         self.sequences = {w.name: interleave_by_group(w.cases) for w in workloads}
         self.segment = segment

@@ -1,6 +1,8 @@
 """Engine-backed tests: the real vLLM CPU server with the real default model (SmolLM2-135M-Instruct).
 
 They run in CI. A session fixture makes one tiny paired run through the CLI; the fault tests start their own.
+The tiny run also carries two client-side checks that cost no extra engine start: a second workload whose prompt is
+longer than the model length (the server answers HTTP 400) and an API key, which must reach vLLM and no file.
 """
 
 from __future__ import annotations
@@ -16,13 +18,17 @@ from pathlib import Path
 import orjson
 import pytest
 
-TINY = ["--workloads", "copy", "--clients", "1,2", "--blocks", "2", "--requests", "3", "--warmups", "1",
+TINY = ["--clients", "1,2", "--blocks", "2", "--requests", "3", "--warmups", "1",
         "--max-tokens-cap", "32", "--no-progress"]  # fmt: skip
 
 
-def cli(*args: str, timeout_s: float = 1500) -> subprocess.CompletedProcess[str]:
+TEST_API_KEY = "sk-specharness-test-5f3a9c1e77"
+MAX_MODEL_LEN = 2048  # the CLI's default --max-model-len
+
+
+def cli(*args: str, timeout_s: float = 1500, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "specharness", *args], capture_output=True, text=True,
-                          timeout=timeout_s)  # fmt: skip
+                          timeout=timeout_s, env=env)  # fmt: skip
 
 
 def start_cli(*args: str) -> subprocess.Popen[str]:
@@ -84,7 +90,14 @@ def assert_no_engine_left(run_dir: Path) -> None:
 
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("tiny") / "run"
-    result = cli("run", *TINY, "--out", str(out))
+    where = tmp_path_factory.mktemp("tiny")
+    overlong = where / "overlong.jsonl"  # about 3 tokens a repetition: far past MAX_MODEL_LEN
+    case = {"id": "too-long", "prompt": "Repeat this. " * MAX_MODEL_LEN, "max_tokens": 16,
+            "check": {"type": "contains", "values": ["Repeat"]}}  # fmt: skip
+    overlong.write_bytes(orjson.dumps(case) + b"\n")
+    out = where / "run"
+    env = {**os.environ, "SPECHARNESS_TEST_API_KEY": TEST_API_KEY}
+    result = cli("run", *TINY, "--workloads", f"copy,{overlong}", "--api-key-env", "SPECHARNESS_TEST_API_KEY",
+                 "--out", str(out), env=env)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     return out

@@ -9,7 +9,7 @@ import orjson
 
 from specharness.journal import read_journal
 
-from .conftest import assert_no_engine_left, cli
+from .conftest import MAX_MODEL_LEN, TEST_API_KEY, assert_no_engine_left, cli
 
 
 def report(run_dir: Path) -> dict:
@@ -18,19 +18,46 @@ def report(run_dir: Path) -> dict:
 
 def test_every_request_is_journaled(tiny_run: Path) -> None:
     contents = read_journal(tiny_run / "journal.jsonl")
-    # 2 blocks x 1 workload x 2 client counts x 2 arms = 8 cells; 3 measured + 1 warmup each.
-    assert len(contents.cells) == 8 and all(c.valid for c in contents.cells)
-    assert sum(1 for r in contents.requests if not r.warmup) == 8 * 3
-    assert sum(1 for r in contents.requests if r.warmup) == 8 * 1
-    assert all(r.error_kind is None and r.saw_done for r in contents.requests)
+    # 2 blocks x 2 workloads (copy, overlong) x 2 client counts x 2 arms = 16 cells; 3 measured + 1 warmup each.
+    assert len(contents.cells) == 16 and all(c.valid for c in contents.cells)
+    assert sum(1 for r in contents.requests if not r.warmup) == 16 * 3
+    assert sum(1 for r in contents.requests if r.warmup) == 16 * 1
+    copy = [r for r in contents.requests if r.workload == "copy"]
+    assert len(copy) == 8 * 4 and all(r.error_kind is None and r.saw_done for r in copy)
     assert {e.arm for e in contents.engines} == {"baseline", "ngram"}
     assert all(e.vllm_version not in ("", "unknown") and e.start_s > 0 for e in contents.engines)
+
+
+def test_prompt_past_the_model_length_is_an_http_error_with_no_goodput(tiny_run: Path) -> None:
+    contents = read_journal(tiny_run / "journal.jsonl")
+    overlong = [r for r in contents.requests if r.workload == "overlong"]
+    assert len(overlong) == 8 * 4  # none dropped
+    for r in overlong:
+        assert r.error_kind == "http_error" and r.http_status == 400, (r.error_kind, r.http_status, r.error)
+        assert str(MAX_MODEL_LEN) in r.error and r.verdict == "failed" and not r.useful
+    arms = [a for a in report(tiny_run)["summaries"] if a["workload"] == "overlong"]
+    assert len(arms) == 4
+    for a in arms:
+        assert a["failed"] == a["requests"] == 6 and a["error_kinds"] == {"http_error": 6}
+        assert a["goodput_tok_s"] == 0 and a["goodput_requests_s"] == 0
+    verdicts = {c["verdict"] for c in report(tiny_run)["comparisons"] if c["workload"] == "overlong"}
+    assert verdicts == {"fails quality"}
+
+
+def test_api_key_reaches_the_server_and_no_file(tiny_run: Path) -> None:
+    r = report(tiny_run)
+    assert r["manifest"]["config"]["api_key"] == "set"
+    # the copy requests succeeded, so vLLM accepted the key; now make sure it was written nowhere
+    leaked = [p for p in tiny_run.rglob("*") if p.is_file() and TEST_API_KEY.encode() in p.read_bytes()]
+    assert not leaked, leaked
 
 
 def test_ngram_drafts_and_baseline_does_not(tiny_run: Path) -> None:
     cells = read_journal(tiny_run / "journal.jsonl").cells
     for cell in cells:
-        if cell.arm == "ngram":
+        if cell.workload == "overlong":  # refused prompts: nothing decoded, so nothing drafted in either arm
+            assert cell.counters["drafts"] == 0 and cell.counters["generation_tokens"] == 0
+        elif cell.arm == "ngram":
             assert cell.counters["drafts"] > 0 and cell.counters["accepted_tokens"] > 0
             assert len(cell.accepted_per_position) == 4
         else:
@@ -39,10 +66,11 @@ def test_ngram_drafts_and_baseline_does_not(tiny_run: Path) -> None:
 
 def test_counters_reconcile_with_the_journal(tiny_run: Path) -> None:
     rows = report(tiny_run)["reconciliation"]
-    assert len(rows) == 8
+    assert len(rows) == 16
     for row in rows:
-        assert row["engine_generation_tokens"] == row["journal_completion_tokens"] > 0, row
-        if row["cell"].endswith("/ngram"):
+        produced = 0 if "/overlong/" in row["cell"] else 1  # refused prompts generate nothing
+        assert row["engine_generation_tokens"] == row["journal_completion_tokens"] >= produced, row
+        if row["cell"].endswith("/ngram") and produced:
             # per-request spec-decode metrics (vLLM >= 0.32) add up to the engine's counters
             assert row["journal_spec_draft_tokens"] == row["engine_draft_tokens"], row
             assert row["journal_spec_accepted_tokens"] == row["engine_accepted_tokens"], row
@@ -50,7 +78,7 @@ def test_counters_reconcile_with_the_journal(tiny_run: Path) -> None:
 
 
 def test_tokens_per_chunk_sum_to_usage(tiny_run: Path) -> None:
-    requests = read_journal(tiny_run / "journal.jsonl").requests
+    requests = [r for r in read_journal(tiny_run / "journal.jsonl").requests if r.workload == "copy"]
     for r in requests:
         assert sum(r.chunk_tokens) == r.completion_tokens, r.case_id
     # speculation delivers several tokens in one chunk at least sometimes
@@ -58,7 +86,7 @@ def test_tokens_per_chunk_sum_to_usage(tiny_run: Path) -> None:
 
 
 def test_greedy_identity_and_divergence_are_counted(tiny_run: Path) -> None:
-    comps = report(tiny_run)["comparisons"]
+    comps = [c for c in report(tiny_run)["comparisons"] if c["workload"] == "copy"]
     assert len(comps) == 2
     for c in comps:
         assert c["compared_outputs"] == 2 * 3  # 2 blocks x 3 paired requests

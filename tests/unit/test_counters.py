@@ -1,5 +1,7 @@
 import math
 
+import pytest
+
 from specharness.counters import (
     ACCEPTED,
     DRAFT_TOKENS,
@@ -50,3 +52,37 @@ def test_baseline_has_no_spec_counters() -> None:
 def test_reconcile_reports_the_difference() -> None:
     assert reconcile_tokens(150, 150) == ""
     assert "difference +3" in reconcile_tokens(153, 150)
+
+
+# Fake /metrics text (a parsing test, no engine): the engine's own latency histograms, summed over label sets.
+HISTOGRAMS_BEFORE = """\
+vllm:time_to_first_token_seconds_sum{engine="0",model_name="m"} 1.0
+vllm:time_to_first_token_seconds_count{engine="0",model_name="m"} 10
+vllm:time_to_first_token_seconds_bucket{engine="0",le="0.1",model_name="m"} 10
+vllm:request_time_per_output_token_seconds_sum{engine="0",model_name="m"} 0.02
+vllm:request_time_per_output_token_seconds_count{engine="0",model_name="m"} 10
+"""
+HISTOGRAMS_AFTER = """\
+vllm:time_to_first_token_seconds_sum{engine="0",model_name="m"} 1.5
+vllm:time_to_first_token_seconds_count{engine="0",model_name="m"} 20
+vllm:time_to_first_token_seconds_bucket{engine="0",le="0.1",model_name="m"} 20
+vllm:request_time_per_output_token_seconds_sum{engine="0",model_name="m"} 0.05
+vllm:request_time_per_output_token_seconds_count{engine="0",model_name="m"} 20
+"""
+
+
+def test_server_latency_means_come_from_histogram_deltas() -> None:
+    from specharness.counters import server_latency_means
+
+    delta = parse_prometheus(HISTOGRAMS_AFTER).minus(parse_prometheus(HISTOGRAMS_BEFORE))
+    means = server_latency_means(delta.totals)
+    assert means["server_mean_ttft_ms"] == pytest.approx(50.0)  # 0.5 s over 10 requests
+    assert means["server_mean_tpot_ms"] == pytest.approx(3.0)  # 0.03 s over 10 requests
+    assert math.isnan(means["server_mean_itl_ms"])  # not exported here
+
+
+def test_server_latency_means_read_the_older_tpot_name() -> None:
+    from specharness.counters import server_latency_means
+
+    old = parse_prometheus("vllm:time_per_output_token_seconds_sum 0.4\nvllm:time_per_output_token_seconds_count 100\n")
+    assert server_latency_means(old.totals)["server_mean_tpot_ms"] == pytest.approx(4.0)
