@@ -69,6 +69,8 @@ def _parser() -> argparse.ArgumentParser:
     cmp_ = sub.add_parser("compare", help="compare two runs, e.g. two vLLM versions")
     cmp_.add_argument("run_a", type=Path)
     cmp_.add_argument("run_b", type=Path)
+    aa = sub.add_parser("aa-summary", help="A/A control runs: false-verdict rate over all their cells")
+    aa.add_argument("run_dirs", type=Path, nargs="+")
     site = sub.add_parser("site", help="after 'asv publish': add the metric-by-vLLM-release page to the site")
     site.add_argument("--results", type=Path, default=Path("results"))
     site.add_argument("--html", type=Path, default=Path("html"))
@@ -190,6 +192,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_aa_summary(args: argparse.Namespace) -> int:
+    from .aacontrol import score_aa_runs
+
+    print(score_aa_runs(args.run_dirs).to_markdown(), end="")
+    return 0
+
+
 def cmd_site(args: argparse.Namespace) -> int:
     from .site import link_from_index, write_release_page
 
@@ -224,7 +233,7 @@ def cmd_crosscheck(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    handler = {"run": cmd_run, "report": cmd_report, "compare": cmd_compare, "site": cmd_site,
+    handler = {"run": cmd_run, "report": cmd_report, "compare": cmd_compare, "aa-summary": cmd_aa_summary, "site": cmd_site,
                "release-compare": cmd_release_compare, "crosscheck": cmd_crosscheck}[args.command]
     try:
         return handler(args)

@@ -114,7 +114,7 @@ def server_latency_means(totals: dict[str, float]) -> dict[str, float]:
     return out
 
 
-def acceptance_figures(totals: dict[str, float], num_speculative_tokens: int | None = None) -> dict[str, float]:
+def acceptance_figures(totals: dict[str, float]) -> dict[str, float]:
     """Drafts, draft tokens, accepted tokens, acceptance rate and mean acceptance length (1 + accepted/drafts)."""
     drafts = totals.get(DRAFTS, 0.0)
     draft_tokens = totals.get(DRAFT_TOKENS, 0.0)

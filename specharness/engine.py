@@ -26,7 +26,7 @@ import httpx
 
 from ._errors import ConfigError, EngineDied, EngineNotInstalled, EngineStartTimeout, PortInUse
 
-__all__ = ["ArmSpec", "EngineServer", "EngineSettings", "build_command", "live_servers", "stop_all"]
+__all__ = ["ArmSpec", "EngineServer", "EngineSettings", "build_command", "stop_all"]
 
 _ENTRYPOINT = "vllm.entrypoints.openai.api_server"
 _LIVE: list[EngineServer] = []
@@ -320,10 +320,6 @@ def settings_from_server_info(config: dict[str, Any]) -> dict[str, Any]:
     else:
         out["speculative_config"] = None
     return out
-
-
-def live_servers() -> list[EngineServer]:
-    return list(_LIVE)
 
 
 def stop_all() -> None:

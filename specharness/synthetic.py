@@ -17,9 +17,9 @@ from .runner import RunConfig, write_manifest
 __all__ = ["write_synthetic_run"]
 
 
-def write_synthetic_run(out_dir: Path, records: int, seed: int = 7) -> Path:
+def write_synthetic_run(out_dir: Path, records: int, seed: int = 7, profile_name: str = "standard") -> Path:
     rng = random.Random(seed)
-    base: Profile = get_profile("standard")
+    base: Profile = get_profile(profile_name)
     per_cell = max(1, records // (base.blocks * len(base.workloads) * len(base.clients) * len(base.arms)))
     profile = override(base, requests_per_cell=per_cell, warmups_per_cell=0)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from asv.util import load_json
 
+pytestmark = pytest.mark.engine
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -7,10 +7,13 @@ import signal
 from pathlib import Path
 
 import orjson
+import pytest
 
 from specharness.journal import read_journal
 
 from .conftest import assert_no_engine_left, cli, journal_lines, start_cli, wait_for
+
+pytestmark = pytest.mark.engine
 
 FAULT_RUN = ["--workloads", "copy", "--clients", "1", "--blocks", "2", "--requests", "6", "--warmups", "0",
              "--max-tokens-cap", "64", "--no-progress"]  # fmt: skip

@@ -6,10 +6,13 @@ import math
 from pathlib import Path
 
 import orjson
+import pytest
 
 from specharness.journal import read_journal
 
 from .conftest import MAX_MODEL_LEN, TEST_API_KEY, assert_no_engine_left, cli
+
+pytestmark = pytest.mark.engine
 
 
 def report(run_dir: Path) -> dict:
