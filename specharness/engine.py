@@ -30,6 +30,9 @@ __all__ = ["ArmSpec", "EngineServer", "EngineSettings", "build_command", "stop_a
 
 _ENTRYPOINT = "vllm.entrypoints.openai.api_server"
 _LIVE: list[EngineServer] = []
+# vLLM log records start "LEVEL MM-DD HH:MM:SS"; records below ERROR are never the cause, even when they say "error"
+_LOG_QUIET_RECORD = re.compile(r"\b(?:DEBUG|INFO|WARNING)\s+\d\d-\d\d\s")
+_LOG_ERROR_MARK = re.compile(r"\b(?:ERROR|CRITICAL)\b|^Traceback|\b[A-Z]\w*(?:Error|Exception)\b:")
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +205,7 @@ class EngineServer:
             while True:
                 code = self.process.poll()
                 if code is not None:
-                    raise EngineDied(f"{self.arm.name} server exited with code {code} while starting: {self.log_tail()}")
+                    raise EngineDied(f"{self.arm.name} server ended ({self.exit_status()}) while starting: {self.log_tail()}")
                 with contextlib.suppress(httpx.HTTPError):
                     if client.get(f"{self.base_url}/health").status_code == 200:
                         return
@@ -222,13 +225,25 @@ class EngineServer:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def exit_status(self) -> str:
+        """How the server process ended, in words: "killed by SIGKILL", "exit code 1", or "running"."""
+        code = self.process.poll() if self.process is not None else None
+        if code is None:
+            return "running"
+        if code < 0:
+            with contextlib.suppress(ValueError):
+                return f"killed by {signal.Signals(-code).name}"
+            return f"killed by signal {-code}"
+        return f"exit code {code}"
+
     def log_tail(self, lines: int = 1) -> str:
-        """The last meaningful line(s) of the server log, for one-line error messages."""
+        """The last meaningful line(s) of the server log, for one-line error messages: error records and exception
+        lines first (a WARNING that merely mentions an error is not one), else the last lines."""
         try:
             text = self.log_path.read_text(errors="replace").strip().splitlines()
         except OSError:
             return "(no log)"
-        errors = [ln.strip() for ln in text if re.search(r"(Error|error|Exception)\b", ln)]
+        errors = [ln.strip() for ln in text if _LOG_ERROR_MARK.search(ln) and not _LOG_QUIET_RECORD.search(ln)]
         useful = errors or [ln.strip() for ln in text if ln.strip()]
         return " | ".join(useful[-lines:]) if useful else "(empty log)"
 

@@ -295,12 +295,12 @@ class _Experiment:
         except asyncio.CancelledError:
             raise KeyboardInterrupt("SIGTERM") from None
         except httpx.HTTPError as exc:
-            return self._dead_cell(plan, arm, f"{arm} engine stopped answering: {exc}")
+            return self._dead_cell(plan, arm, f"{arm} engine stopped answering ({server.exit_status()}): {exc}")
         finally:
             peak = sampler.stop()
             signal.signal(signal.SIGTERM, term_handler)  # the event loop resets it on close
         if not server.alive():
-            return self._dead_cell(plan, arm, f"{arm} engine died during the cell: {server.log_tail()}")
+            return self._dead_cell(plan, arm, f"{arm} engine died during the cell ({server.exit_status()}); last log line: {server.log_tail()}")
         delta = after.minus(before)
         figures = acceptance_figures(delta.totals)
         journal_tokens = sum(r.completion_tokens or 0 for r in records)

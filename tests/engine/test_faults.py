@@ -39,6 +39,7 @@ def test_engine_killed_mid_cell_then_resume(tmp_path: Path) -> None:
     contents = read_journal(out / "journal.jsonl")
     bad = [c for c in contents.cells if not c.valid]
     assert len(bad) == 1 and bad[0].arm == "ngram" and bad[0].block == 0
+    assert "killed by SIGKILL" in bad[0].invalid_reason, bad[0].invalid_reason
     cell_requests = [r for r in contents.requests if r.cell == bad[0].cell]
     completed = [r for r in cell_requests if r.error_kind is None]
     failed = [r for r in cell_requests if r.error_kind is not None]
@@ -64,11 +65,12 @@ def test_engine_killed_mid_cell_then_resume(tmp_path: Path) -> None:
     assert_no_engine_left(out)
 
 
-def test_sigterm_mid_run_stops_engines_and_writes_a_partial_report(tmp_path: Path) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_signal_mid_run_stops_engines_and_writes_a_partial_report(tmp_path: Path, signum: signal.Signals) -> None:
     out = tmp_path / "term"
     proc = start_cli("run", *FAULT_RUN, "--out", str(out))
     wait_for(lambda: len(measured(out, "baseline")) >= 1, proc, "the first measured answer")
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signum)
     _, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 130, stderr
     assert_no_engine_left(out)

@@ -1,0 +1,50 @@
+"""How a dead server is described: its exit (signal or code) and the log line that explains it. The process here is
+a real child (``sleep``), not vLLM: only the description is under test."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from pathlib import Path
+
+from specharness.engine import ArmSpec, EngineServer, EngineSettings
+
+ULIMIT_WARNING = ("(APIServer pid=1) WARNING 12-03 12:42:42 [system_utils.py:255] Found ulimit of 20000 and failed to "
+                  "automatically increase with error current limit exceeds maximum limit. This can cause fd limit "
+                  "errors like `OSError: [Errno 24] Too many open files`.")  # fmt: skip
+
+
+def server_with_log(tmp_path: Path, *lines: str) -> EngineServer:
+    log = tmp_path / "arm.log"
+    log.write_text("\n".join(lines) + "\n")
+    return EngineServer(EngineSettings(model_path="m", served_model_name="m"), ArmSpec("ngram"), log)
+
+
+def test_sigkill_is_named(tmp_path: Path) -> None:
+    server = server_with_log(tmp_path, "INFO 12-03 12:42:40 [api_server.py:1] started")
+    server.process = subprocess.Popen(["sleep", "60"])
+    assert server.exit_status() == "running"
+    server.process.send_signal(signal.SIGKILL)
+    server.process.wait()
+    assert server.exit_status() == "killed by SIGKILL"
+
+
+def test_exit_code_is_named(tmp_path: Path) -> None:
+    server = server_with_log(tmp_path)
+    server.process = subprocess.Popen(["sh", "-c", "exit 3"])
+    server.process.wait()
+    assert server.exit_status() == "exit code 3"
+
+
+def test_a_warning_that_mentions_an_error_is_not_the_cause(tmp_path: Path) -> None:
+    server = server_with_log(tmp_path, ULIMIT_WARNING, "(APIServer pid=1) INFO 12-03 12:42:43 [api_server.py:9] ready")
+    assert server.log_tail() == "(APIServer pid=1) INFO 12-03 12:42:43 [api_server.py:9] ready"
+
+
+def test_the_last_error_record_or_exception_is_preferred(tmp_path: Path) -> None:
+    server = server_with_log(tmp_path, ULIMIT_WARNING,
+                             "(EngineCore pid=2) ERROR 12-03 12:42:44 [core.py:7] EngineCore failed to start.",
+                             "RuntimeError: out of KV cache blocks",
+                             "(APIServer pid=1) INFO 12-03 12:42:45 [launcher.py:3] Shutting down")  # fmt: skip
+    assert server.log_tail() == "RuntimeError: out of KV cache blocks"
+    assert server.log_tail(2).startswith("(EngineCore pid=2) ERROR")
