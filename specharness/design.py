@@ -31,8 +31,8 @@ class Profile:
     max_tokens_cap: int | None = None
     min_correct_fraction: float = 0.5
     quality_tolerance: float = 0.0
-    # Speedups within +/- this margin are "no practical difference": two identical engines on the 2-core CPU
-    # differed by up to 8% (A/A control), an engine-instance effect that request resampling cannot see.
+    # Speedups within +/- this margin are "no practical difference": two identical engines on the 2-core CPU gave
+    # 0.96-1.16 over 40 A/A cells (reports/cpu-aa), an engine-instance effect that request resampling cannot see.
     equivalence_margin: float = 0.10
     speculative: dict[str, Any] = field(
         default_factory=lambda: {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
