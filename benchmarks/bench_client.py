@@ -1,7 +1,7 @@
 """The harness's own cost, no engine: parsing a canned 2,000-chunk stream (what each streamed chunk costs)."""
 
-from specharness.client import _StreamState
-from specharness.sse import SSEParser
+from specharness.traffic.client import _StreamState
+from specharness.traffic.sse import SSEParser
 
 _CHUNK = 'data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" word"},' \
          '"token_ids":[1234,99],"finish_reason":null}],"usage":{"prompt_tokens":50,"completion_tokens":7}}\n\n'

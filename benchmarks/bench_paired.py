@@ -1,9 +1,9 @@
 """Paired baseline vs prompt-lookup (ngram) experiment on real vLLM servers, per workload and client count.
 
-Every value is oriented so that a rise is a regression (see specharness.asvsuite).
+Every value is oriented so that a rise is a regression (see specharness.history.asvsuite).
 """
 
-from specharness.asvsuite import grid_experiment
+from specharness.history.asvsuite import grid_experiment
 
 from .common import CLIENTS, SETUP_TIMEOUT_S, WORKLOADS, lookup
 

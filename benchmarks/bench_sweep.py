@@ -1,6 +1,6 @@
 """The speculative configuration as its own series: num_speculative_tokens x prompt_lookup_max (copy, 1 client)."""
 
-from specharness.asvsuite import sweep_experiments
+from specharness.history.asvsuite import sweep_experiments
 
 from .common import LOOKUP_MAX, SETUP_TIMEOUT_S, SPEC_TOKENS, lookup
 

@@ -1,6 +1,6 @@
-"""Grids and the metric lookup the benchmark classes share (the logic lives in specharness.asvsuite)."""
+"""Grids and the metric lookup the benchmark classes share (the logic lives in specharness.history.asvsuite)."""
 
-from specharness.asvsuite import ASV_GRID, SWEEP_GRID, lookup
+from specharness.history.asvsuite import ASV_GRID, SWEEP_GRID, lookup
 
 WORKLOADS, CLIENTS = ASV_GRID
 SPEC_TOKENS, LOOKUP_MAX = SWEEP_GRID

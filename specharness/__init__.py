@@ -1,6 +1,6 @@
 """specharness: paired baseline vs prompt-lookup (n-gram) speculative decoding experiments on real vLLM servers."""
 
-from ._errors import (
+from specharness._errors import (
     ConfigError,
     EngineDied,
     EngineError,
@@ -13,8 +13,8 @@ from ._errors import (
     SpecharnessError,
     WorkloadError,
 )
-from .design import PROFILES, Profile, get_profile
-from .records import CellRecord, EngineRecord, RequestRecord
+from specharness.experiment.design import PROFILES, Profile, get_profile
+from specharness.records import CellRecord, EngineRecord, RequestRecord
 
 __all__ = [
     "PROFILES",

@@ -12,9 +12,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ._errors import ConfigError, SpecharnessError
-from .client import Sampling
-from .design import get_profile, override
+from specharness._errors import ConfigError, SpecharnessError
+from specharness.experiment.design import get_profile, override
+from specharness.traffic.client import Sampling
 
 __all__ = ["main"]
 
@@ -112,7 +112,10 @@ def _speculative(args: argparse.Namespace, base: dict[str, object]) -> dict[str,
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .runner import RunConfig, read_manifest, run_experiment
+    from specharness.experiment.config import RunConfig
+    from specharness.experiment.driver import run_experiment
+    from specharness.experiment.rundir import read_manifest
+    from specharness.reporting.report import write_report
 
     api_key = None
     if args.api_key_env:
@@ -144,7 +147,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     total = config.profile.measured_requests()
     progress_cm = _progress(total, disabled=args.no_progress or not sys.stderr.isatty())
     with progress_cm as advance:
-        run_dir = run_experiment(config, resume=resume, progress=advance, on_status=lambda m: print(f"specharness: {m}", file=sys.stderr))
+        run_dir = run_experiment(config, resume=resume, progress=advance, on_finish=write_report,
+                                 on_status=lambda m: print(f"specharness: {m}", file=sys.stderr))
     print(f"report: {run_dir / 'report.md'}")
     return 0
 
@@ -178,7 +182,7 @@ class _progress:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .report import write_report
+    from specharness.reporting.report import write_report
 
     report = write_report(args.run_dir)
     print(f"report: {args.run_dir / 'report.md'} ({report['counts']['journaled_requests']} requests journaled)")
@@ -186,28 +190,28 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .compare import compare_runs, format_changes
+    from specharness.reporting.runcompare import compare_runs, format_changes
 
     print(format_changes(compare_runs(args.run_a, args.run_b), args.run_a.name, args.run_b.name))
     return 0
 
 
 def cmd_aa_summary(args: argparse.Namespace) -> int:
-    from .aacontrol import score_aa_runs
+    from specharness.reporting.aa_scorecard import score_aa_runs
 
     print(score_aa_runs(args.run_dirs).to_markdown(), end="")
     return 0
 
 
 def cmd_site(args: argparse.Namespace) -> int:
-    from .site import link_from_index, write_release_page
+    from specharness.history.site import link_from_index, write_release_page
 
     if not (args.html / "index.html").is_file():
         raise ConfigError(f"--html {args.html}: no index.html; run 'asv publish' first")
     page = write_release_page(args.results, args.html)
     link_from_index(args.html)
     if not args.no_vendor:
-        from .sitevendor import vendor_site
+        from specharness.history.sitevendor import vendor_site
 
         print(f"site: {vendor_site(args.html)} CDN links now load from {args.html / 'vendor'}")
     print(f"site: {page}")
@@ -215,7 +219,7 @@ def cmd_site(args: argparse.Namespace) -> int:
 
 
 def cmd_release_compare(args: argparse.Namespace) -> int:
-    from .asvcompare import compare_releases, format_release_changes
+    from specharness.history.releases import compare_releases, format_release_changes
 
     changes = compare_releases(args.results, args.release_a, args.release_b, args.machine, args.factor)
     print(format_release_changes(changes, args.release_a, args.release_b))
@@ -223,7 +227,7 @@ def cmd_release_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_crosscheck(args: argparse.Namespace) -> int:
-    from .crosscheck import run_crosscheck
+    from specharness.experiment.crosscheck import run_crosscheck
 
     run_crosscheck(args.out, model_spec=args.model, arm_name=args.arm, num_prompts=args.num_prompts,
                    max_tokens=args.max_tokens, gpu_memory_utilization=args.gpu_memory_utilization)  # fmt: skip

@@ -19,6 +19,8 @@ __all__ = [
     "CellRecord",
     "EngineRecord",
     "RequestRecord",
+    "base_key",
+    "cell_key",
     "completeness",
 ]
 
@@ -41,6 +43,16 @@ def completeness(*, error_kind: str | None, saw_done: bool, finish_reason: str |
     if finish_reason == "length":
         return TRUNCATED
     return COMPLETE
+
+
+def cell_key(block: int, workload: str, clients: int, arm: str) -> str:
+    """The one format of a cell's key, ``b<block>/<workload>/c<clients>/<arm>``; journaled cell ids add ``#s<segment>``."""
+    return f"b{block}/{workload}/c{clients}/{arm}"
+
+
+def base_key(cell_id: str) -> str:
+    """A journaled cell id without its segment suffix."""
+    return cell_id.split("#", 1)[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +109,16 @@ class RequestRecord:
         """Gaps between successive content chunks (understates speculation: one chunk may carry many tokens)."""
         t = self.chunk_arrival_s
         return [b - a for a, b in itertools.pairwise(t)]
+
+    @property
+    def checked(self) -> bool:
+        """The case had a rubric (an unchecked case is never counted correct or wrong)."""
+        return self.check_detail != "unchecked"
+
+    @property
+    def counts_correct(self) -> bool:
+        """The one rule for a right answer: the rubric passed on a response that ended (complete or truncated)."""
+        return self.correct is True and self.verdict in (COMPLETE, TRUNCATED)
 
     @property
     def useful(self) -> bool:

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from specharness.journal import read_journal
+from specharness.experiment.journal import read_journal
 
 from .conftest import assert_no_engine_left, cli, journal_lines, start_cli, wait_for
 

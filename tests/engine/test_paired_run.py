@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from specharness.journal import read_journal
+from specharness.experiment.journal import read_journal
 
 from .conftest import MAX_MODEL_LEN, TEST_API_KEY, assert_no_engine_left, cli
 

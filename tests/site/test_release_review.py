@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from specharness.asvcompare import compare_releases
-from specharness.site import _latest, release_frame
+from specharness.history.releases import compare_releases
+from specharness.history.site import _latest, release_frame
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results"

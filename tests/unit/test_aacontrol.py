@@ -1,4 +1,4 @@
-"""The A/A scorecard over SYNTHETIC run folders (specharness.synthetic; no engine): counting and refusals."""
+"""The A/A scorecard over SYNTHETIC run folders (specharness.experiment.synthetic; no engine): counting and refusals."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from specharness._errors import RunDirError
-from specharness.aacontrol import AACell, score_aa_runs
-from specharness.synthetic import write_synthetic_run
+from specharness.experiment.synthetic import write_synthetic_run
+from specharness.reporting.aa_scorecard import AACell, score_aa_runs
 
 
 def test_only_inconclusive_counts_as_right_for_identical_engines() -> None:

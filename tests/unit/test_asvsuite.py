@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from specharness import asvsuite
 from specharness._errors import ConfigError
-from specharness.design import get_profile, override
+from specharness.experiment.design import get_profile, override
+from specharness.history import asvsuite
 
 
 def test_grid_does_not_depend_on_the_profile(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,7 +1,7 @@
 import pytest
 
 from specharness import WorkloadError
-from specharness.checks import parse_check
+from specharness.traffic.checks import parse_check
 
 
 def check(raw: dict, text: str) -> bool:

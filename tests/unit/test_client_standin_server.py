@@ -12,10 +12,10 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from specharness.checks import parse_check
-from specharness.client import RequestMeta, Sampling, build_body, send_request
 from specharness.records import RequestRecord
-from specharness.workloads import Case
+from specharness.traffic.checks import parse_check
+from specharness.traffic.client import RequestMeta, Sampling, build_body, send_request
+from specharness.traffic.workloads import Case
 
 
 def _chunk(content: str, token_ids: list[int], finish: str | None = None) -> bytes:

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from specharness.counters import (
+from specharness.engines.counters import (
     ACCEPTED,
     DRAFT_TOKENS,
     DRAFTS,
@@ -72,7 +72,7 @@ vllm:request_time_per_output_token_seconds_count{engine="0",model_name="m"} 20
 
 
 def test_server_latency_means_come_from_histogram_deltas() -> None:
-    from specharness.counters import server_latency_means
+    from specharness.engines.counters import server_latency_means
 
     delta = parse_prometheus(HISTOGRAMS_AFTER).minus(parse_prometheus(HISTOGRAMS_BEFORE))
     means = server_latency_means(delta.totals)
@@ -82,7 +82,7 @@ def test_server_latency_means_come_from_histogram_deltas() -> None:
 
 
 def test_server_latency_means_read_the_older_tpot_name() -> None:
-    from specharness.counters import server_latency_means
+    from specharness.engines.counters import server_latency_means
 
     old = parse_prometheus("vllm:time_per_output_token_seconds_sum 0.4\nvllm:time_per_output_token_seconds_count 100\n")
     assert server_latency_means(old.totals)["server_mean_tpot_ms"] == pytest.approx(4.0)

@@ -1,7 +1,7 @@
 import pytest
 
 from specharness import ConfigError
-from specharness.design import PROFILES, build_arms, get_profile, override, plan_cells
+from specharness.experiment.design import PROFILES, build_arms, get_profile, override, plan_cells
 
 
 def test_standard_profile_is_the_published_reference() -> None:

@@ -7,7 +7,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from specharness.engine import ArmSpec, EngineServer, EngineSettings
+from specharness.engines.server import ArmSpec, EngineServer, EngineSettings
 
 ULIMIT_WARNING = ("(APIServer pid=1) WARNING 12-03 12:42:42 [system_utils.py:255] Found ulimit of 20000 and failed to "
                   "automatically increase with error current limit exceeds maximum limit. This can cause fd limit "

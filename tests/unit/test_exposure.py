@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-from specharness.design import build_arms, get_profile
-from specharness.engine import EngineSettings, build_command
-from specharness.runner import RunConfig
+from specharness.engines.server import EngineSettings, build_command
+from specharness.experiment.config import RunConfig
+from specharness.experiment.design import build_arms, get_profile
 
 SECRET = "sk-test-0123456789"
 

@@ -5,7 +5,7 @@ import orjson
 import pytest
 
 from specharness import JournalError
-from specharness.journal import Journal, read_journal
+from specharness.experiment.journal import Journal, read_journal
 from specharness.records import SCHEMA_VERSION, CellRecord, RequestRecord
 
 

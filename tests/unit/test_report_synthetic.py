@@ -7,12 +7,12 @@ from pathlib import Path
 
 import orjson
 
-from specharness.asvsuite import lookup
 from specharness.cli import main
-from specharness.compare import compare_runs, format_changes
-from specharness.report import write_report
-from specharness.site import release_of
-from specharness.synthetic import write_synthetic_run
+from specharness.experiment.synthetic import write_synthetic_run
+from specharness.history.asvsuite import lookup
+from specharness.history.site import release_of
+from specharness.reporting.report import write_report
+from specharness.reporting.runcompare import compare_runs, format_changes
 
 
 def test_report_from_a_synthetic_journal(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specharness.sse import DONE, SSEParser
+from specharness.traffic.sse import DONE, SSEParser
 
 STREAM = 'data: {"a": 1}\n\n: keep-alive comment\n\nevent: x\ndata: line1\ndata: line2\n\ndata: [DONE]\n\n'
 EXPECTED = ['{"a": 1}', "line1\nline2", DONE]

@@ -5,8 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from specharness.records import CellRecord, RequestRecord
-from specharness.stats import (
+from specharness.analysis.stats import (
     compare_arms,
     divergence,
     percentiles_ms,
@@ -14,6 +13,7 @@ from specharness.stats import (
     summarise_arm,
     t_quantile_975,
 )
+from specharness.records import CellRecord, RequestRecord
 
 
 def fake_request(arm: str, block: int, seq: int, tokens: int, e2e: float, text: str = "t", correct: bool = True,
@@ -134,7 +134,7 @@ def test_a_small_consistent_difference_stays_inside_the_equivalence_band() -> No
 
 
 def test_significant_loss_of_paired_answers_fails_quality() -> None:
-    from specharness.stats import sign_test_worse
+    from specharness.analysis.stats import sign_test_worse
 
     a = [fake_request("baseline", 0, s, 20, 1.0, correct=True) for s in range(16)]
     b = [fake_request("ngram", 0, s, 20, 0.5, correct=s >= 6) for s in range(16)]

@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specharness import WorkloadError
-from specharness.workloads import BUILTIN_WORKLOADS, load_workload, load_workloads
+from specharness.traffic.workloads import BUILTIN_WORKLOADS, load_workload, load_workloads
 
 
 @pytest.mark.parametrize("name", BUILTIN_WORKLOADS)
@@ -101,7 +101,7 @@ def test_any_file_loads_or_fails_with_a_located_workload_error(tmp_path: Path, l
 
 
 def test_interleave_covers_every_group_in_any_prefix() -> None:
-    from specharness.workloads import interleave_by_group
+    from specharness.traffic.workloads import interleave_by_group
 
     cases = load_workload("copy").cases
     order = interleave_by_group(cases)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .records import CellRecord, RequestRecord
+from specharness.records import CellRecord, RequestRecord
 
 __all__ = [
     "ArmSummary",
@@ -94,7 +94,7 @@ def summarise_arm(arm: str, workload: str, clients: int, requests: Sequence[Requ
     incomplete = sum(1 for r in requests if r.verdict == "incomplete")
     truncated = sum(1 for r in requests if r.verdict == "truncated")
     complete = sum(1 for r in requests if r.verdict == "complete")
-    correct = sum(1 for r in requests if r.correct is True and r.verdict in ("complete", "truncated"))
+    correct = sum(1 for r in requests if r.counts_correct)
     unchecked = sum(1 for r in requests if r.check_detail == "unchecked")
     checked = len(requests) - unchecked
     wall = sum(c.wall_s for c in cells)
@@ -242,12 +242,9 @@ def paired_units(a: Sequence[RequestRecord], b: Sequence[RequestRecord]) -> list
 
 def sign_test_worse(pairs: Sequence[tuple[RequestRecord, RequestRecord]]) -> tuple[int, int, float]:
     """Paired correctness: (A right & B wrong, A wrong & B right, one-sided exact sign-test p that B is worse)."""
-    def right(r: RequestRecord) -> bool:
-        return r.correct is True and r.verdict in ("complete", "truncated")
-
     checked = [(x, y) for x, y in pairs if x.check_detail != "unchecked" and y.check_detail != "unchecked"]
-    lost = sum(1 for x, y in checked if right(x) and not right(y))
-    gained = sum(1 for x, y in checked if right(y) and not right(x))
+    lost = sum(1 for x, y in checked if x.counts_correct and not y.counts_correct)
+    gained = sum(1 for x, y in checked if y.counts_correct and not x.counts_correct)
     n = lost + gained
     p = sum(math.comb(n, k) for k in range(lost, n + 1)) / 2**n if n else 1.0
     return lost, gained, p

@@ -13,8 +13,8 @@ from typing import Any
 
 import orjson
 
-from .analysis import Analysis, analyse
-from .runner import read_manifest
+from specharness.analysis.analyse import Analysis, analyse
+from specharness.experiment.rundir import read_manifest
 
 __all__ = ["flat_metrics", "load_report", "write_report"]
 

@@ -2,7 +2,7 @@
 
 A case is one prompt with a rubric fixed before anything runs. A user file has one JSON object a line:
 ``{"id": "...", "messages": [...]} or {"id": "...", "prompt": "..."}``, plus ``max_tokens``, optional ``group``
-and optional ``check`` (see :mod:`specharness.checks`). A case without a check is reported as unchecked.
+and optional ``check`` (see :mod:`specharness.traffic.checks`). A case without a check is reported as unchecked.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any
 
 import orjson
 
-from . import _suites
-from ._errors import WorkloadError
-from .checks import Check, parse_check
+from specharness._errors import WorkloadError
+from specharness.traffic import suites as _suites
+from specharness.traffic.checks import Check, parse_check
 
 __all__ = ["BUILTIN_WORKLOADS", "Case", "Workload", "case_to_dict", "interleave_by_group", "load_workload", "load_workloads"]
 

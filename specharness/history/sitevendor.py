@@ -12,8 +12,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from ._errors import ConfigError
-from .model import cache_dir
+from specharness._errors import ConfigError
+from specharness.engines.model import cache_dir
 
 __all__ = ["VENDORED", "vendor_site"]
 

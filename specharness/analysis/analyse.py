@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .journal import JournalContents, read_journal
-from .records import CellRecord, RequestRecord
-from .stats import ArmSummary, PairedComparison, compare_arms, summarise_arm
+from specharness.analysis.stats import ArmSummary, PairedComparison, compare_arms, summarise_arm
+from specharness.experiment.journal import JournalContents, read_journal
+from specharness.records import CellRecord, RequestRecord, base_key, cell_key
 
 __all__ = ["Analysis", "analyse", "comparison_pairs"]
 
@@ -45,7 +45,7 @@ class Analysis:
 
 
 def _key(cell: CellRecord | RequestRecord) -> str:
-    return cell.cell.split("#", 1)[0]
+    return base_key(cell.cell)
 
 
 def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
@@ -74,7 +74,7 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
         by_cell.setdefault((r.workload, r.clients, r.arm), []).append(r)
     result.measured = by_cell
 
-    expected = [f"b{b}/{w}/c{c}/{a}" for b in range(profile["blocks"]) for w in workload_names
+    expected = [cell_key(b, w, c, a) for b in range(profile["blocks"]) for w in workload_names
                 for c in profile["clients"] for a in arms]  # fmt: skip
     result.missing_cells = [k for k in expected if k not in valid]
 
@@ -86,7 +86,7 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
                     arm, workload, clients, by_cell.get((workload, clients, arm), []), cells
                 )
             for a, b in comparison_pairs(arms):
-                keys = [f"b{blk}/{workload}/c{clients}/{arm}" for blk in range(profile["blocks"]) for arm in (a, b)]
+                keys = [cell_key(blk, workload, clients, arm) for blk in range(profile["blocks"]) for arm in (a, b)]
                 missing = [k for k in keys if k not in valid]
                 reason = f"cell {missing[0]} has no valid measurement" if missing else ""
                 result.comparisons.append(compare_arms(
@@ -103,7 +103,7 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
         groups.setdefault((r.workload, r.group, r.arm), []).append(r)
     for (workload, group, arm), rs in sorted(groups.items()):
         checked = [r for r in rs if r.check_detail != "unchecked"]
-        correct = sum(1 for r in checked if r.correct is True and r.verdict in ("complete", "truncated"))
+        correct = sum(1 for r in checked if r.counts_correct)
         result.groups.append({
             "workload": workload, "group": group, "arm": arm, "requests": len(rs),
             "complete": sum(1 for r in rs if r.verdict == "complete"), "checked": len(checked), "correct": correct,

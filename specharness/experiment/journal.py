@@ -16,8 +16,8 @@ from typing import Any
 
 import orjson
 
-from ._errors import JournalError
-from .records import SCHEMA_VERSION, CellRecord, EngineRecord, RequestRecord
+from specharness._errors import JournalError
+from specharness.records import SCHEMA_VERSION, CellRecord, EngineRecord, RequestRecord
 
 __all__ = ["Journal", "JournalContents", "iter_journal_lines", "read_journal"]
 

@@ -1,4 +1,4 @@
-"""Run a paired experiment: start every arm's engine once, walk the cell plan, journal everything, report.
+"""Run a paired experiment: start every arm's engine once, walk the cell plan, journal everything.
 
 Every request is journaled the moment it ends (failures and cancellations too). A cell whose engine died is
 journaled as invalid and the run stops; ``resume`` later finishes only the cells that have no valid record.
@@ -10,156 +10,38 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
-import os
-import platform
 import signal
-import subprocess
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import httpx
-import orjson
 
-from ._errors import ConfigError, EngineDied, RunDirError
-from .client import RequestMeta, Sampling, build_body, send_request
-from .counters import CounterSnapshot, acceptance_figures, reconcile_tokens, scrape
-from .design import CellPlan, Profile, build_arms, plan_cells, validate_profile
-from .engine import EngineServer, EngineSettings, stop_all
-from .journal import Journal, read_journal
-from .memory import MemoryProbe, PeakSampler
-from .model import resolve_model
-from .records import CellRecord, EngineRecord, RequestRecord
-from .workloads import Case, Workload, case_to_dict, interleave_by_group, load_workloads
+from specharness._errors import EngineDied, RunDirError
+from specharness.engines.counters import CounterSnapshot, acceptance_figures, reconcile_tokens, scrape
+from specharness.engines.memory import MemoryProbe, PeakSampler
+from specharness.engines.model import resolve_model
+from specharness.engines.server import EngineServer, EngineSettings, stop_all
+from specharness.experiment.config import RunConfig
+from specharness.experiment.design import CellPlan, build_arms, plan_cells, validate_profile
+from specharness.experiment.journal import Journal
+from specharness.experiment.rundir import (
+    JOURNAL,
+    completed_cells,
+    hardware_info,
+    harness_commit,
+    read_manifest,
+    write_manifest,
+)
+from specharness.records import CellRecord, EngineRecord, RequestRecord
+from specharness.traffic.client import RequestMeta, build_body, send_request
+from specharness.traffic.workloads import Case, Workload, case_to_dict, interleave_by_group, load_workloads
 
-__all__ = ["JOURNAL", "MANIFEST", "RunConfig", "run_experiment"]
-
-MANIFEST = "manifest.json"
-JOURNAL = "journal.jsonl"
-
-
-@dataclass(frozen=True, slots=True)
-class RunConfig:
-    """Everything one experiment needs; saved (less secrets) in the run folder's manifest."""
-
-    profile: Profile
-    out_dir: Path
-    model: str = "default"
-    sampling: Sampling = field(default_factory=Sampling)
-    request_timeout_s: float = 300.0
-    host: str = "127.0.0.1"
-    port: int = 0
-    max_model_len: int = 2048
-    kv_cache_gib: int | None = 2
-    gpu_memory_utilization: float | None = None
-    start_timeout_s: float = 900.0
-    api_key: str | None = field(default=None, repr=False)
-    python: str = ""
-    extra_engine_args: tuple[str, ...] = ()
-    fsync: bool = True
-
-    def __post_init__(self) -> None:
-        self.validate()
-
-    def validate(self) -> None:
-        """One line naming the flag for any setting vLLM or the client could not use."""
-
-        def finite(x: float | None) -> bool:
-            return x is not None and math.isfinite(x)
-
-        t, gpu = self.sampling.temperature, self.gpu_memory_utilization
-        rules = [
-            ("--temperature", t, finite(t) and t >= 0, "0 (greedy) or a finite number above it"),
-            ("--request-timeout", self.request_timeout_s, finite(self.request_timeout_s) and self.request_timeout_s > 0,
-             "a positive number of seconds"),
-            ("--start-timeout", self.start_timeout_s, finite(self.start_timeout_s) and self.start_timeout_s > 0,
-             "a positive number of seconds"),
-            ("--max-model-len", self.max_model_len, self.max_model_len >= 16, "at least 16 tokens"),
-            ("--kv-cache-gib", self.kv_cache_gib, self.kv_cache_gib is None or self.kv_cache_gib >= 1, "at least 1"),
-            ("--gpu-memory-utilization", gpu, gpu is None or (finite(gpu) and 0 < gpu <= 1), "a fraction above 0, at most 1"),
-            ("--port", self.port, 0 <= self.port <= 65535, "0 (pick free ports) or a TCP port up to 65535"),
-        ]  # fmt: skip
-        for flag, value, ok, need in rules:
-            if not ok:
-                raise ConfigError(f"{flag} {value}: must be {need}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "profile": self.profile.to_dict(), "model": self.model, "sampling": self.sampling.to_dict(),
-            "request_timeout_s": self.request_timeout_s, "host": self.host, "port": self.port,
-            "max_model_len": self.max_model_len, "kv_cache_gib": self.kv_cache_gib,
-            "gpu_memory_utilization": self.gpu_memory_utilization, "start_timeout_s": self.start_timeout_s,
-            "api_key": "set" if self.api_key else "unset", "python": self.python,
-            "extra_engine_args": list(self.extra_engine_args),
-        }  # fmt: skip
-
-    @classmethod
-    def from_manifest(cls, out_dir: Path, raw: dict[str, Any], api_key: str | None) -> RunConfig:
-        s = raw["sampling"]
-        return cls(
-            profile=Profile.from_dict(raw["profile"]), out_dir=out_dir, model=raw["model"],
-            sampling=Sampling(temperature=s["temperature"], top_p=s["top_p"], seed=s["seed"],
-                              max_tokens_cap=s.get("max_tokens_cap")),
-            request_timeout_s=raw["request_timeout_s"], host=raw["host"], port=raw["port"],
-            max_model_len=raw["max_model_len"], kv_cache_gib=raw["kv_cache_gib"],
-            gpu_memory_utilization=raw["gpu_memory_utilization"], start_timeout_s=raw["start_timeout_s"],
-            api_key=api_key, python=raw.get("python", ""), extra_engine_args=tuple(raw.get("extra_engine_args", ())),
-        )  # fmt: skip
+__all__ = ["run_experiment"]
 
 
 ProgressFn = Callable[[int], None]
-
-
-def _harness_commit() -> str:
-    here = Path(__file__).resolve().parent
-    with contextlib.suppress(Exception):
-        out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
-        if out.returncode == 0:
-            dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
-                                   capture_output=True, text=True, timeout=5).stdout.strip()  # fmt: skip
-            return out.stdout.strip() + ("-dirty" if dirty else "")
-    return "unknown"
-
-
-def hardware_info(probe: MemoryProbe) -> dict[str, Any]:
-    cpu = platform.processor() or "unknown"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    mem_gib = float("nan")
-    with contextlib.suppress(Exception):
-        import psutil
-
-        mem_gib = psutil.virtual_memory().total / 2**30
-    return {
-        "machine": platform.machine(), "cpu": cpu, "cpu_count": os.cpu_count(), "memory_gib": round(mem_gib, 1),
-        "gpus": probe.gpu_names(), "gpu_memory_observed": probe.gpu_observed, "python": platform.python_version(),
-        "hostname_hash": hex(abs(hash(platform.node())) % (1 << 32)),
-    }  # fmt: skip
-
-
-def write_manifest(out_dir: Path, manifest: dict[str, Any]) -> None:
-    tmp = out_dir / (MANIFEST + ".tmp")
-    tmp.write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
-    tmp.replace(out_dir / MANIFEST)
-
-
-def read_manifest(out_dir: Path) -> dict[str, Any]:
-    path = out_dir / MANIFEST
-    if not path.is_file():
-        raise RunDirError(f"{out_dir} has no {MANIFEST}; pass a folder made by 'specharness run'")
-    try:
-        obj = orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError as exc:
-        raise RunDirError(f"{path} is not valid JSON ({exc}); the run folder is damaged") from None
-    if not isinstance(obj, dict) or "config" not in obj:
-        raise RunDirError(f"{path} has no 'config'; the run folder is damaged")
-    return obj
 
 
 @contextlib.contextmanager
@@ -349,22 +231,11 @@ class _Experiment:
             server.stop()
 
 
-def completed_cells(out_dir: Path) -> tuple[set[str], int]:
-    """Keys of cells with a valid record, and the next segment number."""
-    journal = out_dir / JOURNAL
-    if not journal.is_file():
-        return set(), 0
-    contents = read_journal(journal)
-    done = {c.cell.split("#", 1)[0] for c in contents.cells if c.valid}
-    segments = [e.get("segment", 0) for e in contents.events if e.get("kind") == "segment"]
-    return done, (max(segments) + 1 if segments else 0)
-
-
 def run_experiment(config: RunConfig, *, resume: bool = False, progress: ProgressFn | None = None,
-                   on_status: Callable[[str], None] | None = None) -> Path:  # fmt: skip
-    """Run (or resume) an experiment and write its report; returns the run folder."""
-    from .report import write_report
-
+                   on_status: Callable[[str], None] | None = None,
+                   on_finish: Callable[[Path], object] | None = None) -> Path:  # fmt: skip
+    """Run (or resume) an experiment; ``on_finish(run_dir)`` runs at the end even after a failure (the report).
+    Returns the run folder."""
     say = on_status or (lambda _msg: None)
     validate_profile(config.profile)
     workloads = load_workloads(list(config.profile.workloads))
@@ -381,7 +252,7 @@ def run_experiment(config: RunConfig, *, resume: bool = False, progress: Progres
     model = resolve_model(config.model)
     probe = MemoryProbe()
     manifest.update({
-        "harness": "specharness", "schema": 1, "config": config.to_dict(), "harness_commit": _harness_commit(),
+        "harness": "specharness", "schema": 1, "config": config.to_dict(), "harness_commit": harness_commit(),
         "hardware": hardware_info(probe),
         "model": {"name": model.name, "path": str(model.serve_path), "source": str(model.source_path),
                   "sha256": model.revision_sha256, "origin": model.origin},
@@ -418,7 +289,8 @@ def run_experiment(config: RunConfig, *, resume: bool = False, progress: Progres
     manifest["ended_unix_s"] = time.time()
     manifest["segments"][-1].update({"ended_unix_s": time.time(), "status": status})
     write_manifest(out, manifest)
-    write_report(out)
+    if on_finish is not None:
+        on_finish(out)
     if error is not None:
         raise error
     return out

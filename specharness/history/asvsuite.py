@@ -20,12 +20,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ._errors import ConfigError
-from .client import Sampling
-from .design import Profile, get_profile, override
-from .model import cache_dir
-from .report import load_report
-from .runner import RunConfig, run_experiment
+from specharness._errors import ConfigError
+from specharness.engines.model import cache_dir
+from specharness.experiment.config import RunConfig
+from specharness.experiment.design import Profile, get_profile, override
+from specharness.experiment.driver import run_experiment
+from specharness.reporting.report import load_report, write_report
+from specharness.traffic.client import Sampling
 
 __all__ = ["ASV_GRID", "SWEEP_GRID", "grid_experiment", "lookup", "sweep_experiments", "vllm_version"]
 
@@ -95,7 +96,7 @@ def _run(profile: Profile, label: str) -> dict[str, Any]:
     out = _runs_root() / f"{label}-vllm{vllm_version()}-{time.strftime('%Y%m%d-%H%M%S')}"
     config = RunConfig(profile=profile, out_dir=out, sampling=Sampling(max_tokens_cap=profile.max_tokens_cap),
                        **_engine_options())  # fmt: skip
-    run_experiment(config)
+    run_experiment(config, on_finish=write_report)
     report = load_report(out)
     return {"metrics": report["metrics"], "run_dir": str(out), "vllm_version": vllm_version()}
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from ._errors import ConfigError, EngineDied, EngineNotInstalled, EngineStartTimeout, PortInUse
+from specharness._errors import ConfigError, EngineDied, EngineNotInstalled, EngineStartTimeout, PortInUse
 
 __all__ = ["ArmSpec", "EngineServer", "EngineSettings", "build_command", "stop_all"]
 

@@ -21,14 +21,14 @@ from typing import Any
 
 import httpx
 
-from ._errors import EngineError
-from .client import RequestMeta, Sampling, build_body, send_request
-from .counters import scrape, server_latency_means
-from .design import build_arms, get_profile
-from .engine import EngineServer, EngineSettings
-from .model import resolve_model
-from .records import RequestRecord
-from .workloads import Case, interleave_by_group, load_workload
+from specharness._errors import EngineError
+from specharness.engines.counters import scrape, server_latency_means
+from specharness.engines.model import resolve_model
+from specharness.engines.server import EngineServer, EngineSettings
+from specharness.experiment.design import build_arms, get_profile
+from specharness.records import RequestRecord
+from specharness.traffic.client import RequestMeta, Sampling, build_body, send_request
+from specharness.traffic.workloads import Case, interleave_by_group, load_workload
 
 __all__ = ["run_crosscheck"]
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from .design import Profile, get_profile, override
-from .journal import Journal
-from .records import CellRecord, RequestRecord
-from .runner import RunConfig, write_manifest
+from specharness.experiment.config import RunConfig
+from specharness.experiment.design import Profile, get_profile, override
+from specharness.experiment.journal import Journal
+from specharness.experiment.rundir import write_manifest
+from specharness.records import CellRecord, RequestRecord, cell_key
 
 __all__ = ["write_synthetic_run"]
 
@@ -31,7 +32,7 @@ def write_synthetic_run(out_dir: Path, records: int, seed: int = 7, profile_name
             for workload in profile.workloads:
                 for clients in profile.clients:
                     for arm in profile.arms:
-                        cell = f"b{block}/{workload}/c{clients}/{arm}#s0"
+                        cell = cell_key(block, workload, clients, arm) + "#s0"
                         speed = 2.0 if arm == "ngram" else 1.0
                         tokens_total = 0
                         for seq in range(per_cell):

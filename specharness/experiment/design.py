@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ._errors import ConfigError
-from .engine import ArmSpec, validate_speculative_config
+from specharness._errors import ConfigError
+from specharness.engines.server import ArmSpec, validate_speculative_config
+from specharness.records import cell_key
 
 __all__ = ["ARM_NAMES", "PROFILES", "CellPlan", "Profile", "build_arms", "get_profile", "plan_cells"]
 
@@ -136,7 +137,7 @@ class CellPlan:
     arm_order: tuple[str, ...]
 
     def key(self, arm: str) -> str:
-        return f"b{self.block}/{self.workload}/c{self.clients}/{arm}"
+        return cell_key(self.block, self.workload, self.clients, arm)
 
 
 def plan_cells(profile: Profile) -> list[CellPlan]:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ._errors import ConfigError
-from .site import _latest, release_frame
+from specharness._errors import ConfigError
+from specharness.history.site import _latest, release_frame
 
 __all__ = ["ReleaseChange", "compare_releases", "format_release_changes"]
 

@@ -18,9 +18,9 @@ from typing import Any
 import httpx
 import orjson
 
-from .records import RequestRecord, completeness
-from .sse import DONE, SSEParser
-from .workloads import Case
+from specharness.records import RequestRecord, completeness
+from specharness.traffic.sse import DONE, SSEParser
+from specharness.traffic.workloads import Case
 
 __all__ = ["RequestMeta", "Sampling", "build_body", "send_request"]
 

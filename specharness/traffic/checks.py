@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._errors import WorkloadError
+from specharness._errors import WorkloadError
 
 __all__ = ["DEFAULT_ABSTAIN_PHRASES", "Check", "CheckResult", "parse_check"]
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._errors import RunDirError
-from .report import load_report
+from specharness._errors import RunDirError
+from specharness.reporting.report import load_report
 
 __all__ = ["AACell", "AAScore", "score_aa_runs"]
 

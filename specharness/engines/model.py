@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._errors import ModelError
+from specharness._errors import ModelError
 
 __all__ = ["DEFAULT_MODEL", "ResolvedModel", "cache_dir", "default_gguf_path", "resolve_model", "sha256_file"]
 

@@ -1,4 +1,4 @@
-"""The built-in workload suites, as plain case dicts (validated by :mod:`specharness.workloads`).
+"""The built-in workload suites, as plain case dicts (validated by :mod:`specharness.traffic.workloads`).
 
 Rubrics are fixed here, in advance of any run: copy and transform tasks are input-grounded (the answer can be
 checked against the input), free generation has only a length rubric, abstain is a negative control whose right

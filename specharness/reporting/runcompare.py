@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from .report import load_report
+from specharness.reporting.report import load_report
 
 __all__ = ["MetricChange", "compare_runs", "format_changes"]
 

@@ -1,0 +1,83 @@
+"""The run configuration: everything one experiment needs, validated on creation, saved (less secrets) in the manifest."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from specharness._errors import ConfigError
+from specharness.experiment.design import Profile
+from specharness.traffic.client import Sampling
+
+__all__ = ["RunConfig"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    """Everything one experiment needs; saved (less secrets) in the run folder's manifest."""
+
+    profile: Profile
+    out_dir: Path
+    model: str = "default"
+    sampling: Sampling = field(default_factory=Sampling)
+    request_timeout_s: float = 300.0
+    host: str = "127.0.0.1"
+    port: int = 0
+    max_model_len: int = 2048
+    kv_cache_gib: int | None = 2
+    gpu_memory_utilization: float | None = None
+    start_timeout_s: float = 900.0
+    api_key: str | None = field(default=None, repr=False)
+    python: str = ""
+    extra_engine_args: tuple[str, ...] = ()
+    fsync: bool = True
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """One line naming the flag for any setting vLLM or the client could not use."""
+
+        def finite(x: float | None) -> bool:
+            return x is not None and math.isfinite(x)
+
+        t, gpu = self.sampling.temperature, self.gpu_memory_utilization
+        rules = [
+            ("--temperature", t, finite(t) and t >= 0, "0 (greedy) or a finite number above it"),
+            ("--request-timeout", self.request_timeout_s, finite(self.request_timeout_s) and self.request_timeout_s > 0,
+             "a positive number of seconds"),
+            ("--start-timeout", self.start_timeout_s, finite(self.start_timeout_s) and self.start_timeout_s > 0,
+             "a positive number of seconds"),
+            ("--max-model-len", self.max_model_len, self.max_model_len >= 16, "at least 16 tokens"),
+            ("--kv-cache-gib", self.kv_cache_gib, self.kv_cache_gib is None or self.kv_cache_gib >= 1, "at least 1"),
+            ("--gpu-memory-utilization", gpu, gpu is None or (finite(gpu) and 0 < gpu <= 1), "a fraction above 0, at most 1"),
+            ("--port", self.port, 0 <= self.port <= 65535, "0 (pick free ports) or a TCP port up to 65535"),
+        ]  # fmt: skip
+        for flag, value, ok, need in rules:
+            if not ok:
+                raise ConfigError(f"{flag} {value}: must be {need}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "profile": self.profile.to_dict(), "model": self.model, "sampling": self.sampling.to_dict(),
+            "request_timeout_s": self.request_timeout_s, "host": self.host, "port": self.port,
+            "max_model_len": self.max_model_len, "kv_cache_gib": self.kv_cache_gib,
+            "gpu_memory_utilization": self.gpu_memory_utilization, "start_timeout_s": self.start_timeout_s,
+            "api_key": "set" if self.api_key else "unset", "python": self.python,
+            "extra_engine_args": list(self.extra_engine_args),
+        }  # fmt: skip
+
+    @classmethod
+    def from_manifest(cls, out_dir: Path, raw: dict[str, Any], api_key: str | None) -> RunConfig:
+        s = raw["sampling"]
+        return cls(
+            profile=Profile.from_dict(raw["profile"]), out_dir=out_dir, model=raw["model"],
+            sampling=Sampling(temperature=s["temperature"], top_p=s["top_p"], seed=s["seed"],
+                              max_tokens_cap=s.get("max_tokens_cap")),
+            request_timeout_s=raw["request_timeout_s"], host=raw["host"], port=raw["port"],
+            max_model_len=raw["max_model_len"], kv_cache_gib=raw["kv_cache_gib"],
+            gpu_memory_utilization=raw["gpu_memory_utilization"], start_timeout_s=raw["start_timeout_s"],
+            api_key=api_key, python=raw.get("python", ""), extra_engine_args=tuple(raw.get("extra_engine_args", ())),
+        )  # fmt: skip

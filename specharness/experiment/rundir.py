@@ -1,0 +1,85 @@
+"""The run folder's files: their names, the manifest (written atomically), provenance, and which cells are done.
+
+One owner for the run-folder layout: ``manifest.json``, ``journal.jsonl``, ``logs/``; reporting writes its own files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from specharness._errors import RunDirError
+from specharness.engines.memory import MemoryProbe
+from specharness.experiment.journal import read_journal
+from specharness.records import base_key
+
+__all__ = ["JOURNAL", "MANIFEST", "completed_cells", "hardware_info", "harness_commit", "read_manifest", "write_manifest"]
+
+MANIFEST = "manifest.json"
+JOURNAL = "journal.jsonl"
+
+
+def harness_commit() -> str:
+    here = Path(__file__).resolve().parent
+    with contextlib.suppress(Exception):
+        out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        if out.returncode == 0:
+            dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+                                   capture_output=True, text=True, timeout=5).stdout.strip()  # fmt: skip
+            return out.stdout.strip() + ("-dirty" if dirty else "")
+    return "unknown"
+
+
+def hardware_info(probe: MemoryProbe) -> dict[str, Any]:
+    cpu = platform.processor() or "unknown"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    mem_gib = float("nan")
+    with contextlib.suppress(Exception):
+        import psutil
+
+        mem_gib = psutil.virtual_memory().total / 2**30
+    return {
+        "machine": platform.machine(), "cpu": cpu, "cpu_count": os.cpu_count(), "memory_gib": round(mem_gib, 1),
+        "gpus": probe.gpu_names(), "gpu_memory_observed": probe.gpu_observed, "python": platform.python_version(),
+        "hostname_hash": hex(abs(hash(platform.node())) % (1 << 32)),
+    }  # fmt: skip
+
+
+def write_manifest(out_dir: Path, manifest: dict[str, Any]) -> None:
+    tmp = out_dir / (MANIFEST + ".tmp")
+    tmp.write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+    tmp.replace(out_dir / MANIFEST)
+
+
+def read_manifest(out_dir: Path) -> dict[str, Any]:
+    path = out_dir / MANIFEST
+    if not path.is_file():
+        raise RunDirError(f"{out_dir} has no {MANIFEST}; pass a folder made by 'specharness run'")
+    try:
+        obj = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise RunDirError(f"{path} is not valid JSON ({exc}); the run folder is damaged") from None
+    if not isinstance(obj, dict) or "config" not in obj:
+        raise RunDirError(f"{path} has no 'config'; the run folder is damaged")
+    return obj
+
+
+def completed_cells(out_dir: Path) -> tuple[set[str], int]:
+    """Keys of cells with a valid record, and the next segment number."""
+    journal = out_dir / JOURNAL
+    if not journal.is_file():
+        return set(), 0
+    contents = read_journal(journal)
+    done = {base_key(c.cell) for c in contents.cells if c.valid}
+    segments = [e.get("segment", 0) for e in contents.events if e.get("kind") == "segment"]
+    return done, (max(segments) + 1 if segments else 0)

@@ -1,0 +1,51 @@
+"""The package follows the data one way: no module imports a room downstream of its own (and so no cycle)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import specharness
+
+ROOT = Path(specharness.__file__).parent
+# rank of each room; a module may import rooms of lower or equal rank only (engines sit beside experiment's inputs)
+RANK = {"_errors": 0, "records": 0, "traffic": 1, "engines": 1, "experiment": 2, "analysis": 3, "reporting": 4,
+        "history": 5, "cli": 6, "__main__": 7, "__init__": 7}  # fmt: skip
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("specharness"):
+            found.append(node.module)
+        elif isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.startswith("specharness")]
+    return found
+
+
+def test_no_module_imports_downstream() -> None:
+    bad = []
+    for path in ROOT.rglob("*.py"):
+        rel = path.relative_to(ROOT).with_suffix("")
+        here = rel.parts[0]
+        for target in _imports(path):
+            there = _room(target)
+            if there == "__init__" or here == there:
+                continue
+            if (here == "traffic" and there == "engines") or (here == "engines" and there == "traffic"):
+                bad.append(f"{rel} imports {target} (traffic and engines are side by side)")
+            elif RANK[there] > RANK.get(here, 7):
+                bad.append(f"{rel} imports {target}")
+    assert not bad, bad
+
+
+def test_rooms_are_packages() -> None:
+    rooms = {p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith("__")}
+    assert rooms == {"traffic", "engines", "experiment", "analysis", "reporting", "history"}
+    assert not [p.name for p in ROOT.glob("*.py") if p.stem not in ("__init__", "__main__", "cli", "_errors", "records")]
