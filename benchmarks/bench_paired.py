@@ -23,111 +23,107 @@ class PairedNgram:
 
     def track_slowdown(self, cache, workload, clients):
         """ngram time per output token / baseline time per output token (1 / speedup)."""
-        return self._get(cache, workload, clients, "ngram_vs_baseline/slowdown")
+        return self._get(cache, workload, clients, "slowdown")
 
     track_slowdown.unit = "ratio"
 
     def track_slowdown_ci_low(self, cache, workload, clients):
         """Lower end of the slowdown's 95% CI (1 / the speedup CI's upper end)."""
-        high = self._get(cache, workload, clients, "ngram_vs_baseline/speedup_ci_high")
-        return 1.0 / high if high else float("nan")
+        return self._get(cache, workload, clients, "slowdown_ci_low")
 
     track_slowdown_ci_low.unit = "ratio"
 
     def track_slowdown_ci_high(self, cache, workload, clients):
         """Upper end of the slowdown's 95% CI (1 / the speedup CI's lower end)."""
-        low = self._get(cache, workload, clients, "ngram_vs_baseline/speedup_ci_low")
-        return 1.0 / low if low else float("nan")
+        return self._get(cache, workload, clients, "slowdown_ci_high")
 
     track_slowdown_ci_high.unit = "ratio"
 
     def track_goodput_loss(self, cache, workload, clients):
         """baseline goodput / ngram goodput (correct complete output tokens per second)."""
-        return self._get(cache, workload, clients, "ngram_vs_baseline/goodput_loss")
+        return self._get(cache, workload, clients, "goodput_loss")
 
     track_goodput_loss.unit = "ratio"
 
     def track_tpot_p50_ms_ngram(self, cache, workload, clients):
-        return self._get(cache, workload, clients, "ngram/tpot_p50_ms")
+        return self._get(cache, workload, clients, "tpot_p50_ms_ngram")
 
     track_tpot_p50_ms_ngram.unit = "ms"
 
     def track_tpot_p50_ms_baseline(self, cache, workload, clients):
-        return self._get(cache, workload, clients, "baseline/tpot_p50_ms")
+        return self._get(cache, workload, clients, "tpot_p50_ms_baseline")
 
     track_tpot_p50_ms_baseline.unit = "ms"
 
     def track_tpot_p95_ms_ngram(self, cache, workload, clients):
-        return self._get(cache, workload, clients, "ngram/tpot_p95_ms")
+        return self._get(cache, workload, clients, "tpot_p95_ms_ngram")
 
     track_tpot_p95_ms_ngram.unit = "ms"
 
     def track_tpot_p95_ms_baseline(self, cache, workload, clients):
-        return self._get(cache, workload, clients, "baseline/tpot_p95_ms")
+        return self._get(cache, workload, clients, "tpot_p95_ms_baseline")
 
     track_tpot_p95_ms_baseline.unit = "ms"
 
     def track_ttft_p50_ms_ngram(self, cache, workload, clients):
-        return self._get(cache, workload, clients, "ngram/ttft_p50_ms")
+        return self._get(cache, workload, clients, "ttft_p50_ms_ngram")
 
     track_ttft_p50_ms_ngram.unit = "ms"
 
     def track_ttft_p50_ms_baseline(self, cache, workload, clients):
-        return self._get(cache, workload, clients, "baseline/ttft_p50_ms")
+        return self._get(cache, workload, clients, "ttft_p50_ms_baseline")
 
     track_ttft_p50_ms_baseline.unit = "ms"
 
     def track_ttft_p95_ms_ngram(self, cache, workload, clients):
-        return self._get(cache, workload, clients, "ngram/ttft_p95_ms")
+        return self._get(cache, workload, clients, "ttft_p95_ms_ngram")
 
     track_ttft_p95_ms_ngram.unit = "ms"
 
     def track_ttft_p95_ms_baseline(self, cache, workload, clients):
-        return self._get(cache, workload, clients, "baseline/ttft_p95_ms")
+        return self._get(cache, workload, clients, "ttft_p95_ms_baseline")
 
     track_ttft_p95_ms_baseline.unit = "ms"
 
     def track_ms_per_token_ngram(self, cache, workload, clients):
-        return self._get(cache, workload, clients, "ngram/ms_per_output_token")
+        return self._get(cache, workload, clients, "ms_per_token_ngram")
 
     track_ms_per_token_ngram.unit = "ms"
 
     def track_ms_per_token_baseline(self, cache, workload, clients):
-        return self._get(cache, workload, clients, "baseline/ms_per_output_token")
+        return self._get(cache, workload, clients, "ms_per_token_baseline")
 
     track_ms_per_token_baseline.unit = "ms"
 
     def track_rejection_rate(self, cache, workload, clients):
         """1 - acceptance rate of the ngram drafts."""
-        return self._get(cache, workload, clients, "ngram/rejection_rate")
+        return self._get(cache, workload, clients, "rejection_rate")
 
     track_rejection_rate.unit = "fraction"
 
     def track_verify_steps_per_token(self, cache, workload, clients):
         """1 / mean acceptance length of the ngram arm."""
-        return self._get(cache, workload, clients, "ngram/verify_steps_per_token")
+        return self._get(cache, workload, clients, "verify_steps_per_token")
 
     track_verify_steps_per_token.unit = "steps"
 
     def track_incorrect_fraction_ngram(self, cache, workload, clients):
-        return self._get(cache, workload, clients, "ngram/incorrect_fraction")
+        return self._get(cache, workload, clients, "incorrect_fraction_ngram")
 
     track_incorrect_fraction_ngram.unit = "fraction"
 
     def track_incorrect_fraction_baseline(self, cache, workload, clients):
-        return self._get(cache, workload, clients, "baseline/incorrect_fraction")
+        return self._get(cache, workload, clients, "incorrect_fraction_baseline")
 
     track_incorrect_fraction_baseline.unit = "fraction"
 
     def track_peak_memory_mib_ngram(self, cache, workload, clients):
         """Peak GPU used memory during the cell, or the server's RSS where no GPU is visible."""
-        value = self._get(cache, workload, clients, "ngram/peak_gpu_used_mib")
-        return value if value == value else self._get(cache, workload, clients, "ngram/peak_rss_mib")
+        return self._get(cache, workload, clients, "peak_memory_mib_ngram")
 
     track_peak_memory_mib_ngram.unit = "MiB"
 
     def track_peak_memory_mib_baseline(self, cache, workload, clients):
-        value = self._get(cache, workload, clients, "baseline/peak_gpu_used_mib")
-        return value if value == value else self._get(cache, workload, clients, "baseline/peak_rss_mib")
+        return self._get(cache, workload, clients, "peak_memory_mib_baseline")
 
     track_peak_memory_mib_baseline.unit = "MiB"

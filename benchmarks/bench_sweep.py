@@ -19,16 +19,16 @@ class NgramConfigSweep:
         return lookup(cache[f"k{k}-max{lookup_max}"], f"copy/c1/{tail}")
 
     def track_slowdown(self, cache, k, lookup_max):
-        return self._get(cache, k, lookup_max, "ngram_vs_baseline/slowdown")
+        return self._get(cache, k, lookup_max, "slowdown")
 
     track_slowdown.unit = "ratio"
 
     def track_rejection_rate(self, cache, k, lookup_max):
-        return self._get(cache, k, lookup_max, "ngram/rejection_rate")
+        return self._get(cache, k, lookup_max, "rejection_rate")
 
     track_rejection_rate.unit = "fraction"
 
     def track_tpot_p50_ms_ngram(self, cache, k, lookup_max):
-        return self._get(cache, k, lookup_max, "ngram/tpot_p50_ms")
+        return self._get(cache, k, lookup_max, "tpot_p50_ms_ngram")
 
     track_tpot_p50_ms_ngram.unit = "ms"

@@ -1,6 +1,7 @@
 """Grids and the metric lookup the benchmark classes share (the logic lives in specharness.history.asvsuite)."""
 
-from specharness.history.asvsuite import ASV_GRID, SWEEP_GRID, lookup
+from specharness.history.asvsuite import ASV_GRID, SWEEP_GRID
+from specharness.history.metrics import lookup
 
 WORKLOADS, CLIENTS = ASV_GRID
 SPEC_TOKENS, LOOKUP_MAX = SWEEP_GRID

@@ -34,13 +34,24 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="specharness", description="Does vLLM n-gram speculation make this workload faster, without making answers worse?")
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run a paired baseline vs prompt-lookup experiment on real vLLM servers")
-    r.add_argument("--profile", default="quick", help="standard, quick or aa (A/A control); default quick")
+    r.add_argument("--profile", default="quick", help="quick (default), standard, aa (A/A control) or control (A/A and "
+                   "a known slowdown)")
     r.add_argument("--model", default="default", help="'default' (embedded SmolLM2-135M-Instruct), a HF directory or a .gguf")
     r.add_argument("--workloads", type=_names, help="comma-separated: copy, transform, free, abstain or .jsonl paths")
     r.add_argument("--clients", type=_ints, help="client counts, e.g. 1,8")
-    r.add_argument("--blocks", type=int, help="paired blocks (arm order alternates AB, BA, ...)")
+    r.add_argument("--blocks", type=int, help="paired blocks, even (mirrored arm orders AB BA BA AB ...)")
+    r.add_argument("--until-decided", action="store_true", help="add block pairs to cells whose speed verdict is "
+                   "inconclusive, up to --max-blocks (error rate held by Bonferroni over the looks)")
+    r.add_argument("--max-blocks", type=int, help="with --until-decided: most blocks a cell gets (even)")
+    r.add_argument("--prefix-caching", choices=("off", "on", "reset"),
+                   help="off (default: paired measurement sees no cache hits), on, or reset before every cell")
+    r.add_argument("--min-same-work", type=float, help="smallest share of pairs with identical outputs for a speed "
+                   "verdict (default 0.5)")
+    r.add_argument("--known-slowdown", type=float, help="the baseline-slow control arm's factor (default 1.25)")
+    r.add_argument("--order-seed", type=int, help="seed of the arm orders when there are more than two arms")
     r.add_argument("--requests", type=int, help="measured requests per cell and arm")
-    r.add_argument("--warmups", type=int, help="warmup requests per cell and arm (journaled, not counted)")
+    r.add_argument("--warmups", type=int, help="warmup rounds per cell and arm, one request per client each, on "
+                   "prompts never measured (journaled, not counted)")
     r.add_argument("--arms", type=_names, help="e.g. baseline,ngram or baseline,ngram,baseline-sync")
     r.add_argument("--num-speculative-tokens", type=int)
     r.add_argument("--prompt-lookup-min", type=int)
@@ -48,7 +59,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--speculative-config", help="full JSON for --speculative-config (method must be ngram)")
     r.add_argument("--max-tokens-cap", type=int, help="cap every case's max_tokens")
     r.add_argument("--min-correct", type=float, help="declared minimum correct fraction for a 'helps' verdict")
-    r.add_argument("--equivalence-margin", type=float, help="speedups within ±this are 'no difference' (default 0.10)")
+    r.add_argument("--equivalence-margin", type=float, help="speedups within ±this are 'no difference' (default: "
+                   "the machine's band from its own A/A)")
     r.add_argument("--temperature", type=float, default=0.0)
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--request-timeout", type=float, default=300.0, help="seconds per request")
@@ -69,7 +81,7 @@ def _parser() -> argparse.ArgumentParser:
     cmp_ = sub.add_parser("compare", help="compare two runs, e.g. two vLLM versions")
     cmp_.add_argument("run_a", type=Path)
     cmp_.add_argument("run_b", type=Path)
-    aa = sub.add_parser("aa-summary", help="A/A control runs: false-verdict rate over all their cells")
+    aa = sub.add_parser("aa-summary", help="control runs (aa, control): A/A outcomes, CI widths, known-effect detection")
     aa.add_argument("run_dirs", type=Path, nargs="+")
     site = sub.add_parser("site", help="after 'asv publish': add the metric-by-vLLM-release page to the site")
     site.add_argument("--results", type=Path, default=Path("results"))
@@ -112,6 +124,7 @@ def _speculative(args: argparse.Namespace, base: dict[str, object]) -> dict[str,
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from specharness.analysis.sequential import undecided_cells
     from specharness.experiment.config import RunConfig
     from specharness.experiment.driver import run_experiment
     from specharness.experiment.rundir import read_manifest
@@ -131,7 +144,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             profile, workloads=args.workloads, clients=args.clients, blocks=args.blocks,
             requests_per_cell=args.requests, warmups_per_cell=args.warmups, arms=args.arms,
             max_tokens_cap=args.max_tokens_cap, min_correct_fraction=args.min_correct,
-            equivalence_margin=args.equivalence_margin,
+            equivalence_margin=args.equivalence_margin, until_decided=args.until_decided or None,
+            max_blocks=args.max_blocks, prefix_caching=args.prefix_caching, min_same_work_fraction=args.min_same_work,
+            known_slowdown=args.known_slowdown, order_seed=args.order_seed,
             speculative=_speculative(args, profile.speculative),
         )  # fmt: skip
         out = args.out or Path("runs") / f"{profile.name}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -148,6 +163,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     progress_cm = _progress(total, disabled=args.no_progress or not sys.stderr.isatty())
     with progress_cm as advance:
         run_dir = run_experiment(config, resume=resume, progress=advance, on_finish=write_report,
+                                 undecided=undecided_cells,
                                  on_status=lambda m: print(f"specharness: {m}", file=sys.stderr))
     print(f"report: {run_dir / 'report.md'}")
     return 0
@@ -197,9 +213,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_aa_summary(args: argparse.Namespace) -> int:
-    from specharness.reporting.aa_scorecard import score_aa_runs
+    from specharness.reporting.aa_scorecard import score_control_runs
 
-    print(score_aa_runs(args.run_dirs).to_markdown(), end="")
+    print(score_control_runs(args.run_dirs).to_markdown(), end="")
     return 0
 
 

@@ -4,6 +4,9 @@ Every duration carries its unit in its name. ``SCHEMA_VERSION`` is written on ev
 
 Schema history:
     1 — first version (request, cell, engine and run records).
+    2 — request: ``output_digest`` (sha256 of the generated token ids, so two arms' outputs compare without text),
+        cell: ``order_index`` (the arm's place in its block) and prefix-cache counters.
+        Schema 1 journals still read: their outputs compare by text.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "READABLE_SCHEMAS",
     "SCHEMA_VERSION",
     "CellRecord",
     "EngineRecord",
@@ -24,7 +28,8 @@ __all__ = [
     "completeness",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_SCHEMAS = (1, 2)
 
 COMPLETE = "complete"
 TRUNCATED = "truncated"
@@ -88,6 +93,12 @@ class RequestRecord:
     spec_draft_tokens: int | None = None
     spec_accepted_tokens: int | None = None
     resumed: bool = False
+    output_digest: str | None = None
+
+    @property
+    def output_identity(self) -> str:
+        """What two arms' outputs are compared by: the token-id digest, else (schema 1) the text."""
+        return self.output_digest if self.output_digest is not None else "text:" + self.text
 
     @property
     def output_tokens(self) -> int:
@@ -117,8 +128,9 @@ class RequestRecord:
 
     @property
     def counts_correct(self) -> bool:
-        """The one rule for a right answer: the rubric passed on a response that ended (complete or truncated)."""
-        return self.correct is True and self.verdict in (COMPLETE, TRUNCATED)
+        """The one rule for a right answer: the rubric passed on a response that finished by itself. A truncated
+        answer (cut at max_tokens: often a loop) is never right, whatever its text contains."""
+        return self.correct is True and self.verdict == COMPLETE
 
     @property
     def useful(self) -> bool:
@@ -167,6 +179,7 @@ class CellRecord:
     valid: bool = True
     invalid_reason: str = ""
     resumed: bool = False
+    order_index: int = -1  # the arm's place in its block's arm order (0 = first); -1: not recorded (schema 1)
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": "cell", "schema": SCHEMA_VERSION, **dataclasses.asdict(self)}

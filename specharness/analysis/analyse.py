@@ -10,11 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specharness.analysis.stats import ArmSummary, PairedComparison, compare_arms, summarise_arm
+from specharness.analysis.comparison import ComparisonRules, PairedComparison, compare_arms
+from specharness.analysis.stats import look_confidence
+from specharness.analysis.summary import ArmSummary, summarise_arm
 from specharness.experiment.journal import JournalContents, read_journal
 from specharness.records import CellRecord, RequestRecord, base_key, cell_key
 
-__all__ = ["Analysis", "analyse", "comparison_pairs"]
+__all__ = ["Analysis", "analyse", "comparison_pairs", "rules_for", "sequential_looks"]
 
 
 def comparison_pairs(arms: tuple[str, ...]) -> list[tuple[str, str]]:
@@ -24,9 +26,26 @@ def comparison_pairs(arms: tuple[str, ...]) -> list[tuple[str, str]]:
         pairs += [(ref, "ngram") for ref in ("baseline", "baseline-sync") if ref in arms]
     if "baseline" in arms and "baseline-sync" in arms:
         pairs.append(("baseline", "baseline-sync"))
-    if "baseline" in arms and "baseline-b" in arms:
-        pairs.append(("baseline", "baseline-b"))
+    pairs += [("baseline", twin) for twin in ("baseline-b", "baseline-slow") if "baseline" in arms and twin in arms]
     return pairs
+
+
+def sequential_looks(profile: dict[str, Any]) -> int:
+    """How many looks a run may take at a cell: 1 for a fixed design; with ``until_decided``, one after the first
+    ``blocks`` and one after each further pair of blocks up to ``max_blocks``."""
+    if not profile.get("until_decided"):
+        return 1
+    return 1 + max(0, (int(profile.get("max_blocks") or profile["blocks"]) - int(profile["blocks"])) // 2)
+
+
+def rules_for(profile: dict[str, Any], sampling: dict[str, Any]) -> ComparisonRules:
+    """The declared rules of a run, from its saved profile and sampling (older manifests get today's defaults)."""
+    return ComparisonRules(
+        margin=float(profile.get("equivalence_margin", 0.10)),
+        confidence=look_confidence(0.95, sequential_looks(profile)),
+        min_correct=float(profile["min_correct_fraction"]), tolerance=float(profile["quality_tolerance"]),
+        min_same_work=float(profile.get("min_same_work_fraction", 0.5)), greedy=sampling["temperature"] == 0,
+    )  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -74,9 +93,12 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
         by_cell.setdefault((r.workload, r.clients, r.arm), []).append(r)
     result.measured = by_cell
 
+    # the first ``blocks`` blocks are expected everywhere; --until-decided adds blocks to undecided cells only
     expected = [cell_key(b, w, c, a) for b in range(profile["blocks"]) for w in workload_names
                 for c in profile["clients"] for a in arms]  # fmt: skip
     result.missing_cells = [k for k in expected if k not in valid]
+    position = {id(c): i for i, c in enumerate(contents.cells)}
+    rules = rules_for(profile, manifest["config"]["sampling"])
 
     for workload in workload_names:
         for clients in profile["clients"]:
@@ -85,24 +107,31 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
                 result.summaries[(workload, clients, arm)] = summarise_arm(
                     arm, workload, clients, by_cell.get((workload, clients, arm), []), cells
                 )
+            blocks = sorted({c.block for c in valid.values() if c.workload == workload and c.clients == clients}
+                            | set(range(profile["blocks"])))  # fmt: skip
             for a, b in comparison_pairs(arms):
-                keys = [cell_key(blk, workload, clients, arm) for blk in range(profile["blocks"]) for arm in (a, b)]
+                keys = [cell_key(blk, workload, clients, arm) for blk in blocks for arm in (a, b)]
                 missing = [k for k in keys if k not in valid]
                 reason = f"cell {missing[0]} has no valid measurement" if missing else ""
+                order = {}
+                for blk in blocks:
+                    ca, cb = valid.get(cell_key(blk, workload, clients, a)), valid.get(cell_key(blk, workload, clients, b))
+                    if ca is not None and cb is not None:
+                        if ca.order_index >= 0 and cb.order_index >= 0:
+                            order[blk] = ca.order_index < cb.order_index
+                        else:  # schema 1: cells are journaled in the order they ran
+                            order[blk] = position[id(ca)] < position[id(cb)]
                 result.comparisons.append(compare_arms(
                     result.summaries[(workload, clients, a)], result.summaries[(workload, clients, b)],
                     by_cell.get((workload, clients, a), []), by_cell.get((workload, clients, b), []),
-                    min_correct_fraction=profile["min_correct_fraction"],
-                    quality_tolerance=profile["quality_tolerance"], valid=not missing, invalid_reason=reason,
-                    greedy=manifest["config"]["sampling"]["temperature"] == 0,
-                    equivalence_margin=profile.get("equivalence_margin", 0.10),
+                    order, rules, valid=not missing, invalid_reason=reason,
                 ))  # fmt: skip
 
     groups: dict[tuple[str, str, str], list[RequestRecord]] = {}
     for r in measured:
         groups.setdefault((r.workload, r.group, r.arm), []).append(r)
     for (workload, group, arm), rs in sorted(groups.items()):
-        checked = [r for r in rs if r.check_detail != "unchecked"]
+        checked = [r for r in rs if r.checked]
         correct = sum(1 for r in checked if r.counts_correct)
         result.groups.append({
             "workload": workload, "group": group, "arm": arm, "requests": len(rs),

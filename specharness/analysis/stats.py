@@ -1,312 +1,192 @@
-"""Statistics: pure functions from records to summary dataclasses. An empty sample gives NaN, never 0.
+"""Statistics: pure functions from numbers to small result objects; an empty sample gives NaN, never 0.
 
-Headline speed is *speedup* = (output tokens per second of request time, arm B) / (same, arm A), over the requests
-paired by (block, position in the cell) that succeeded in both arms. Its 95% CI treats the paired blocks as the
-replicates (Student t over the blocks' log speedups): blocks carry drift, and the two-stage bootstrap this replaced
-excluded 1 in 11 of 24 A/A cells on the 2-core CPU, far from its nominal 5%. Inter-chunk latency is reported but is
-not a headline: several accepted tokens can share one chunk.
+The paired design makes the *block* the replicate. Each block yields one log ratio per comparison (arm B over arm A,
+the same work in both); :func:`block_ratio_interval` turns them into a point estimate and a Student t interval
+(``scipy.stats.t``). When both arm orders occur and there are at least 4 blocks, the interval comes from a least-squares
+fit ``log ratio = mu + delta * order`` (order = +1 when A ran first, -1 when B ran first), so an order effect (the
+arm that runs second in a block meets a warmer or a drifting engine) is estimated and reported, and removed from the
+residual variance instead of widening it. With fewer blocks the plain t interval over the block log ratios is used:
+in a balanced design its mean is free of the order effect, and its variance carries it (wider, still valid).
+
+Assumptions, stated: block log ratios are independent and roughly normal around mu (+ delta * order). Block ratios
+are ratios of sums over the same cases, so request-level heavy tails are averaged inside a block; a persistent
+engine-instance offset is not identifiable from one run and is what the no-difference band absorbs (see
+:mod:`specharness.analysis.verdict` and the A/A control).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-
-from specharness.records import CellRecord, RequestRecord
+from scipy import stats as sps
 
 __all__ = [
-    "ArmSummary",
-    "Divergence",
-    "PairedComparison",
-    "compare_arms",
-    "divergence",
-    "percentiles_ms",
-    "speedup_interval",
-    "summarise_arm",
-    "t_quantile_975",
+    "PERCENTILES",
+    "RatioInterval",
+    "block_ratio_interval",
+    "look_confidence",
+    "min_samples_for",
+    "paired_binary_test",
+    "percentile_table",
+    "ratio_change",
 ]
 
-PCTS = (50, 95, 99)
-# Student t, 97.5% quantiles for 1..30 degrees of freedom
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)  # fmt: skip
-
-
-def percentiles_ms(values_s: Iterable[float]) -> dict[str, float]:
-    """p50/p95/p99 in milliseconds of the finite values; NaN when there are none."""
-    arr = np.fromiter((math.nan if v is None else v for v in values_s), dtype=float)
-    arr = arr[np.isfinite(arr)]
-    if arr.size == 0:
-        return {f"p{p}": math.nan for p in PCTS}
-    return {f"p{p}": float(np.percentile(arr, p) * 1000.0) for p in PCTS}
-
-
-def _ratio(num: float, den: float) -> float:
-    return num / den if den else math.nan
+PERCENTILES = (50, 95, 99)
 
 
 @dataclass(frozen=True, slots=True)
-class ArmSummary:
-    """One arm in one (workload, clients) cell, pooled over its valid blocks."""
+class RatioInterval:
+    """A ratio (B over A) with its confidence interval over blocks, and the evidence behind it."""
 
-    arm: str
-    workload: str
-    clients: int
-    requests: int
-    failed: int
-    incomplete: int
-    truncated: int
-    complete: int
-    checked: int
-    correct: int
-    unchecked: int
-    wall_s: float
-    output_tokens: int
-    ttft_ms: dict[str, float]
-    tpot_ms: dict[str, float]
-    itl_ms: dict[str, float]
-    e2e_ms: dict[str, float]
-    output_tok_s: float
-    requests_s: float
-    goodput_requests_s: float
-    goodput_tok_s: float
-    error_rate: float
-    correct_fraction: float
-    complete_fraction: float
-    acceptance: dict[str, float] = field(default_factory=dict)
-    accepted_per_position: list[float] = field(default_factory=list)
-    peak_memory_mib: dict[str, float] = field(default_factory=dict)
-    error_kinds: dict[str, int] = field(default_factory=dict)
-    harness_cpu_fraction: float = math.nan
+    estimate: float
+    low: float
+    high: float
+    confidence: float
+    blocks: int
+    df: int
+    method: str
+    order_effect: float = math.nan  # ratio factor when A runs first vs the mean (exp(delta)); NaN when not estimated
+    order_effect_low: float = math.nan
+    order_effect_high: float = math.nan
+
+    @property
+    def width(self) -> float:
+        """high / low: 1.0 is a point; NaN without an interval."""
+        return self.high / self.low if self.low > 0 and math.isfinite(self.high) else math.nan
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "width": self.width}
+
+
+NO_INTERVAL = RatioInterval(math.nan, math.nan, math.nan, 0.95, 0, 0, "none")
+
+
+def block_ratio_interval(log_ratios: Sequence[float], order_signs: Sequence[int] | None = None,
+                         confidence: float = 0.95) -> RatioInterval:  # fmt: skip
+    """Point estimate exp(mean log ratio) and its t interval; see the module docstring for the order model."""
+    y = np.asarray(log_ratios, dtype=float)
+    keep = np.isfinite(y)
+    y = y[keep]
+    signs = None if order_signs is None else np.asarray(order_signs, dtype=float)[keep]
+    n = int(y.size)
+    if n == 0:
+        return RatioInterval(math.nan, math.nan, math.nan, confidence, 0, 0, "none")
+    q = 1.0 - (1.0 - confidence) / 2.0
+    use_order = signs is not None and n >= 4 and (signs > 0).any() and (signs < 0).any()
+    if use_order:
+        assert signs is not None
+        x = np.column_stack([np.ones(n), signs])
+        coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+        resid = y - x @ coef
+        df = n - 2
+        sigma2 = float(resid @ resid) / df
+        cov = sigma2 * np.linalg.inv(x.T @ x)
+        t = float(sps.t.ppf(q, df))
+        mu, se_mu = float(coef[0]), math.sqrt(max(cov[0, 0], 0.0))
+        delta, se_delta = float(coef[1]), math.sqrt(max(cov[1, 1], 0.0))
+        return RatioInterval(
+            estimate=math.exp(mu), low=math.exp(mu - t * se_mu), high=math.exp(mu + t * se_mu), confidence=confidence,
+            blocks=n, df=df, method="t, blocks as replicates, order term",
+            order_effect=math.exp(delta), order_effect_low=math.exp(delta - t * se_delta),
+            order_effect_high=math.exp(delta + t * se_delta),
+        )  # fmt: skip
+    mu = float(y.mean())
+    if n < 2:
+        return RatioInterval(math.exp(mu), math.nan, math.nan, confidence, n, 0, "one block: no interval")
+    df = n - 1
+    se = float(y.std(ddof=1)) / math.sqrt(n)
+    t = float(sps.t.ppf(q, df))
+    return RatioInterval(math.exp(mu), math.exp(mu - t * se), math.exp(mu + t * se), confidence, n, df,
+                         "t, blocks as replicates")  # fmt: skip
+
+
+def look_confidence(confidence: float, looks: int) -> float:
+    """Per-look confidence for a sequential design with up to ``looks`` looks (Bonferroni): the chance that any look
+    gives a wrong verdict stays at most 1 - ``confidence``, however the looks depend on each other."""
+    return 1.0 - (1.0 - confidence) / max(looks, 1)
+
+
+@dataclass(frozen=True, slots=True)
+class PairedBinaryTest:
+    """Paired yes/no outcomes of two arms: discordant counts and the exact one-sided test that B is worse."""
+
+    pairs: int
+    a_only: int  # A succeeded where B did not (a loss for B)
+    b_only: int  # B succeeded where A did not
+    pvalue_b_worse: float
+    loss_upper: float  # one-sided 95% upper bound on (rate A - rate B), conditional on the discordant count
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def summarise_arm(arm: str, workload: str, clients: int, requests: Sequence[RequestRecord],
-                  cells: Sequence[CellRecord]) -> ArmSummary:  # fmt: skip
-    """Summarise measured requests of one arm/cell; ``cells`` give wall time, counters and memory."""
-    failed = sum(1 for r in requests if r.verdict == "failed")
-    incomplete = sum(1 for r in requests if r.verdict == "incomplete")
-    truncated = sum(1 for r in requests if r.verdict == "truncated")
-    complete = sum(1 for r in requests if r.verdict == "complete")
-    correct = sum(1 for r in requests if r.counts_correct)
-    unchecked = sum(1 for r in requests if r.check_detail == "unchecked")
-    checked = len(requests) - unchecked
-    wall = sum(c.wall_s for c in cells)
-    ok = [r for r in requests if r.error_kind is None]
-    tokens = sum(r.output_tokens for r in ok)
-    useful = [r for r in requests if r.useful]
-    itl = [gap for r in ok for gap in r.inter_chunk_s]
-    totals: dict[str, float] = {}
-    per_pos: list[float] = []
-    peak: dict[str, float] = {}
-    for c in cells:
-        for k, v in c.counters.items():
-            totals[k] = totals.get(k, 0.0) + v
-        for i, v in enumerate(c.accepted_per_position):
-            if i >= len(per_pos):
-                per_pos.append(0.0)
-            per_pos[i] += v
-        for k, v in c.memory.items():
-            if k.startswith("peak_"):
-                peak[k] = max(peak.get(k, 0.0), v)
-    drafts = totals.get("drafts", 0.0)
-    n = len(requests)
-    return ArmSummary(
-        arm=arm, workload=workload, clients=clients, requests=n, failed=failed, incomplete=incomplete,
-        truncated=truncated, complete=complete, checked=checked, correct=correct, unchecked=unchecked,
-        wall_s=wall, output_tokens=tokens,
-        ttft_ms=percentiles_ms(r.ttft_s for r in ok), tpot_ms=percentiles_ms(r.tpot_s for r in ok),
-        itl_ms=percentiles_ms(itl), e2e_ms=percentiles_ms(r.e2e_s for r in ok),
-        output_tok_s=_ratio(tokens, wall), requests_s=_ratio(len(ok), wall),
-        goodput_requests_s=_ratio(len(useful), wall), goodput_tok_s=_ratio(sum(r.output_tokens for r in useful), wall),
-        error_rate=_ratio(failed + incomplete, n), correct_fraction=_ratio(correct, n - unchecked),
-        complete_fraction=_ratio(complete, n),
-        acceptance={
-            "drafts": drafts, "draft_tokens": totals.get("draft_tokens", 0.0),
-            "accepted_tokens": totals.get("accepted_tokens", 0.0),
-            "acceptance_rate": _ratio(totals.get("accepted_tokens", 0.0), totals.get("draft_tokens", 0.0)),
-            "mean_acceptance_length": 1.0 + totals["accepted_tokens"] / drafts if drafts else math.nan,
-        },
-        accepted_per_position=[_ratio(v, drafts) for v in per_pos],
-        peak_memory_mib=peak,
-        error_kinds=_count(r.error_kind for r in requests if r.error_kind),
-        harness_cpu_fraction=_ratio(sum(c.harness_cpu_s for c in cells), wall),
-    )  # fmt: skip
+def paired_binary_test(a: Sequence[bool], b: Sequence[bool]) -> PairedBinaryTest:
+    """Exact McNemar test (``scipy.stats.binomtest`` on the discordant pairs, one-sided: B loses more than it gains).
+
+    The upper bound on the loss uses the Clopper-Pearson bound on the share of losses among discordant pairs,
+    scaled by the discordant fraction: (d/n) * (2 * p_upper - 1).
+    """
+    n = len(a)
+    a_only = sum(1 for x, y in zip(a, b, strict=True) if x and not y)
+    b_only = sum(1 for x, y in zip(a, b, strict=True) if y and not x)
+    d = a_only + b_only
+    if d == 0:
+        return PairedBinaryTest(n, 0, 0, 1.0, 0.0 if n else math.nan)
+    test = sps.binomtest(a_only, d, 0.5, alternative="greater")
+    p_up = float(sps.binomtest(a_only, d, 0.5).proportion_ci(confidence_level=0.90, method="exact").high)
+    return PairedBinaryTest(n, a_only, b_only, float(test.pvalue), (d / n) * (2 * p_up - 1))
 
 
-def _count(items: Iterable[str | None]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for item in items:
-        if item:
-            out[item] = out.get(item, 0) + 1
+def min_samples_for(pct: float) -> int:
+    """Samples a percentile needs before it is claimed: at least one sample beyond it (p95: 20, p99: 100)."""
+    return math.ceil(1.0 / (1.0 - pct / 100.0) - 1e-9)
+
+
+def percentile_table(values_s: Iterable[float], failed: int = 0) -> dict[str, float]:
+    """p50/p95/p99 in ms with failed requests counted as never finishing (+inf: "failed" when a percentile lands on
+    one), NaN where the sample is too small for that percentile; ``n`` and ``failed`` travel with the numbers."""
+    arr = np.fromiter((math.nan if v is None else v for v in values_s), dtype=float)
+    arr = arr[np.isfinite(arr)]
+    full = np.concatenate([arr, np.full(failed, np.inf)])
+    out: dict[str, float] = {"n": float(full.size), "failed": float(failed)}
+    for p in PERCENTILES:
+        if full.size < min_samples_for(p) or full.size == 0:
+            out[f"p{p}"] = math.nan
+        else:
+            out[f"p{p}"] = float(np.percentile(full, p, method="inverted_cdf") * 1000.0)
     return out
 
 
 @dataclass(frozen=True, slots=True)
-class Divergence:
-    """Greedy outputs of two arms compared pairwise: identical count and where the first difference falls."""
+class RatioChange:
+    """How a block-replicated ratio moved between two runs: B's over A's, with Welch's CI and p-value."""
 
-    pairs: int
-    identical: int
-    first_divergence_chars: list[int]
+    change: float
+    low: float
+    high: float
+    pvalue: float
+    blocks_a: int
+    blocks_b: int
 
     @property
-    def median_first_divergence_chars(self) -> float:
-        return float(np.median(self.first_divergence_chars)) if self.first_divergence_chars else math.nan
+    def significant(self) -> bool:
+        return self.pvalue < 0.05
 
 
-def divergence(pairs: Sequence[tuple[RequestRecord, RequestRecord]]) -> Divergence:
-    identical = 0
-    firsts: list[int] = []
-    for a, b in pairs:
-        if a.text == b.text:
-            identical += 1
-            continue
-        limit = min(len(a.text), len(b.text))
-        firsts.append(next((i for i in range(limit) if a.text[i] != b.text[i]), limit))
-    return Divergence(pairs=len(pairs), identical=identical, first_divergence_chars=firsts)
-
-
-def t_quantile_975(df: int) -> float:
-    """The 97.5% quantile of Student's t with ``df`` degrees of freedom (table to 30, Cornish-Fisher beyond)."""
-    if df < 1:
-        return math.nan
-    if df <= len(_T975):
-        return _T975[df - 1]
-    z = 1.959964
-    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
-
-
-def speedup_interval(blocks: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]) -> tuple[float, float, float]:
-    """Point estimate and 95% CI of speedup from paired units grouped by block.
-
-    Each block is (tokens_a, seconds_a, tokens_b, seconds_b), arrays aligned by paired unit.
-    speedup = (sum tokens_b / sum seconds_b) / (sum tokens_a / sum seconds_a) over all blocks.
-    The paired blocks are the replicates: the CI is the point estimate times exp(± t(n-1) · sd / sqrt(n)) of the
-    blocks' log speedups. One block gives no CI (NaN). Request noise inside a block shows up in that block's ratio.
-    """
-    blocks = [b for b in blocks if len(b[0])]
-    if not blocks:
-        return math.nan, math.nan, math.nan
-    sums = np.array([[float(part.sum()) for part in b] for b in blocks])  # per block: tokens_a, s_a, tokens_b, s_b
-    ta, sa, tb, sb = sums.sum(axis=0)
-    if not (ta and sa and tb and sb):
-        return math.nan, math.nan, math.nan
-    point = float((tb / sb) / (ta / sa))
-    whole = sums[(sums != 0).all(axis=1)]
-    logs = np.log((whole[:, 2] / whole[:, 3]) / (whole[:, 0] / whole[:, 1]))
-    if logs.size < 2:
-        return point, math.nan, math.nan
-    half = t_quantile_975(logs.size - 1) * float(logs.std(ddof=1)) / math.sqrt(logs.size)
-    return point, point * math.exp(-half), point * math.exp(half)
-
-
-@dataclass(frozen=True, slots=True)
-class PairedComparison:
-    """Arm B against arm A in one (workload, clients) cell."""
-
-    workload: str
-    clients: int
-    arm_a: str
-    arm_b: str
-    paired_units: int
-    speedup: float
-    speedup_ci_low: float
-    speedup_ci_high: float
-    throughput_ratio: float
-    tpot_p50_ratio: float
-    goodput_ratio: float
-    correct_fraction_a: float
-    correct_fraction_b: float
-    identical_outputs: int
-    compared_outputs: int
-    median_first_divergence_chars: float
-    verdict: str
-    reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def paired_units(a: Sequence[RequestRecord], b: Sequence[RequestRecord]) -> list[tuple[RequestRecord, RequestRecord]]:
-    """Requests matched by (block, seq, case id): the same case at the same place in the same block."""
-    index = {(r.block, r.seq, r.case_id): r for r in a}
-    return [(index[k], r) for r in b if (k := (r.block, r.seq, r.case_id)) in index]
-
-
-def sign_test_worse(pairs: Sequence[tuple[RequestRecord, RequestRecord]]) -> tuple[int, int, float]:
-    """Paired correctness: (A right & B wrong, A wrong & B right, one-sided exact sign-test p that B is worse)."""
-    checked = [(x, y) for x, y in pairs if x.check_detail != "unchecked" and y.check_detail != "unchecked"]
-    lost = sum(1 for x, y in checked if x.counts_correct and not y.counts_correct)
-    gained = sum(1 for x, y in checked if y.counts_correct and not x.counts_correct)
-    n = lost + gained
-    p = sum(math.comb(n, k) for k in range(lost, n + 1)) / 2**n if n else 1.0
-    return lost, gained, p
-
-
-def compare_arms(
-    sa: ArmSummary, sb: ArmSummary, a: Sequence[RequestRecord], b: Sequence[RequestRecord], *,
-    min_correct_fraction: float, quality_tolerance: float, valid: bool, invalid_reason: str = "",
-    greedy: bool = True, equivalence_margin: float = 0.10,
-) -> PairedComparison:  # fmt: skip
-    """Speedup with CI, quality, divergence and the verdict for one cell."""
-    pairs = paired_units(a, b)
-    ok_pairs = [(x, y) for x, y in pairs if x.error_kind is None and y.error_kind is None
-                and x.output_tokens > 0 and y.output_tokens > 0 and x.e2e_s > 0 and y.e2e_s > 0]  # fmt: skip
-    by_block: dict[int, list[tuple[RequestRecord, RequestRecord]]] = {}
-    for x, y in ok_pairs:
-        by_block.setdefault(x.block, []).append((x, y))
-    arrays = [
-        (np.array([x.output_tokens for x, _ in ps], float), np.array([x.e2e_s for x, _ in ps], float),
-         np.array([y.output_tokens for _, y in ps], float), np.array([y.e2e_s for _, y in ps], float))
-        for ps in by_block.values()
-    ]  # fmt: skip
-    point, low, high = speedup_interval(arrays)
-    div = divergence(pairs) if greedy else Divergence(0, 0, [])
-    quality = sign_test_worse(pairs)
-    verdict, reason = _verdict(sa, sb, low, high, min_correct_fraction, quality_tolerance, valid, invalid_reason,
-                               quality, equivalence_margin)  # fmt: skip
-    return PairedComparison(
-        workload=sa.workload, clients=sa.clients, arm_a=sa.arm, arm_b=sb.arm, paired_units=len(ok_pairs),
-        speedup=point, speedup_ci_low=low, speedup_ci_high=high,
-        throughput_ratio=_ratio(sb.output_tok_s, sa.output_tok_s),
-        tpot_p50_ratio=_ratio(sb.tpot_ms["p50"], sa.tpot_ms["p50"]),
-        goodput_ratio=_ratio(sb.goodput_tok_s, sa.goodput_tok_s),
-        correct_fraction_a=sa.correct_fraction, correct_fraction_b=sb.correct_fraction,
-        identical_outputs=div.identical, compared_outputs=div.pairs,
-        median_first_divergence_chars=div.median_first_divergence_chars,
-        verdict=verdict, reason=reason,
-    )  # fmt: skip
-
-
-def _verdict(sa: ArmSummary, sb: ArmSummary, low: float, high: float, min_correct: float, tolerance: float,
-             valid: bool, invalid_reason: str, quality: tuple[int, int, float], margin: float) -> tuple[str, str]:  # fmt: skip
-    """helps / hurts need the whole 95% CI beyond the equivalence margin; quality fails on the declared threshold,
-    or when B loses significantly more paired answers than it gains (one-sided sign test, p < 0.05) by more than
-    the declared tolerance."""
-    if not valid:
-        return "invalid", invalid_reason or "a cell of this comparison is missing or invalid"
-    qa, qb = sa.correct_fraction, sb.correct_fraction
-    lost, gained, p = quality
-    if math.isfinite(qb):
-        if qb < min_correct:
-            return "fails quality", f"{sb.arm} correct fraction {qb:.2f} is below the declared {min_correct:.2f}"
-        if p < 0.05 and math.isfinite(qa) and qb < qa - tolerance:
-            return "fails quality", (f"{sb.arm} got {lost} paired answers wrong that {sa.arm} got right (and {gained} "
-                                     f"the other way; sign test p={p:.3f}); correct {qb:.2f} vs {qa:.2f}")  # fmt: skip
-    if sb.error_rate > sa.error_rate:
-        return "fails quality", f"{sb.arm} error rate {sb.error_rate:.2f} exceeds {sa.arm}'s {sa.error_rate:.2f}"
-    if not (math.isfinite(low) and math.isfinite(high)):
-        return "inconclusive", "a confidence interval needs successful pairs in at least 2 blocks"
-    up, down = 1.0 + margin, 1.0 / (1.0 + margin)
-    if low > up:
-        return "helps", f"speedup 95% CI [{low:.2f}, {high:.2f}] is above {up:.2f}"
-    if high < down:
-        return "hurts", f"speedup 95% CI [{low:.2f}, {high:.2f}] is below {down:.2f}"
-    return "inconclusive", f"speedup 95% CI [{low:.2f}, {high:.2f}] reaches into the ±{margin:.0%} no-difference band"
+def ratio_change(block_ratios_a: Sequence[float], block_ratios_b: Sequence[float],
+                 confidence: float = 0.95) -> RatioChange:  # fmt: skip
+    """Welch's two-sample t test on the two runs' block log ratios (``scipy.stats.ttest_ind``, unequal variances):
+    the change in the geometric-mean ratio, its CI and the two-sided p-value. Needs 2 blocks in each run."""
+    a = np.log(np.asarray([v for v in block_ratios_a if v > 0 and math.isfinite(v)], dtype=float))
+    b = np.log(np.asarray([v for v in block_ratios_b if v > 0 and math.isfinite(v)], dtype=float))
+    if a.size < 2 or b.size < 2:
+        est = math.exp(b.mean() - a.mean()) if a.size and b.size else math.nan
+        return RatioChange(est, math.nan, math.nan, math.nan, int(a.size), int(b.size))
+    res = sps.ttest_ind(b, a, equal_var=False)
+    ci = res.confidence_interval(confidence_level=confidence)
+    return RatioChange(math.exp(b.mean() - a.mean()), math.exp(ci.low), math.exp(ci.high), float(res.pvalue),
+                       int(a.size), int(b.size))  # fmt: skip

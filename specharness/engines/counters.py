@@ -28,6 +28,8 @@ ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 GENERATION = "vllm:generation_tokens_total"
 PROMPT = "vllm:prompt_tokens_total"
+PREFIX_QUERIES = "vllm:prefix_cache_queries_total"
+PREFIX_HITS = "vllm:prefix_cache_hits_total"
 # The engine's own latency histograms (sum and count; means over a delta). vLLM renamed the TPOT histogram, so
 # both names are read and whichever the version exports is used.
 SERVER_LATENCY = {
@@ -36,7 +38,7 @@ SERVER_LATENCY = {
     "itl": ("vllm:inter_token_latency_seconds",),
 }
 _HISTOGRAM_PARTS = tuple(f"{base}_{part}" for bases in SERVER_LATENCY.values() for base in bases for part in ("sum", "count"))
-TRACKED = (DRAFTS, DRAFT_TOKENS, ACCEPTED, GENERATION, PROMPT, *_HISTOGRAM_PARTS)
+TRACKED = (DRAFTS, DRAFT_TOKENS, ACCEPTED, GENERATION, PROMPT, PREFIX_QUERIES, PREFIX_HITS, *_HISTOGRAM_PARTS)
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)(\s+\S+)?$")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
@@ -126,6 +128,8 @@ def acceptance_figures(totals: dict[str, float]) -> dict[str, float]:
         "acceptance_rate": accepted / draft_tokens if draft_tokens else math.nan,
         "mean_acceptance_length": 1.0 + accepted / drafts if drafts else math.nan,
         "generation_tokens": totals.get(GENERATION, 0.0),
+        "prefix_cache_queries": totals.get(PREFIX_QUERIES, 0.0),
+        "prefix_cache_hits": totals.get(PREFIX_HITS, 0.0),
     }
 
 

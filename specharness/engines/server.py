@@ -37,11 +37,15 @@ _LOG_ERROR_MARK = re.compile(r"\b(?:ERROR|CRITICAL)\b|^Traceback|\b[A-Z]\w*(?:Er
 
 @dataclass(frozen=True, slots=True)
 class ArmSpec:
-    """What distinguishes one arm: its name, speculative config (None for none) and async scheduling choice."""
+    """What distinguishes one arm: its name, speculative config (None for none), async scheduling choice, prefix
+    caching, and ``client_slowdown`` (the known-effect control: the client holds each request until it has taken
+    this factor times its time; 1.0 for every real arm)."""
 
     name: str
     speculative_config: dict[str, Any] | None = None
     async_scheduling: bool | None = None  # None: leave vLLM's default
+    prefix_caching: bool | None = None  # None: leave vLLM's default
+    client_slowdown: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +88,10 @@ def build_command(settings: EngineSettings, arm: ArmSpec, port: int, *, supports
         cmd.append("--async-scheduling")
     elif arm.async_scheduling is False:
         cmd.append("--no-async-scheduling")
+    if arm.prefix_caching is True:
+        cmd.append("--enable-prefix-caching")
+    elif arm.prefix_caching is False:
+        cmd.append("--no-enable-prefix-caching")
     if arm.speculative_config is not None:
         cmd += ["--speculative-config", json.dumps(arm.speculative_config, sort_keys=True)]
         if settings.per_request_spec_metrics and supports_per_request_metrics:

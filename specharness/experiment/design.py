@@ -1,11 +1,15 @@
 """Experiment design: profiles, arms, and the ordered plan of paired cells.
 
-A *cell* is (block, workload, client count); within a cell every arm serves the same cases in the same order,
-arm order alternating between blocks (AB, BA, AB, ...) so drift over time does not favour one arm.
+A *cell* is (block, workload, client count). Every block sends the same cases in the same order to every arm, so a
+block's ratio compares the same work and case-to-case spread never reaches the block-to-block variance. Blocks come
+in mirrored pairs: a pair runs the arms in one order, then the reverse (two arms: AB BA BA AB ...; more arms: a
+seeded random order, then its reverse), so every arm runs first as often as second, and the order effect is
+estimated rather than left in the verdict. Block counts are therefore even.
 """
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -13,14 +17,17 @@ from specharness._errors import ConfigError
 from specharness.engines.server import ArmSpec, validate_speculative_config
 from specharness.records import cell_key
 
-__all__ = ["ARM_NAMES", "PROFILES", "CellPlan", "Profile", "build_arms", "get_profile", "plan_cells"]
+__all__ = ["ARM_NAMES", "PREFIX_CACHING", "PROFILES", "CellPlan", "Profile", "block_orders", "build_arms", "get_profile", "plan_cells"]
 
-ARM_NAMES = ("baseline", "ngram", "baseline-sync", "baseline-b")
+ARM_NAMES = ("baseline", "ngram", "baseline-sync", "baseline-b", "baseline-slow")
+PREFIX_CACHING = ("off", "on", "reset")
 
 
 @dataclass(frozen=True, slots=True)
 class Profile:
-    """A declared design; ``min_correct_fraction`` and ``quality_tolerance`` are the quality rubric's thresholds."""
+    """A declared design. ``min_correct_fraction`` and ``quality_tolerance`` are the quality rubric's thresholds;
+    ``equivalence_margin`` None takes the machine's band from its own A/A (:mod:`specharness.experiment.bands`);
+    ``warmups_per_cell`` counts warmup *rounds*, each one request per client, on prompts never measured."""
 
     name: str
     blocks: int
@@ -32,9 +39,14 @@ class Profile:
     max_tokens_cap: int | None = None
     min_correct_fraction: float = 0.5
     quality_tolerance: float = 0.0
-    # Speedups within +/- this margin are "no practical difference": two identical engines on the 2-core CPU gave
-    # 0.96-1.16 over 40 A/A cells (reports/cpu-aa), an engine-instance effect that request resampling cannot see.
-    equivalence_margin: float = 0.10
+    equivalence_margin: float | None = None
+    band_source: str = ""
+    min_same_work_fraction: float = 0.5
+    prefix_caching: str = "off"
+    order_seed: int = 0
+    until_decided: bool = False
+    max_blocks: int | None = None
+    known_slowdown: float = 1.25
     speculative: dict[str, Any] = field(
         default_factory=lambda: {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
     )
@@ -43,7 +55,7 @@ class Profile:
         return self.blocks * len(self.workloads) * len(self.clients) * self.requests_per_cell * len(self.arms)
 
     def warmup_requests(self) -> int:
-        return self.blocks * len(self.workloads) * len(self.clients) * self.warmups_per_cell * len(self.arms)
+        return self.blocks * len(self.workloads) * sum(self.clients) * self.warmups_per_cell * len(self.arms)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -51,7 +63,10 @@ class Profile:
             "requests_per_cell": self.requests_per_cell, "warmups_per_cell": self.warmups_per_cell,
             "arms": list(self.arms), "max_tokens_cap": self.max_tokens_cap,
             "min_correct_fraction": self.min_correct_fraction, "quality_tolerance": self.quality_tolerance,
-            "equivalence_margin": self.equivalence_margin, "speculative": dict(self.speculative),
+            "equivalence_margin": self.equivalence_margin, "band_source": self.band_source,
+            "min_same_work_fraction": self.min_same_work_fraction, "prefix_caching": self.prefix_caching,
+            "order_seed": self.order_seed, "order_plan": order_plan_text(self.arms), "until_decided": self.until_decided,
+            "max_blocks": self.max_blocks, "known_slowdown": self.known_slowdown, "speculative": dict(self.speculative),
         }  # fmt: skip
 
     @classmethod
@@ -61,20 +76,30 @@ class Profile:
             requests_per_cell=raw["requests_per_cell"], warmups_per_cell=raw["warmups_per_cell"],
             arms=tuple(raw["arms"]), max_tokens_cap=raw.get("max_tokens_cap"),
             min_correct_fraction=raw["min_correct_fraction"], quality_tolerance=raw["quality_tolerance"],
-            equivalence_margin=raw.get("equivalence_margin", 0.10), speculative=dict(raw["speculative"]),
+            equivalence_margin=raw.get("equivalence_margin", 0.10), band_source=raw.get("band_source", ""),
+            min_same_work_fraction=raw.get("min_same_work_fraction", 0.5),
+            prefix_caching=raw.get("prefix_caching", "on"), order_seed=raw.get("order_seed", 0),
+            until_decided=raw.get("until_decided", False), max_blocks=raw.get("max_blocks"),
+            known_slowdown=raw.get("known_slowdown", 1.25), speculative=dict(raw["speculative"]),
         )  # fmt: skip
 
 
 PROFILES: dict[str, Profile] = {
-    # The published reference design: 3 x 2 x 2 x 16 x 2 = 384 measured requests, plus 96 warmups.
-    "standard": Profile("standard", blocks=3, workloads=("copy", "transform"), clients=(1, 8), requests_per_cell=16,
-                        warmups_per_cell=4),
-    # Fits a 2-core CPU in minutes: 2 x 2 x 2 x 4 x 2 = 64 measured requests, plus 16 warmups.
-    "quick": Profile("quick", blocks=2, workloads=("copy", "transform"), clients=(1, 4), requests_per_cell=4,
+    # The reference design: 4 blocks x 2 workloads x 2 client counts x 16 requests x 2 arms = 512 measured requests.
+    "standard": Profile("standard", blocks=4, workloads=("copy", "transform"), clients=(1, 8), requests_per_cell=16,
+                        warmups_per_cell=1),
+    # The default run on a 2-core CPU: decides copy at 1 client in about 5 minutes with a warm compile cache.
+    # 4 blocks x 2 workloads x 2 client counts x 4 requests x 2 arms = 128 measured requests, 1 warmup round.
+    "quick": Profile("quick", blocks=4, workloads=("copy", "transform"), clients=(1, 4), requests_per_cell=4,
                      warmups_per_cell=1, max_tokens_cap=96),
-    # A/A control: two identical baseline engines through the same pipeline; the verdict must be "no difference".
-    "aa": Profile("aa", blocks=3, workloads=("copy", "transform"), clients=(1, 4), requests_per_cell=6,
+    # A/A control: two identical baseline engines through the same pipeline; the right verdict is "equivalent".
+    "aa": Profile("aa", blocks=4, workloads=("copy", "transform"), clients=(1, 4), requests_per_cell=6,
                   warmups_per_cell=1, arms=("baseline", "baseline-b"), max_tokens_cap=48, min_correct_fraction=0.0),
+    # Both controls in one run: the A/A twin, and baseline-slow, an identical engine whose every request the client
+    # holds until it has taken `known_slowdown` times its time (a known true speedup of 1/1.25 = 0.80).
+    "control": Profile("control", blocks=4, workloads=("copy", "transform"), clients=(1, 4), requests_per_cell=6,
+                       warmups_per_cell=1, arms=("baseline", "baseline-b", "baseline-slow"), max_tokens_cap=48,
+                       min_correct_fraction=0.0),
 }
 
 
@@ -93,8 +118,18 @@ def override(profile: Profile, **changes: Any) -> Profile:
 
 
 def validate_profile(p: Profile) -> None:
-    if p.blocks < 1:
-        raise ConfigError(f"--blocks {p.blocks}: need at least 1 block (2 or more for a paired order AB/BA)")
+    if p.blocks < 2 or p.blocks % 2:
+        raise ConfigError(f"--blocks {p.blocks}: need an even number of blocks, at least 2 (arm orders come in "
+                          "mirrored pairs, AB then BA); 4 or more estimate the order effect")  # fmt: skip
+    if p.until_decided and (p.max_blocks is None or p.max_blocks < p.blocks or p.max_blocks % 2):
+        raise ConfigError(f"--max-blocks {p.max_blocks}: --until-decided needs an even --max-blocks of at least "
+                          f"--blocks ({p.blocks})")  # fmt: skip
+    if p.prefix_caching not in PREFIX_CACHING:
+        raise ConfigError(f"--prefix-caching {p.prefix_caching!r}: use off (default), on, or reset (on, emptied before every cell)")
+    if not 0.0 <= p.min_same_work_fraction <= 1.0:
+        raise ConfigError(f"--min-same-work {p.min_same_work_fraction}: must be a fraction from 0 to 1")
+    if not p.known_slowdown > 1.0:
+        raise ConfigError(f"--known-slowdown {p.known_slowdown}: must be a factor above 1, e.g. 1.25")
     if not p.clients or any(c < 1 for c in p.clients):
         raise ConfigError(f"--clients {','.join(map(str, p.clients))}: each client count must be a positive integer")
     if p.requests_per_cell < 1:
@@ -110,7 +145,7 @@ def validate_profile(p: Profile) -> None:
         raise ConfigError("--arms: give at least two distinct arms, e.g. baseline,ngram")
     if not 0.0 <= p.min_correct_fraction <= 1.0:
         raise ConfigError(f"--min-correct {p.min_correct_fraction}: must be a fraction from 0 to 1")
-    if not 0.0 <= p.equivalence_margin < 1.0:
+    if p.equivalence_margin is not None and not 0.0 <= p.equivalence_margin < 1.0:
         raise ConfigError(f"--equivalence-margin {p.equivalence_margin}: must be a fraction from 0 to below 1")
     if p.max_tokens_cap is not None and p.max_tokens_cap < 1:
         raise ConfigError(f"--max-tokens-cap {p.max_tokens_cap}: must be a positive integer")
@@ -124,9 +159,11 @@ def build_arms(profile: Profile) -> list[ArmSpec]:
         "baseline": ArmSpec("baseline"),
         "baseline-b": ArmSpec("baseline-b"),
         "baseline-sync": ArmSpec("baseline-sync", async_scheduling=False),
+        "baseline-slow": ArmSpec("baseline-slow", client_slowdown=profile.known_slowdown),
         "ngram": ArmSpec("ngram", speculative_config=dict(profile.speculative)),
     }
-    return [specs[a] for a in profile.arms]
+    caching = profile.prefix_caching != "off"
+    return [replace(specs[a], prefix_caching=caching) for a in profile.arms]
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,12 +177,29 @@ class CellPlan:
         return cell_key(self.block, self.workload, self.clients, arm)
 
 
-def plan_cells(profile: Profile) -> list[CellPlan]:
-    """Blocks in order; within a block every workload x client count; arm order reversed on odd blocks."""
-    plans = []
-    for block in range(profile.blocks):
-        order = profile.arms if block % 2 == 0 else tuple(reversed(profile.arms))
-        for workload in profile.workloads:
-            for clients in profile.clients:
-                plans.append(CellPlan(block, workload, clients, order))
-    return plans
+def order_plan_text(arms: tuple[str, ...]) -> str:
+    if len(arms) == 2:
+        return "mirrored block pairs (AB BA BA AB …)"
+    return "mirrored block pairs (a seeded random arm order, then its reverse)"
+
+
+def block_orders(arms: tuple[str, ...], blocks: int, seed: int = 0) -> list[tuple[str, ...]]:
+    """Arm order of every block: mirrored pairs. Two arms: AB BA BA AB AB BA ...; more: a random order from
+    ``seed`` and its reverse. Every arm precedes every other equally often over each pair of blocks."""
+    rng = random.Random(seed)
+    orders: list[tuple[str, ...]] = []
+    for pair in range((blocks + 1) // 2):
+        if len(arms) == 2:
+            first = arms if pair % 2 == 0 else tuple(reversed(arms))
+        else:
+            first = tuple(rng.sample(list(arms), len(arms)))
+        orders += [first, tuple(reversed(first))]
+    return orders[:blocks]
+
+
+def plan_cells(profile: Profile, blocks: range | None = None) -> list[CellPlan]:
+    """Blocks in order; within a block every workload x client count, arms in the block's mirrored order."""
+    which = blocks if blocks is not None else range(profile.blocks)
+    orders = block_orders(profile.arms, max(which.stop, 1), profile.order_seed)
+    return [CellPlan(block, workload, clients, orders[block]) for block in which for workload in profile.workloads
+            for clients in profile.clients]  # fmt: skip

@@ -23,25 +23,35 @@ from specharness.engines.counters import CounterSnapshot, acceptance_figures, re
 from specharness.engines.memory import MemoryProbe, PeakSampler
 from specharness.engines.model import resolve_model
 from specharness.engines.server import EngineServer, EngineSettings, stop_all
+from specharness.experiment.bands import band_for
 from specharness.experiment.config import RunConfig
-from specharness.experiment.design import CellPlan, build_arms, plan_cells, validate_profile
+from specharness.experiment.design import CellPlan, block_orders, build_arms, plan_cells, validate_profile
 from specharness.experiment.journal import Journal
 from specharness.experiment.rundir import (
     JOURNAL,
     completed_cells,
     hardware_info,
     harness_commit,
+    harness_version,
     read_manifest,
     write_manifest,
 )
-from specharness.records import CellRecord, EngineRecord, RequestRecord
+from specharness.records import SCHEMA_VERSION, CellRecord, EngineRecord, RequestRecord
 from specharness.traffic.client import RequestMeta, build_body, send_request
-from specharness.traffic.workloads import Case, Workload, case_to_dict, interleave_by_group, load_workloads
+from specharness.traffic.workloads import (
+    Case,
+    Workload,
+    case_to_dict,
+    interleave_by_group,
+    load_workloads,
+    warmup_cases,
+)
 
 __all__ = ["run_experiment"]
 
 
 ProgressFn = Callable[[int], None]
+UndecidedFn = Callable[[Path], set[tuple[str, int]]]  # run folder -> (workload, clients) cells still undecided
 
 
 @contextlib.contextmanager
@@ -95,7 +105,7 @@ class _Experiment:
             server = EngineServer(settings, arm, c.out_dir / "logs" / f"{arm.name}.s{self.segment}.log")
             self.servers[arm.name] = server
             server.on_spawn = lambda pid, name=arm.name: self.journal.write(
-                {"kind": "engine_spawned", "schema": 1, "arm": name, "pid": pid, "segment": self.segment}
+                {"kind": "engine_spawned", "schema": SCHEMA_VERSION, "arm": name, "pid": pid, "segment": self.segment}
             )
             server.start()
             effective = server.effective_settings()
@@ -110,9 +120,15 @@ class _Experiment:
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
 
-    def cell_cases(self, plan: CellPlan, count: int, offset: int) -> list[Case]:
+    def cell_cases(self, plan: CellPlan) -> tuple[list[Case], list[Case]]:
+        """The measured cases (the same in every block) and the warmup cases: one round per warmup, one request per
+        client, drawn from cases the run never measures (or neutral prompts when every case is measured)."""
         cases = self.sequences[plan.workload]
-        return [cases[(offset + i) % len(cases)] for i in range(count)]
+        p = self.profile
+        measured = [cases[i % len(cases)] for i in range(p.requests_per_cell)]
+        spare = list(cases[p.requests_per_cell:]) or list(warmup_cases())
+        warm = [spare[i % len(spare)] for i in range(p.warmups_per_cell * plan.clients)]
+        return measured, warm
 
     async def _run_requests(self, server: EngineServer, plan: CellPlan, arm: str, cases: list[Case], warmup: bool,
                             client: httpx.AsyncClient) -> list[RequestRecord]:  # fmt: skip
@@ -121,6 +137,7 @@ class _Experiment:
             queue.put_nowait((seq, case))
         records: list[RequestRecord] = []
         cell_id = f"{plan.key(arm)}#s{self.segment}"
+        slowdown = server.arm.client_slowdown
 
         def sink(record: RequestRecord) -> None:
             if self.segment:
@@ -129,6 +146,14 @@ class _Experiment:
             records.append(record)
             if self.progress and not warmup:
                 self.progress(1)
+
+        async def held(record: RequestRecord) -> None:
+            """The known-effect control: hold the request until it has taken ``slowdown`` times its time."""
+            try:
+                if record.error_kind is None and record.e2e_s > 0:
+                    await asyncio.sleep((slowdown - 1.0) * record.e2e_s)
+            finally:
+                sink(replace(record, e2e_s=record.e2e_s * slowdown))
 
         async def worker() -> None:
             while True:
@@ -139,25 +164,31 @@ class _Experiment:
                 meta = RequestMeta(arm=arm, block=plan.block, workload=plan.workload, clients=plan.clients,
                                    warmup=warmup, cell=cell_id, seq=seq)  # fmt: skip
                 body = build_body(case, self.model_name, self.config.sampling)
-                await send_request(client, server.base_url, case, body, meta, sink,
-                                   timeout_s=self.config.request_timeout_s, headers=self.headers())  # fmt: skip
+                got: list[RequestRecord] = []
+                try:
+                    await send_request(client, server.base_url, case, body, meta, got.append if slowdown > 1 else sink,
+                                       timeout_s=self.config.request_timeout_s, headers=self.headers())  # fmt: skip
+                finally:
+                    for record in got:
+                        await held(record)
 
         await asyncio.gather(*(worker() for _ in range(min(plan.clients, len(cases)))))
         return records
 
     def run_cell(self, plan: CellPlan, arm: str) -> CellRecord:
         server = self.servers[arm]
-        p = self.profile
-        measured_cases = self.cell_cases(plan, p.requests_per_cell, plan.block * p.requests_per_cell)
-        warm_cases = self.cell_cases(plan, p.warmups_per_cell, plan.block * p.requests_per_cell + p.requests_per_cell)
+        measured_cases, warm_cases = self.cell_cases(plan)
         limits = httpx.Limits(max_connections=plan.clients + 4, max_keepalive_connections=plan.clients + 4)
         timeout = httpx.Timeout(self.config.request_timeout_s, connect=10.0)
+        reset = self.profile.prefix_caching == "reset"
 
         async def go() -> tuple[list[RequestRecord], float, CounterSnapshot, CounterSnapshot, dict[str, float]]:
             task = asyncio.current_task()
             if task is not None:
                 asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
             async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+                if reset:
+                    await client.post(server.base_url + "/reset_prefix_cache", headers=self.headers())
                 if warm_cases:
                     await self._run_requests(server, plan, arm, warm_cases, True, client)
                 mem_warm = self.probe.as_fields("after_warmup", server.pids())
@@ -190,6 +221,7 @@ class _Experiment:
             "drafts": figures["drafts"], "draft_tokens": figures["draft_tokens"],
             "accepted_tokens": figures["accepted_tokens"], "generation_tokens": figures["generation_tokens"],
             "journal_completion_tokens": float(journal_tokens),
+            "prefix_cache_queries": figures["prefix_cache_queries"], "prefix_cache_hits": figures["prefix_cache_hits"],
         }  # fmt: skip
         per_request = [r.spec_draft_tokens for r in records if r.spec_draft_tokens is not None]
         if per_request:
@@ -197,13 +229,13 @@ class _Experiment:
             counters["journal_spec_accepted_tokens"] = float(sum(r.spec_accepted_tokens or 0 for r in records))
         mismatch = reconcile_tokens(figures["generation_tokens"], journal_tokens)
         if mismatch:
-            self.journal.write({"kind": "mismatch", "schema": 1, "cell": plan.key(arm), "message": mismatch})
+            self.journal.write({"kind": "mismatch", "schema": SCHEMA_VERSION, "cell": plan.key(arm), "message": mismatch})
         cell = CellRecord(
             arm=arm, block=plan.block, workload=plan.workload, clients=plan.clients,
             cell=f"{plan.key(arm)}#s{self.segment}", wall_s=wall, requests=len(records),
             harness_cpu_s=self._last_cpu_s, counters=counters,
             accepted_per_position=delta.accepted_per_position, memory={**mem_warm, **peak},
-            resumed=self.segment > 0,
+            resumed=self.segment > 0, order_index=plan.arm_order.index(arm),
         )  # fmt: skip
         self.journal.write(cell)
         return cell
@@ -215,8 +247,8 @@ class _Experiment:
         self.journal.write(cell)
         return cell
 
-    def run_plan(self) -> None:
-        for plan in plan_cells(self.profile):
+    def _run_plans(self, plans: list[CellPlan]) -> None:
+        for plan in plans:
             for arm in plan.arm_order:
                 if plan.key(arm) in self.done:
                     continue
@@ -226,6 +258,26 @@ class _Experiment:
                                      f"'specharness run --resume {self.config.out_dir}'")  # fmt: skip
                 self.done.add(plan.key(arm))
 
+    def run_plan(self, undecided: UndecidedFn | None) -> None:
+        """The declared blocks; then, with --until-decided, two more blocks (a mirrored pair) at a time for the
+        cells ``undecided`` names, up to --max-blocks. Every look is journaled."""
+        p = self.profile
+        self._run_plans(plan_cells(p))
+        if not p.until_decided or undecided is None or p.max_blocks is None:
+            return
+        blocks = p.blocks
+        while blocks < p.max_blocks:
+            open_cells = undecided(self.config.out_dir)
+            self.journal.write({"kind": "look", "schema": SCHEMA_VERSION, "blocks": blocks,
+                                "undecided": sorted(f"{w}/c{c}" for w, c in open_cells)})  # fmt: skip
+            if not open_cells:
+                return
+            more = [plan for plan in plan_cells(p, range(blocks, blocks + 2)) if (plan.workload, plan.clients) in open_cells]
+            self._run_plans(more)
+            blocks += 2
+        self.journal.write({"kind": "look", "schema": SCHEMA_VERSION, "blocks": blocks,
+                            "undecided": sorted(f"{w}/c{c}" for w, c in undecided(self.config.out_dir))})  # fmt: skip
+
     def stop(self) -> None:
         for server in self.servers.values():
             server.stop()
@@ -233,9 +285,10 @@ class _Experiment:
 
 def run_experiment(config: RunConfig, *, resume: bool = False, progress: ProgressFn | None = None,
                    on_status: Callable[[str], None] | None = None,
-                   on_finish: Callable[[Path], object] | None = None) -> Path:  # fmt: skip
-    """Run (or resume) an experiment; ``on_finish(run_dir)`` runs at the end even after a failure (the report).
-    Returns the run folder."""
+                   on_finish: Callable[[Path], object] | None = None,
+                   undecided: UndecidedFn | None = None) -> Path:  # fmt: skip
+    """Run (or resume) an experiment; ``on_finish(run_dir)`` runs at the end even after a failure (the report);
+    ``undecided(run_dir)`` names the cells --until-decided keeps adding blocks to. Returns the run folder."""
     say = on_status or (lambda _msg: None)
     validate_profile(config.profile)
     workloads = load_workloads(list(config.profile.workloads))
@@ -251,9 +304,15 @@ def run_experiment(config: RunConfig, *, resume: bool = False, progress: Progres
         done, segment = set(), 0
     model = resolve_model(config.model)
     probe = MemoryProbe()
+    hardware = hardware_info(probe)
+    if config.profile.equivalence_margin is None:  # declared before the run: the machine's band from its own A/A
+        band = band_for(hardware)
+        config = replace(config, profile=replace(config.profile, equivalence_margin=band.margin, band_source=band.source))
     manifest.update({
-        "harness": "specharness", "schema": 1, "config": config.to_dict(), "harness_commit": harness_commit(),
-        "hardware": hardware_info(probe),
+        "harness": "specharness", "schema": SCHEMA_VERSION, "config": config.to_dict(), "harness_commit": harness_commit(),
+        "harness_version": harness_version(),
+        "block_orders": {str(b): list(o) for b, o in enumerate(block_orders(config.profile.arms, config.profile.max_blocks or config.profile.blocks, config.profile.order_seed))},
+        "hardware": hardware,
         "model": {"name": model.name, "path": str(model.serve_path), "source": str(model.source_path),
                   "sha256": model.revision_sha256, "origin": model.origin},
         "workloads": {w.name: {"source": w.source, "cases": [case_to_dict(c) for c in w.cases]} for w in workloads},
@@ -265,14 +324,14 @@ def run_experiment(config: RunConfig, *, resume: bool = False, progress: Progres
     status = "interrupted"
     error: BaseException | None = None
     with Journal(out / JOURNAL, fsync=config.fsync) as journal, _sigterm_as_interrupt():
-        journal.write({"kind": "segment", "schema": 1, "segment": segment, "resume": resume,
+        journal.write({"kind": "segment", "schema": SCHEMA_VERSION, "segment": segment, "resume": resume,
                        "started_unix_s": time.time(), "skipped_cells": sorted(done)})  # fmt: skip
         experiment = _Experiment(config, workloads, segment, done, journal, progress)
         try:
             say(f"starting {len(config.profile.arms)} engines ({', '.join(config.profile.arms)})")
             experiment.start_engines(str(model.serve_path), "smollm2" if model.origin == "embedded-default" else model.name)
             say("engines ready: " + ", ".join(f"{a} {s.start_s:.0f} s" for a, s in experiment.servers.items()))
-            experiment.run_plan()
+            experiment.run_plan(undecided)
             status = "complete"
         except KeyboardInterrupt as exc:
             status, error = "interrupted", exc
@@ -283,7 +342,7 @@ def run_experiment(config: RunConfig, *, resume: bool = False, progress: Progres
         finally:
             experiment.stop()
             stop_all()
-            journal.write({"kind": "segment_end", "schema": 1, "segment": segment, "status": status,
+            journal.write({"kind": "segment_end", "schema": SCHEMA_VERSION, "segment": segment, "status": status,
                            "ended_unix_s": time.time(), "error": str(error) if error else ""})  # fmt: skip
     manifest["status"] = status
     manifest["ended_unix_s"] = time.time()

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from specharness._errors import JournalError
-from specharness.records import SCHEMA_VERSION, CellRecord, EngineRecord, RequestRecord
+from specharness.records import READABLE_SCHEMAS, SCHEMA_VERSION, CellRecord, EngineRecord, RequestRecord
 
 __all__ = ["Journal", "JournalContents", "iter_journal_lines", "read_journal"]
 
@@ -107,9 +107,9 @@ def read_journal(path: Path) -> JournalContents:
                 continue
             raise JournalError(f"{path}:{number}: not a JSON object; the journal is damaged before its end")
         schema = obj.get("schema")
-        if schema != SCHEMA_VERSION:
+        if schema not in READABLE_SCHEMAS:
             raise JournalError(
-                f"{path}:{number}: schema {schema!r}, this specharness reads {SCHEMA_VERSION}; use a matching version"
+                f"{path}:{number}: schema {schema!r}, this specharness reads {', '.join(map(str, READABLE_SCHEMAS))} (writes {SCHEMA_VERSION}); use a matching version"
             )
         kind = obj.get("kind")
         if kind in _KINDS:

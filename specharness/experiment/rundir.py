@@ -19,18 +19,41 @@ from specharness.engines.memory import MemoryProbe
 from specharness.experiment.journal import read_journal
 from specharness.records import base_key
 
-__all__ = ["JOURNAL", "MANIFEST", "completed_cells", "hardware_info", "harness_commit", "read_manifest", "write_manifest"]
+__all__ = [
+    "JOURNAL",
+    "MANIFEST",
+    "completed_cells",
+    "hardware_info",
+    "harness_commit",
+    "harness_version",
+    "read_manifest",
+    "write_manifest",
+]
 
 MANIFEST = "manifest.json"
 JOURNAL = "journal.jsonl"
 
 
+def harness_version() -> str:
+    """The installed specharness package version."""
+    from specharness import __version__
+
+    return __version__
+
+
 def harness_commit() -> str:
-    here = Path(__file__).resolve().parent
+    """The commit of specharness's own checkout (``-dirty`` with uncommitted changes), or "not a checkout" when the
+    package is installed, or sits inside a repository that is not specharness's (its commit would say nothing)."""
+    package = Path(__file__).resolve().parents[1]
     with contextlib.suppress(Exception):
-        out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        top = subprocess.run(["git", "-C", str(package), "rev-parse", "--show-toplevel"], capture_output=True,
+                             text=True, timeout=5)  # fmt: skip
+        root = Path(top.stdout.strip()) if top.returncode == 0 else None
+        if root is None or (root / "specharness").resolve() != package or not (root / "pyproject.toml").is_file():
+            return "not a checkout"
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
         if out.returncode == 0:
-            dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+            dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
                                    capture_output=True, text=True, timeout=5).stdout.strip()  # fmt: skip
             return out.stdout.strip() + ("-dirty" if dirty else "")
     return "unknown"

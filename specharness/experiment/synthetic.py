@@ -1,7 +1,9 @@
-"""SYNTHETIC run folders for load-testing the report path (``specharness report``) — never measurements.
+"""SYNTHETIC run folders for testing the report path (``specharness report``) — never measurements.
 
-``write_synthetic_run(dir, records)`` writes a manifest and a journal of made-up requests with the shape of a
-standard run, so the time to summarise a large journal can be measured without an engine.
+``write_synthetic_run(dir, records)`` writes a manifest and a journal of made-up requests with the shape of a run of
+the given profile: every block sends the same cases, arm orders follow the profile's mirrored plan, and each case's
+output is the same in every arm (same token ids), so the same-work comparison applies. Arm ``ngram`` streams
+``ngram_speed`` times faster; every other arm runs at speed 1 (``baseline-slow`` at 1 / its known slowdown).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import random
 from pathlib import Path
 
 from specharness.experiment.config import RunConfig
-from specharness.experiment.design import Profile, get_profile, override
+from specharness.experiment.design import Profile, block_orders, get_profile, override
 from specharness.experiment.journal import Journal
 from specharness.experiment.rundir import write_manifest
 from specharness.records import CellRecord, RequestRecord, cell_key
@@ -18,43 +20,47 @@ from specharness.records import CellRecord, RequestRecord, cell_key
 __all__ = ["write_synthetic_run"]
 
 
-def write_synthetic_run(out_dir: Path, records: int, seed: int = 7, profile_name: str = "standard") -> Path:
+def write_synthetic_run(out_dir: Path, records: int, seed: int = 7, profile_name: str = "standard",
+                        ngram_speed: float = 2.0) -> Path:  # fmt: skip
     rng = random.Random(seed)
     base: Profile = get_profile(profile_name)
     per_cell = max(1, records // (base.blocks * len(base.workloads) * len(base.clients) * len(base.arms)))
-    profile = override(base, requests_per_cell=per_cell, warmups_per_cell=0)
+    profile = override(base, requests_per_cell=per_cell, warmups_per_cell=0, equivalence_margin=0.10,
+                       band_source="synthetic")  # fmt: skip
     out_dir.mkdir(parents=True, exist_ok=True)
     config = RunConfig(profile=profile, out_dir=out_dir)
+    orders = block_orders(profile.arms, profile.blocks, profile.order_seed)
     write_manifest(out_dir, {"config": config.to_dict(), "status": "complete", "synthetic": True,
-                             "model": {"name": "synthetic"}, "hardware": {}})  # fmt: skip
+                             "model": {"name": "synthetic"}, "hardware": {},
+                             "block_orders": {str(b): list(o) for b, o in enumerate(orders)}})  # fmt: skip
+    case_tokens = [rng.randint(20, 120) for _ in range(per_cell)]
+    speeds = {"ngram": ngram_speed, "baseline-slow": 1.0 / profile.known_slowdown}
+    clock = 0.0
     with Journal(out_dir / "journal.jsonl", fsync=False) as journal:
         for block in range(profile.blocks):
             for workload in profile.workloads:
                 for clients in profile.clients:
-                    for arm in profile.arms:
+                    for order_index, arm in enumerate(orders[block]):
                         cell = cell_key(block, workload, clients, arm) + "#s0"
-                        speed = 2.0 if arm == "ngram" else 1.0
-                        tokens_total = 0
+                        speed = speeds.get(arm, 1.0) * rng.uniform(0.97, 1.03)
+                        tokens_total, start = 0, clock
                         for seq in range(per_cell):
-                            n = rng.randint(20, 120)
-                            chunks = [rng.randint(1, 4) if arm == "ngram" else 1 for _ in range(n)]
-                            while sum(chunks) > n:
-                                chunks.pop()
-                            gap = 0.03 / speed
-                            arrivals = [0.05 + gap * i for i in range(len(chunks))]
-                            tokens = sum(chunks)
+                            tokens = case_tokens[seq]
+                            gap = 0.03 / speed * rng.uniform(0.9, 1.1)
+                            arrivals = [0.05 + gap * i for i in range(tokens)]
                             tokens_total += tokens
                             journal.write(RequestRecord(
-                                arm=arm, block=block, workload=workload, group="g", case_id=f"c{seq % 16}",
-                                clients=clients, warmup=False, cell=cell, seq=seq, started_unix_s=0.0, send_s=0.0,
-                                chunk_arrival_s=arrivals, chunk_tokens=chunks, ttft_s=arrivals[0],
+                                arm=arm, block=block, workload=workload, group="g", case_id=f"c{seq}",
+                                clients=clients, warmup=False, cell=cell, seq=seq, started_unix_s=0.0, send_s=clock,
+                                chunk_arrival_s=arrivals, chunk_tokens=[1] * tokens, ttft_s=arrivals[0],
                                 e2e_s=arrivals[-1] + 0.001, completion_tokens=tokens, finish_reason="stop",
-                                text="synthetic " * (tokens // 4), saw_done=True, verdict="complete",
-                                correct=rng.random() < 0.9, check_detail="synthetic",
+                                text=f"synthetic output of case {seq}", saw_done=True, verdict="complete",
+                                correct=(seq % 10) != 0, check_detail="synthetic", output_digest=f"case-{seq}",
                             ))  # fmt: skip
+                            clock += (arrivals[-1] + 0.001) / clients
                         journal.write(CellRecord(
                             arm=arm, block=block, workload=workload, clients=clients, cell=cell,
-                            wall_s=per_cell * 2.0 / speed / clients, requests=per_cell,
+                            wall_s=clock - start, requests=per_cell, order_index=order_index,
                             counters={"drafts": 0.0, "draft_tokens": 0.0, "accepted_tokens": 0.0,
                                       "generation_tokens": float(tokens_total),
                                       "journal_completion_tokens": float(tokens_total)},

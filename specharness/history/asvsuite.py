@@ -1,9 +1,7 @@
 """What the ASV classes in ``benchmarks/`` call: run a paired experiment for a whole grid, and name the metrics.
 
-ASV treats every rise as a regression and has no "higher is better", so every tracked value is oriented so that
-a rise is bad: *slowdown* (ngram time per token / baseline time per token, i.e. 1/speedup), ms per token,
-rejection rate (1 - acceptance), verify steps per token (1 / mean acceptance length), goodput loss
-(baseline goodput / ngram goodput), incorrect fraction, and peak memory.
+The values themselves come from :func:`specharness.history.metrics.asv_metrics` (one owner, oriented so that a
+rise is bad).
 
 Environment knobs (read when ``setup_cache`` runs):
     SPECHARNESS_ASV_PROFILE   quick (default), standard, or smoke (one tiny cell, for CI)
@@ -13,7 +11,6 @@ Environment knobs (read when ``setup_cache`` runs):
 
 from __future__ import annotations
 
-import math
 import os
 import shlex
 import time
@@ -25,10 +22,11 @@ from specharness.engines.model import cache_dir
 from specharness.experiment.config import RunConfig
 from specharness.experiment.design import Profile, get_profile, override
 from specharness.experiment.driver import run_experiment
+from specharness.history.metrics import asv_metrics
 from specharness.reporting.report import load_report, write_report
 from specharness.traffic.client import Sampling
 
-__all__ = ["ASV_GRID", "SWEEP_GRID", "grid_experiment", "lookup", "sweep_experiments", "vllm_version"]
+__all__ = ["ASV_GRID", "SWEEP_GRID", "grid_experiment", "sweep_experiments", "vllm_version"]
 
 _SMOKE = {"workloads": ("copy",), "clients": (1,), "blocks": 2, "requests_per_cell": 2, "warmups_per_cell": 1,
           "max_tokens_cap": 32}  # fmt: skip
@@ -98,7 +96,7 @@ def _run(profile: Profile, label: str) -> dict[str, Any]:
                        **_engine_options())  # fmt: skip
     run_experiment(config, on_finish=write_report)
     report = load_report(out)
-    return {"metrics": report["metrics"], "run_dir": str(out), "vllm_version": vllm_version()}
+    return {"metrics": asv_metrics(report), "run_dir": str(out), "vllm_version": vllm_version()}
 
 
 def grid_experiment() -> dict[str, Any]:
@@ -118,21 +116,3 @@ def sweep_experiments() -> dict[str, Any]:
                     "prompt_lookup_min": min(2, lookup_max)}  # fmt: skip
             results[f"k{k}-max{lookup_max}"] = _run(override(base, speculative=spec), f"asv-sweep-k{k}-max{lookup_max}")
     return results
-
-
-_DERIVED = {
-    "rejection_rate": ("acceptance_rate", lambda v: 1.0 - v),
-    "verify_steps_per_token": ("mean_acceptance_length", lambda v: 1.0 / v if v else math.nan),
-}
-
-
-def lookup(cache: dict[str, Any], key: str) -> float:
-    """A metric from a ``grid_experiment`` result; derived 'rise is bad' forms are computed here."""
-    metrics = cache["metrics"]
-    head, _, name = key.rpartition("/")
-    if name in _DERIVED:
-        source, fn = _DERIVED[name]
-        value = metrics.get(f"{head}/{source}")
-        return fn(value) if isinstance(value, (int, float)) and math.isfinite(value) else math.nan
-    value = metrics.get(key)
-    return float(value) if isinstance(value, (int, float)) else math.nan

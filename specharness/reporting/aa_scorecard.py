@@ -1,78 +1,136 @@
-"""The A/A control's scorecard: over several A/A runs, how often identical engines got a verdict other than
-"no difference" (the false-verdict rate), and how often the speedup CI excluded 1 before the equivalence band.
+"""The controls' scorecard over several runs: the A/A control (baseline vs an identical baseline-b) and the
+known-effect control (baseline vs baseline-slow, whose every request is made a declared factor slower).
 
-Reads only ``report.json`` files (``specharness report`` rebuilds one from a journal).
+A/A cells are counted by outcome — equivalent (right), inconclusive (no decision), not comparable, and false verdicts
+(helps or hurts, or quality fails, between identical engines) — with each cell's CI width. Known-effect cells count
+detections ("hurts") against the stated power. The no-difference band a machine should use is derived from its A/A
+point estimates (:func:`suggest_margin`). Reads only ``report.json`` files (rebuilt from a journal when missing).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from specharness._errors import RunDirError
 from specharness.reporting.report import load_report
 
-__all__ = ["AACell", "AAScore", "score_aa_runs"]
+__all__ = ["ControlCell", "ControlScore", "score_control_runs", "suggest_margin"]
 
-A_A_ARMS = {"baseline", "baseline-b"}
+AA_TWIN = "baseline-b"
+SLOW_TWIN = "baseline-slow"
 
 
 @dataclass(frozen=True, slots=True)
-class AACell:
-    """One A/A comparison cell."""
+class ControlCell:
+    """One control comparison cell (baseline vs a twin)."""
 
     run: str
     workload: str
     clients: int
-    speedup: float
-    ci_low: float
-    ci_high: float
-    verdict: str
+    twin: str
+    estimate: float
+    low: float
+    high: float
+    speed: str
+    quality: str
+    blocks: int
+
+    @property
+    def width(self) -> float:
+        return self.high / self.low if self.low > 0 and math.isfinite(self.high) else math.nan
 
     @property
     def false_verdict(self) -> bool:
-        """Anything but 'inconclusive' (shown as "no difference" in A/A reports) is wrong for identical arms."""
-        return self.verdict != "inconclusive"
-
-    @property
-    def ci_excludes_one(self) -> bool:
-        return self.ci_low > 1.0 or self.ci_high < 1.0
+        """For identical engines: a speed verdict of helps or hurts, or a quality verdict of fails."""
+        return self.speed in ("helps", "hurts") or self.quality == "fails"
 
 
 @dataclass(slots=True)
-class AAScore:
-    cells: list[AACell] = field(default_factory=list)
+class ControlScore:
+    cells: list[ControlCell] = field(default_factory=list)
+    known_slowdown: float = math.nan
+
+    @property
+    def aa(self) -> list[ControlCell]:
+        return [c for c in self.cells if c.twin == AA_TWIN]
+
+    @property
+    def known(self) -> list[ControlCell]:
+        return [c for c in self.cells if c.twin == SLOW_TWIN]
+
+    def count(self, verdict: str) -> int:
+        return sum(c.speed == verdict for c in self.aa)
 
     @property
     def false_verdicts(self) -> int:
-        return sum(c.false_verdict for c in self.cells)
+        return sum(c.false_verdict for c in self.aa)
 
     @property
-    def ci_excludes_one(self) -> int:
-        return sum(c.ci_excludes_one for c in self.cells)
+    def detected(self) -> int:
+        return sum(c.speed == "hurts" for c in self.known)
 
     def to_markdown(self) -> str:
-        n = len(self.cells)
-        lines = ["| run | workload | clients | speedup [95% CI] | verdict |", "|---|---|---|---|---|"]
+        lines = ["| run | workload | clients | comparison | speedup [CI] | blocks | CI width | speed | quality |",
+                 "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
         for c in self.cells:
-            shown = "no difference" if c.verdict == "inconclusive" else c.verdict
-            lines.append(f"| {c.run} | {c.workload} | {c.clients} | {c.speedup:.3f} [{c.ci_low:.3f}, {c.ci_high:.3f}] | {shown} |")
-        lines += ["", f"False verdicts (helps / hurts / fails quality between identical engines): {self.false_verdicts} of {n} cells.",
-                  f"Speedup CI excluding 1 (before the equivalence band): {self.ci_excludes_one} of {n} cells."]  # fmt: skip
+            lines.append(f"| {c.run} | {c.workload} | {c.clients} | {c.twin} vs baseline | {c.estimate:.3f} "
+                         f"[{c.low:.3f}, {c.high:.3f}] | {c.blocks} | {c.width:.3f} | {c.speed} | {c.quality} |")  # fmt: skip
+        aa = self.aa
+        n = len(aa)
+        widths = [c.width for c in aa if math.isfinite(c.width)]
+        lines += ["", f"**A/A (identical engines), {n} cells:** equivalent {self.count('equivalent')}, inconclusive "
+                  f"{self.count('inconclusive')}, not comparable {self.count('not comparable')}, false verdicts "
+                  f"{self.false_verdicts} (helps {self.count('helps')}, hurts {self.count('hurts')}, quality fails "
+                  f"{sum(c.quality == 'fails' for c in aa)}); CI width (high/low) median "
+                  f"{np.median(widths) if widths else math.nan:.3f}, max {max(widths) if widths else math.nan:.3f}; "
+                  f"point estimates {min((c.estimate for c in aa), default=math.nan):.3f}–"
+                  f"{max((c.estimate for c in aa), default=math.nan):.3f}; suggested band ±{suggest_margin(aa):.0%} "
+                  "(95th percentile of |log estimate|, rounded up to 1%, at least 5%)."]  # fmt: skip
+        if self.known:
+            k = len(self.known)
+            lines.append(f"**Known effect** (baseline-slow: every request {self.known_slowdown:.2f}× slower, a true "
+                         f"speedup of {1 / self.known_slowdown:.3f}), {k} cells: detected as hurts in {self.detected} "
+                         f"of {k}; other verdicts: {', '.join(sorted({c.speed for c in self.known if c.speed != 'hurts'})) or 'none'}.")  # fmt: skip
         return "\n".join(lines) + "\n"
 
 
-def score_aa_runs(run_dirs: list[Path]) -> AAScore:
-    """Collect every A/A comparison cell of the given runs; a run that is not an A/A run is an error."""
-    score = AAScore()
+def suggest_margin(cells: list[ControlCell]) -> float:
+    """The band an A/A campaign supports: the 95th percentile of |log point estimate| over its cells, as a margin
+    (exp(q) - 1) rounded up to the next 1%, never under 5%. Point estimates between identical engines are the
+    engine-instance offsets plus noise that no interval from one run can see."""
+    logs = [abs(math.log(c.estimate)) for c in cells if c.estimate > 0 and math.isfinite(c.estimate)]
+    if not logs:
+        return math.nan
+    q = float(np.quantile(logs, 0.95))
+    return max(0.05, math.ceil((math.exp(q) - 1.0) * 100 - 1e-9) / 100)
+
+
+def score_control_runs(run_dirs: list[Path]) -> ControlScore:
+    """Every control cell of the given runs; a run with neither control twin is an error."""
+    score = ControlScore()
     for run_dir in run_dirs:
         report: dict[str, Any] = load_report(run_dir)
-        arms = set(report["manifest"]["config"]["profile"]["arms"])
-        if arms != A_A_ARMS:
-            raise RunDirError(f"{run_dir}: arms {sorted(arms)} are not an A/A pair; run it with --profile aa")
+        prof = report["manifest"]["config"]["profile"]
+        arms = set(prof["arms"])
+        if "baseline" not in arms or not ({AA_TWIN, SLOW_TWIN} & arms):
+            raise RunDirError(f"{run_dir}: arms {sorted(arms)} hold no control pair; run it with --profile aa or control")
+        score.known_slowdown = float(prof.get("known_slowdown", math.nan))
         for c in report["comparisons"]:
-            score.cells.append(AACell(run=run_dir.name, workload=c["workload"], clients=c["clients"],
-                                      speedup=c["speedup"], ci_low=c["speedup_ci_low"], ci_high=c["speedup_ci_high"],
-                                      verdict=c["verdict"]))  # fmt: skip
+            if c["arm_a"] != "baseline" or c["arm_b"] not in (AA_TWIN, SLOW_TWIN):
+                continue
+            s = c["speedup"]
+            score.cells.append(ControlCell(
+                run=run_dir.name, workload=c["workload"], clients=c["clients"], twin=c["arm_b"],
+                estimate=_num(s["estimate"]), low=_num(s["low"]), high=_num(s["high"]), speed=c["speed"]["verdict"],
+                quality=c["quality"]["verdict"], blocks=int(s["blocks"]),
+            ))  # fmt: skip
     return score
+
+
+def _num(v: object) -> float:
+    return float(v) if isinstance(v, (int, float)) else math.nan

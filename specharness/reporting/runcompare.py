@@ -1,6 +1,8 @@
-"""Compare two runs (e.g. two vLLM versions): the same metrics side by side with their ratio.
+"""Compare two runs (e.g. two vLLM versions): every comparison's speedup and verdicts, and per-arm metrics.
 
-A speedup difference is called significant when the two runs' 95% CIs do not overlap.
+A speedup change is tested on the two runs' block data (Welch's t on block log speedups,
+:func:`specharness.analysis.stats.ratio_change`); per-arm absolute metrics carry no interval across runs and are
+shown with their ratio only ("n/a": absolute latencies move between runs and machines, see the README).
 """
 
 from __future__ import annotations
@@ -9,9 +11,13 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from specharness.analysis.stats import ratio_change
 from specharness.reporting.report import load_report
 
 __all__ = ["MetricChange", "compare_runs", "format_changes"]
+
+_ARM_METRICS = (("tpot_ms", "p50", "tpot_p50_ms"), ("ttft_ms", "p50", "ttft_p50_ms"), ("output_tok_s", None, "output_tok_s"),
+                ("correct_fraction", None, "correct_fraction"))  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,7 +27,12 @@ class MetricChange:
     value_a: float
     value_b: float
     ratio: float
-    significant: bool | None  # None: no CI for this metric
+    significant: bool | None  # None: no test for this metric
+    detail: str = ""
+
+
+def _num(v: object) -> float:
+    return float(v) if isinstance(v, (int, float)) else math.nan
 
 
 def compare_runs(run_a: Path, run_b: Path) -> list[MetricChange]:
@@ -30,33 +41,33 @@ def compare_runs(run_a: Path, run_b: Path) -> list[MetricChange]:
     comps_a = {(c["workload"], c["clients"], c["arm_a"], c["arm_b"]): c for c in ra["comparisons"]}
     for c in rb["comparisons"]:
         key = (c["workload"], c["clients"], c["arm_a"], c["arm_b"])
-        if key not in comps_a:
+        a = comps_a.get(key)
+        if a is None:
             continue
-        a = comps_a[key]
-        sig: bool | None = None
-        if all(isinstance(x, float) for x in (a["speedup_ci_low"], a["speedup_ci_high"], c["speedup_ci_low"], c["speedup_ci_high"])):
-            sig = a["speedup_ci_high"] < c["speedup_ci_low"] or c["speedup_ci_high"] < a["speedup_ci_low"]
-        changes.append(_change(f"{key[0]}/c{key[1]} {key[3]} vs {key[2]}", "speedup", a["speedup"], c["speedup"], sig))
-    ma, mb = ra["metrics"], rb["metrics"]
-    for key in sorted(set(ma) & set(mb)):
-        if key.endswith(("/tpot_p50_ms", "/output_tok_s", "/correct_fraction", "/acceptance_rate")):
-            cell, _, metric = key.rpartition("/")
-            changes.append(_change(cell, metric, ma[key], mb[key], None))
+        cell = f"{key[0]}/c{key[1]} {key[3]} vs {key[2]}"
+        test = ratio_change(a["block_speedups"], c["block_speedups"])
+        sig = None if math.isnan(test.pvalue) else test.significant
+        detail = (f"change {test.change:.3f} [{test.low:.3f}, {test.high:.3f}], Welch p={test.pvalue:.3f}; verdicts "
+                  f"{a['speed']['verdict']}/{a['quality']['verdict']} -> {c['speed']['verdict']}/{c['quality']['verdict']}")  # fmt: skip
+        va, vb = _num(a["speedup"]["estimate"]), _num(c["speedup"]["estimate"])
+        changes.append(MetricChange(cell, "speedup", va, vb, vb / va if va else math.nan, sig, detail))
+    arms_a = {(s["workload"], s["clients"], s["arm"]): s for s in ra["summaries"]}
+    for s in rb["summaries"]:
+        a = arms_a.get((s["workload"], s["clients"], s["arm"]))
+        if a is None:
+            continue
+        for field, sub, name in _ARM_METRICS:
+            va = _num(a[field][sub] if sub else a[field])
+            vb = _num(s[field][sub] if sub else s[field])
+            changes.append(MetricChange(f"{s['workload']}/c{s['clients']}/{s['arm']}", name, va, vb,
+                                        vb / va if va else math.nan, None))  # fmt: skip
     return changes
-
-
-def _num(v: object) -> float:
-    return float(v) if isinstance(v, (int, float)) else math.nan
-
-
-def _change(cell: str, metric: str, a: object, b: object, significant: bool | None) -> MetricChange:
-    va, vb = _num(a), _num(b)
-    return MetricChange(cell, metric, va, vb, vb / va if va else math.nan, significant)
 
 
 def format_changes(changes: list[MetricChange], label_a: str, label_b: str) -> str:
     rows = [f"{'cell':<40} {'metric':<18} {label_a[:14]:>14} {label_b[:14]:>14} {'ratio':>7}  significant"]
     for c in changes:
         sig = "n/a" if c.significant is None else ("yes" if c.significant else "no")
-        rows.append(f"{c.cell:<40} {c.metric:<18} {c.value_a:>14.3f} {c.value_b:>14.3f} {c.ratio:>7.3f}  {sig}")
+        rows.append(f"{c.cell:<40} {c.metric:<18} {c.value_a:>14.3f} {c.value_b:>14.3f} {c.ratio:>7.3f}  {sig}"
+                    f"{'  ' + c.detail if c.detail else ''}")  # fmt: skip
     return "\n".join(rows)

@@ -9,6 +9,7 @@ TTFT and inter-chunk gaps come from the same clock readings. Tokens per chunk co
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import math
 import time
 from collections.abc import Callable
@@ -87,6 +88,8 @@ class _StreamState:
         self.spec_draft: int | None = None
         self.spec_accepted: int | None = None
         self._usage_seen = 0
+        self.token_digest = hashlib.sha256()
+        self.token_ids_seen = False
 
     def take(self, payload: str, now: float) -> None:
         if payload == DONE:
@@ -112,6 +115,8 @@ class _StreamState:
             if piece or token_ids:
                 if token_ids is not None:
                     count = len(token_ids)
+                    self.token_ids_seen = True
+                    self.token_digest.update(b"".join(int(t).to_bytes(4, "little") for t in token_ids))
                 elif isinstance(running_tokens, int):
                     count = max(running_tokens - self._usage_seen, 1)
                 else:
@@ -224,4 +229,5 @@ def _to_record(
         error_kind=state.error_kind, error=state.error, saw_done=state.saw_done, verdict=verdict,
         correct=correct, check_detail=detail,
         spec_draft_tokens=state.spec_draft, spec_accepted_tokens=state.spec_accepted,
+        output_digest=state.token_digest.hexdigest()[:32] if state.token_ids_seen else None,
     )  # fmt: skip

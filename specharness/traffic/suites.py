@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["builtin_cases"]
+__all__ = ["builtin_cases", "warmup_cases"]
 
 _PASSAGES = [
     ("lighthouse", "The old lighthouse on Karrow Point was switched off in 1987. Its keeper, Mara Quill, kept a "
@@ -172,3 +172,17 @@ _BUILDERS = {"copy": _copy, "transform": _transform, "free": _free, "abstain": _
 
 def builtin_cases(name: str) -> list[dict[str, Any]]:
     return _BUILDERS[name]()
+
+
+_WARMUP = [
+    "Count from one to twenty in words.",
+    "List the days of the week.",
+    "Name five colours.",
+    "Write the alphabet in capital letters.",
+]
+
+
+def warmup_cases() -> list[dict[str, Any]]:
+    """Neutral warmup prompts, never measured: used when a workload has no case left over for warming up."""
+    return [{"id": f"warmup-{i}", "group": "warmup", "max_tokens": 32, "messages": _user(text)}
+            for i, text in enumerate(_WARMUP)]  # fmt: skip

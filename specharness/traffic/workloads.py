@@ -17,7 +17,16 @@ from specharness._errors import WorkloadError
 from specharness.traffic import suites as _suites
 from specharness.traffic.checks import Check, parse_check
 
-__all__ = ["BUILTIN_WORKLOADS", "Case", "Workload", "case_to_dict", "interleave_by_group", "load_workload", "load_workloads"]
+__all__ = [
+    "BUILTIN_WORKLOADS",
+    "Case",
+    "Workload",
+    "case_to_dict",
+    "interleave_by_group",
+    "load_workload",
+    "load_workloads",
+    "warmup_cases",
+]
 
 BUILTIN_WORKLOADS = ("copy", "transform", "free", "abstain")
 _MAX_TOKENS_LIMIT = 32768
@@ -106,6 +115,11 @@ def _read_file(path: Path) -> Workload:
     if not cases:
         raise WorkloadError(f"{path}: no cases; add one JSON object per line")
     return Workload(name=path.stem, cases=tuple(cases), source=str(path))
+
+
+def warmup_cases() -> tuple[Case, ...]:
+    """Neutral prompts for warmup rounds when a workload has no unmeasured case left (never measured)."""
+    return tuple(_parse_case(o, f"builtin:warmup:{o['id']}") for o in _suites.warmup_cases())
 
 
 def load_workload(spec: str) -> Workload:

@@ -1,4 +1,4 @@
-"""The A/A scorecard over SYNTHETIC run folders (specharness.experiment.synthetic; no engine): counting and refusals."""
+"""The controls' scorecard over SYNTHETIC run folders (specharness.experiment.synthetic; no engine)."""
 
 from __future__ import annotations
 
@@ -8,27 +8,39 @@ import pytest
 
 from specharness._errors import RunDirError
 from specharness.experiment.synthetic import write_synthetic_run
-from specharness.reporting.aa_scorecard import AACell, score_aa_runs
+from specharness.reporting.aa_scorecard import ControlCell, score_control_runs, suggest_margin
 
 
-def test_only_inconclusive_counts_as_right_for_identical_engines() -> None:
-    cells = [AACell("r", "copy", 1, 1.0, 0.95, 1.05, v) for v in ("inconclusive", "helps", "hurts", "fails quality")]
-    assert [c.false_verdict for c in cells] == [False, True, True, True]
-    assert AACell("r", "copy", 1, 1.06, 1.01, 1.09, "inconclusive").ci_excludes_one
-    assert not AACell("r", "copy", 1, 1.0, 0.99, 1.01, "inconclusive").ci_excludes_one
+def cell(estimate: float, low: float, high: float, speed: str, quality: str = "holds") -> ControlCell:
+    return ControlCell("r", "copy", 1, "baseline-b", estimate, low, high, speed, quality, 4)
 
 
-def test_scores_every_cell_of_every_run(tmp_path: Path) -> None:
-    runs = [write_synthetic_run(tmp_path / f"aa{i}", records=400, seed=i, profile_name="aa") for i in range(2)]
-    score = score_aa_runs(runs)
-    # the aa profile: 2 workloads x 2 client counts = 4 comparison cells a run
-    assert len(score.cells) == 8 and {c.run for c in score.cells} == {"aa0", "aa1"}
-    assert score.false_verdicts == sum(c.verdict != "inconclusive" for c in score.cells)
+def test_only_helps_hurts_and_quality_fails_are_false_for_identical_engines() -> None:
+    verdicts = ["equivalent", "inconclusive", "not comparable", "helps", "hurts"]
+    assert [cell(1.0, 0.9, 1.1, v).false_verdict for v in verdicts] == [False, False, False, True, True]
+    assert cell(1.0, 0.95, 1.05, "equivalent", "fails").false_verdict
+    assert cell(1.0, 0.8, 1.25, "inconclusive").width == pytest.approx(1.5625)
+
+
+def test_suggested_margin_covers_the_spread_of_point_estimates() -> None:
+    cells = [cell(e, e * 0.95, e * 1.05, "equivalent") for e in (0.97, 1.02, 1.04, 0.99, 1.07)]
+    assert suggest_margin(cells) == 0.07  # the 95th percentile of |log estimate|, rounded up
+    assert suggest_margin([cell(1.01, 1.0, 1.02, "equivalent")]) == 0.05  # never under 5%
+
+
+def test_scores_both_controls_of_every_run(tmp_path: Path) -> None:
+    runs = [write_synthetic_run(tmp_path / f"c{i}", records=720, seed=i, profile_name="control") for i in range(2)]
+    score = score_control_runs(runs)
+    # the control profile: 2 workloads x 2 client counts, two control comparisons each
+    assert len(score.aa) == 8 and len(score.known) == 8 and {c.run for c in score.cells} == {"c0", "c1"}
+    equivalent, inconclusive = score.count("equivalent"), score.count("inconclusive")
+    assert equivalent + inconclusive == 8 and equivalent >= 1 and score.false_verdicts == 0
+    assert score.detected == 8 and score.known_slowdown == 1.25
     text = score.to_markdown()
-    assert text.count("\n| aa") == 8 and f"{score.false_verdicts} of 8 cells" in text
+    assert f"equivalent {equivalent}, inconclusive {inconclusive}" in text and "detected as hurts in 8 of 8" in text
 
 
-def test_refuses_a_run_that_is_not_a_and_a(tmp_path: Path) -> None:
+def test_refuses_a_run_without_a_control(tmp_path: Path) -> None:
     run = write_synthetic_run(tmp_path / "ab", records=200)
-    with pytest.raises(RunDirError, match="not an A/A pair"):
-        score_aa_runs([run])
+    with pytest.raises(RunDirError, match="no control pair"):
+        score_control_runs([run])

@@ -1,19 +1,40 @@
 import pytest
 
 from specharness import ConfigError
-from specharness.experiment.design import PROFILES, build_arms, get_profile, override, plan_cells
+from specharness.experiment.design import PROFILES, block_orders, build_arms, get_profile, override, plan_cells
 
 
 def test_standard_profile_is_the_published_reference() -> None:
     std = PROFILES["standard"]
-    assert std.measured_requests() == 384 and std.warmup_requests() == 96
+    assert std.measured_requests() == 512 and std.warmup_requests() == 4 * 2 * (1 + 8) * 2
 
 
-def test_arm_order_alternates_between_blocks() -> None:
+def test_arm_orders_come_in_mirrored_pairs() -> None:
     plans = plan_cells(PROFILES["standard"])
-    assert len(plans) == 3 * 2 * 2
+    assert len(plans) == 4 * 2 * 2
     orders = {p.block: p.arm_order for p in plans}
-    assert orders == {0: ("baseline", "ngram"), 1: ("ngram", "baseline"), 2: ("baseline", "ngram")}
+    ab, ba = ("baseline", "ngram"), ("ngram", "baseline")
+    assert orders == {0: ab, 1: ba, 2: ba, 3: ab}
+    assert block_orders(ab, 8) == [ab, ba, ba, ab, ab, ba, ba, ab]
+
+
+def test_more_arms_get_a_seeded_order_and_its_reverse() -> None:
+    arms = ("baseline", "baseline-b", "baseline-slow")
+    orders = block_orders(arms, 6, seed=3)
+    assert orders == block_orders(arms, 6, seed=3)
+    for first, second in zip(orders[::2], orders[1::2], strict=True):
+        assert second == tuple(reversed(first)) and sorted(first) == sorted(arms)
+    for a in arms:  # every arm runs before every other equally often
+        for b in arms:
+            if a != b:
+                assert sum(o.index(a) < o.index(b) for o in orders) == 3
+
+
+def test_prefix_caching_is_off_unless_asked() -> None:
+    assert all(a.prefix_caching is False for a in build_arms(get_profile("quick")))
+    assert all(a.prefix_caching is True for a in build_arms(override(get_profile("quick"), prefix_caching="reset")))
+    slow = {a.name: a for a in build_arms(get_profile("control"))}["baseline-slow"]
+    assert slow.client_slowdown == 1.25 and slow.speculative_config is None
 
 
 def test_arms_separate_speculation_from_scheduling() -> None:
@@ -26,6 +47,10 @@ def test_arms_separate_speculation_from_scheduling() -> None:
     ("changes", "fragment"),
     [
         ({"blocks": 0}, "--blocks"),
+        ({"blocks": 3}, "even number of blocks"),
+        ({"until_decided": True, "max_blocks": 3}, "--max-blocks"),
+        ({"prefix_caching": "sometimes"}, "--prefix-caching"),
+        ({"known_slowdown": 0.9}, "--known-slowdown"),
         ({"clients": (0,)}, "--clients"),
         ({"arms": ("baseline",)}, "--arms"),
         ({"arms": ("baseline", "eagle")}, "'eagle' is unknown"),

@@ -1,168 +1,214 @@
-"""Statistics on synthetic records (a fake journal, built here; no engine)."""
+"""Statistics and verdicts on stand-in records built here (no engine): intervals, same-work pairing, both verdicts."""
+
+from __future__ import annotations
 
 import math
 
 import numpy as np
 import pytest
+from scipy import stats as sps
 
+from specharness.analysis.comparison import ComparisonRules, compare_arms
 from specharness.analysis.stats import (
-    compare_arms,
-    divergence,
-    percentiles_ms,
-    speedup_interval,
-    summarise_arm,
-    t_quantile_975,
+    block_ratio_interval,
+    look_confidence,
+    min_samples_for,
+    paired_binary_test,
+    percentile_table,
+    ratio_change,
 )
+from specharness.analysis.summary import summarise_arm
+from specharness.analysis.verdict import speed_verdict
 from specharness.records import CellRecord, RequestRecord
 
+RULES = ComparisonRules(margin=0.10, min_correct=0.5)
 
-def fake_request(arm: str, block: int, seq: int, tokens: int, e2e: float, text: str = "t", correct: bool = True,
-                 error: str | None = None) -> RequestRecord:  # fmt: skip
+
+def fake_request(arm: str, block: int, seq: int, tokens: int, e2e: float, *, digest: str | None = None,
+                 correct: bool = True, error: str | None = None, finish: str = "stop") -> RequestRecord:  # fmt: skip
+    ok = error is None
     return RequestRecord(
         arm=arm, block=block, workload="copy", group="g", case_id=f"c{seq}", clients=1, warmup=False,
-        cell=f"b{block}/copy/c1/{arm}#s0", seq=seq, started_unix_s=0.0, send_s=0.0,
-        chunk_arrival_s=[0.05, e2e] if error is None else [], chunk_tokens=[1, tokens - 1] if error is None else [],
-        ttft_s=0.05 if error is None else math.nan, e2e_s=e2e if error is None else math.nan,
-        completion_tokens=tokens if error is None else None, text=text, error_kind=error,
-        verdict="complete" if error is None else "failed", correct=correct if error is None else False,
-        check_detail="ok", saw_done=error is None,
+        cell=f"b{block}/copy/c1/{arm}#s0", seq=seq, started_unix_s=0.0, send_s=block * 100.0 + seq * 5.0,
+        chunk_arrival_s=[0.05, e2e] if ok else [], chunk_tokens=[1, tokens - 1] if ok else [],
+        ttft_s=0.05 if ok else math.nan, e2e_s=e2e if ok else math.nan, completion_tokens=tokens if ok else None,
+        text="t", error_kind=error, verdict=("complete" if finish == "stop" else "truncated") if ok else "failed",
+        finish_reason=finish if ok else None, correct=correct if ok else False, check_detail="ok", saw_done=ok,
+        output_digest=digest if digest is not None else f"out-{seq}",
     )  # fmt: skip
 
 
-def fake_arm(arm: str, speed: float, rng: np.random.Generator, blocks: int = 3, n: int = 16,
-             correct: bool = True) -> tuple[list[RequestRecord], list[CellRecord]]:  # fmt: skip
-    reqs = [fake_request(arm, b, s, 50, 50 / speed * rng.uniform(0.9, 1.1), correct=correct)
+def fake_arm(arm: str, seconds: float, rng: np.random.Generator, blocks: int = 4, n: int = 8, correct: bool = True,
+             tokens: int = 50, digest_prefix: str = "out") -> tuple[list[RequestRecord], list[CellRecord]]:  # fmt: skip
+    """``n`` cases x ``blocks``; every block sends the same cases; case s takes ``seconds`` x (1 + s/10) x noise."""
+    reqs = [fake_request(arm, b, s, tokens, seconds * (1 + s / 10) * rng.uniform(0.95, 1.05), correct=correct,
+                         digest=f"{digest_prefix}-{s}")
             for b in range(blocks) for s in range(n)]  # fmt: skip
-    cells = [CellRecord(arm=arm, block=b, workload="copy", clients=1, cell=f"b{b}", requests=n,
-                        wall_s=sum(r.e2e_s for r in reqs if r.block == b),
-                        counters={"drafts": 10.0, "draft_tokens": 40.0, "accepted_tokens": 30.0})
+    cells = [CellRecord(arm=arm, block=b, workload="copy", clients=1, cell=f"b{b}/copy/c1/{arm}#s0", requests=n,
+                        wall_s=sum(r.e2e_s for r in reqs if r.block == b))
              for b in range(blocks)]  # fmt: skip
     return reqs, cells
 
 
-def test_percentiles_of_empty_sample_are_nan() -> None:
-    assert all(math.isnan(v) for v in percentiles_ms([]).values())
-    assert percentiles_ms([0.001, 0.002, 0.003])["p50"] == pytest.approx(2.0)
+def abba(blocks: int) -> dict[int, bool]:
+    return {b: (b % 4) in (0, 3) for b in range(blocks)}
 
 
-def test_speedup_ci_sees_a_real_2x_and_contains_1_for_identical_arms() -> None:
+def compare(a: tuple, b: tuple, rules: ComparisonRules = RULES, **kw):  # type: ignore[no-untyped-def]
+    (ra, ca), (rb, cb) = a, b
+    sa = summarise_arm(ra[0].arm, "copy", 1, ra, ca)
+    sb = summarise_arm(rb[0].arm, "copy", 1, rb, cb)
+    return compare_arms(sa, sb, ra, rb, abba(max(r.block for r in ra) + 1), rules, **kw)
+
+
+def test_plain_interval_is_student_t_over_block_log_ratios() -> None:
+    logs = [0.046, 0.018, 0.071]
+    r = block_ratio_interval(logs)
+    half = sps.t.ppf(0.975, 2) * np.std(logs, ddof=1) / math.sqrt(3)
+    assert r.estimate == pytest.approx(math.exp(np.mean(logs)))
+    assert (r.low, r.high) == pytest.approx((math.exp(np.mean(logs) - half), math.exp(np.mean(logs) + half)))
+    assert r.df == 2 and r.blocks == 3 and math.isnan(r.order_effect)
+
+
+def test_order_term_removes_an_order_effect_from_the_interval() -> None:
+    # true log speedup 0.5; the arm that runs second gains 0.1: AB blocks read 0.4, BA blocks 0.6 (+ tiny noise)
+    signs = [1, -1, -1, 1, 1, -1, -1, 1]
+    noise = [0.001, -0.002, 0.001, 0.0, -0.001, 0.002, 0.0, -0.001]
+    logs = [0.5 - 0.1 * s + e for s, e in zip(signs, noise, strict=True)]
+    with_order = block_ratio_interval(logs, signs)
+    without = block_ratio_interval(logs)
+    assert with_order.estimate == pytest.approx(math.exp(0.5), rel=1e-3)
+    assert with_order.order_effect == pytest.approx(math.exp(-0.1), rel=0.01)
+    assert math.log(with_order.width) < math.log(without.width) / 10 and with_order.df == 6
+    assert with_order.low < math.exp(0.5) < with_order.high
+
+
+def test_one_block_has_no_interval_and_nothing_has_nan() -> None:
+    assert math.isnan(block_ratio_interval([]).estimate)
+    one = block_ratio_interval([math.log(2.0)])
+    assert one.estimate == pytest.approx(2.0) and math.isnan(one.low) and math.isnan(one.high)
+
+
+def test_sequential_looks_split_alpha() -> None:
+    assert look_confidence(0.95, 1) == pytest.approx(0.95)
+    assert look_confidence(0.95, 5) == pytest.approx(0.99)
+
+
+def test_equivalent_needs_the_whole_interval_inside_the_band() -> None:
+    inside = block_ratio_interval([0.01, -0.02, 0.015, 0.0])
+    assert speed_verdict(inside, 0.10).verdict == "equivalent"
+    straddles = block_ratio_interval([0.01, 0.12, -0.05, 0.09])
+    assert straddles.low < 1.0 < straddles.high and speed_verdict(straddles, 0.10).verdict == "inconclusive"
+    assert speed_verdict(block_ratio_interval([0.3, 0.31, 0.29, 0.3]), 0.10).verdict == "helps"
+    assert speed_verdict(block_ratio_interval([-0.3, -0.31, -0.29, -0.3]), 0.10).verdict == "hurts"
+
+
+def test_percentiles_keep_failures_and_refuse_small_samples() -> None:
+    assert (min_samples_for(50), min_samples_for(95), min_samples_for(99)) == (2, 20, 100)
+    table = percentile_table([0.1] * 17 + [0.2], failed=2)
+    assert table["n"] == 20 and table["failed"] == 2 and table["p50"] == pytest.approx(100.0)
+    assert math.isinf(table["p95"]) and math.isnan(table["p99"])  # the 19th of 20 is a failure: p95 "fail"
+    assert percentile_table([0.1] * 18 + [0.2], failed=1)["p95"] == pytest.approx(200.0)
+    assert math.isnan(percentile_table([])["p50"])
+
+
+def test_paired_binary_test_is_exact_mcnemar() -> None:
+    a = [True] * 16
+    b = [s >= 6 for s in range(16)]
+    t = paired_binary_test(a, b)
+    assert (t.a_only, t.b_only) == (6, 0) and t.pvalue_b_worse == pytest.approx(1 / 64)
+    assert paired_binary_test(a, [s != 0 for s in range(16)]).pvalue_b_worse == pytest.approx(0.5)
+    assert paired_binary_test(a, a).pvalue_b_worse == 1.0
+
+
+def test_a_real_speedup_helps_and_identical_arms_are_equivalent() -> None:
     rng = np.random.default_rng(1)
-    a, ca = fake_arm("baseline", 100.0, rng)
-    b, cb = fake_arm("ngram", 200.0, rng)
-    same, csame = fake_arm("baseline-b", 100.0, rng)
-    sa, sb, ss = (summarise_arm(x[0].arm, "copy", 1, x, c) for x, c in ((a, ca), (b, cb), (same, csame)))
-    fast = compare_arms(sa, sb, a, b, min_correct_fraction=0.5, quality_tolerance=0.0, valid=True)
-    assert fast.speedup == pytest.approx(2.0, rel=0.05) and fast.speedup_ci_low > 1.5 and fast.verdict == "helps"
-    null = compare_arms(sa, ss, a, same, min_correct_fraction=0.5, quality_tolerance=0.0, valid=True)
-    assert null.speedup == pytest.approx(1.0, abs=0.03) and null.verdict == "inconclusive"
-    slow = compare_arms(sb, sa, b, a, min_correct_fraction=0.5, quality_tolerance=0.0, valid=True)
-    assert slow.verdict == "hurts"
+    base, fast, twin = fake_arm("baseline", 1.0, rng), fake_arm("ngram", 0.5, rng), fake_arm("baseline-b", 1.0, rng)
+    up = compare(base, fast)
+    assert up.speedup.estimate == pytest.approx(2.0, rel=0.05) and up.speed.verdict == "helps"
+    assert up.quality.verdict == "holds" and up.pair_counts.same_work == 32
+    null = compare(base, twin)
+    assert null.speedup.estimate == pytest.approx(1.0, abs=0.03) and null.speed.verdict == "equivalent"
+    assert compare(fast, base).speed.verdict == "hurts"
 
 
-def test_a_fast_arm_with_wrong_answers_fails_quality_and_goodput_is_zero() -> None:
-    rng = np.random.default_rng(2)
-    a, ca = fake_arm("baseline", 100.0, rng)
-    b, cb = fake_arm("ngram", 300.0, rng, correct=False)
-    sa, sb = summarise_arm("baseline", "copy", 1, a, ca), summarise_arm("ngram", "copy", 1, b, cb)
-    assert sb.goodput_tok_s == 0.0 and sb.output_tok_s > sa.output_tok_s
-    result = compare_arms(sa, sb, a, b, min_correct_fraction=0.5, quality_tolerance=0.0, valid=True)
-    assert result.verdict == "fails quality" and result.speedup > 2
+def test_a_looping_answer_never_looks_faster() -> None:
+    """The candidate loops to the cap on every case: 4x the tokens in 2x the time. Tokens per second would call it
+    a 2x speedup; its outputs differ from the baseline's, so there is no same work to compare, and its truncated
+    answers are not right."""
+    rng = np.random.default_rng(5)
+    base = fake_arm("baseline", 1.0, rng, tokens=50)
+    reqs = [fake_request("ngram", b, s, 200, 2.0 * (1 + s / 10), digest=f"loop-{s}", finish="length")
+            for b in range(4) for s in range(8)]  # fmt: skip
+    cells = [CellRecord(arm="ngram", block=b, workload="copy", clients=1, cell=f"b{b}/copy/c1/ngram#s0",
+                        requests=8, wall_s=sum(r.e2e_s for r in reqs if r.block == b)) for b in range(4)]  # fmt: skip
+    result = compare(base, (reqs, cells))
+    assert result.speed.verdict == "not comparable" and result.pair_counts.divergent == 32
+    assert result.quality.verdict == "fails" and result.correct_fraction_b == 0.0
 
 
-def test_failed_requests_count_against_goodput_and_error_rate() -> None:
-    reqs = [fake_request("ngram", 0, 0, 10, 1.0), fake_request("ngram", 0, 1, 10, 1.0, error="timeout")]
-    cell = CellRecord(arm="ngram", block=0, workload="copy", clients=1, cell="x", wall_s=2.0, requests=2)
-    s = summarise_arm("ngram", "copy", 1, reqs, [cell])
-    assert s.failed == 1 and s.error_rate == 0.5 and s.correct_fraction == 0.5
-    assert s.goodput_requests_s == 0.5 and s.error_kinds == {"timeout": 1}
+def test_divergent_cases_leave_every_block_and_unstable_ones_too() -> None:
+    rng = np.random.default_rng(6)
+    base = fake_arm("baseline", 1.0, rng)
+    reqs, cells = fake_arm("ngram", 0.5, rng)
+    # case 0 diverges in every block; case 1 only in block 2 (unstable): both leave the estimate
+    changed = [RequestRecord(**{**_fields(r), "output_digest": "different"})
+               if r.case_id == "c0" or (r.case_id == "c1" and r.block == 2) else r for r in reqs]
+    result = compare(base, (changed, cells))
+    counts = result.pair_counts
+    assert (counts.divergent, counts.unstable, counts.same_work) == (5, 3, 24)
+    assert result.speed.verdict == "helps"
+
+
+def test_baseline_under_threshold_makes_quality_not_assessable_and_still_shows_speed() -> None:
+    rng = np.random.default_rng(7)
+    base = fake_arm("baseline", 1.0, rng, correct=False)
+    slow = fake_arm("ngram", 1.7, rng, correct=False)
+    result = compare(base, slow)
+    assert result.quality.verdict == "not assessable" and "no fair test" in result.quality.reason
+    assert result.speed.verdict == "hurts"
+
+
+def test_significant_loss_fails_and_one_flip_does_not() -> None:
+    rng = np.random.default_rng(8)
+    base = fake_arm("baseline", 1.0, rng, blocks=2)
+    loses = fake_arm("ngram", 0.5, rng, blocks=2)
+    worse = [r if r.seq >= 4 else RequestRecord(**{**_fields(r), "correct": False}) for r in loses[0]]
+    assert compare(base, (worse, loses[1])).quality.verdict == "fails"  # 8 lost, 0 gained
+    one = [r if not (r.seq == 0 and r.block == 0) else RequestRecord(**{**_fields(r), "correct": False})
+           for r in loses[0]]  # fmt: skip
+    assert compare(base, (one, loses[1])).quality.verdict == "holds"
+
+
+def test_more_failed_requests_fail_quality_by_a_test_not_a_raw_comparison() -> None:
+    rng = np.random.default_rng(9)
+    base = fake_arm("baseline", 1.0, rng)
+    cand = fake_arm("ngram", 0.5, rng)
+    one_failure = [r if not (r.seq == 3 and r.block == 1) else fake_request("ngram", 1, 3, 50, 1.0, error="timeout")
+                   for r in cand[0]]  # fmt: skip
+    assert compare(base, (one_failure, cand[1])).quality.verdict == "holds"
+    many = [r if r.seq > 1 else fake_request("ngram", r.block, r.seq, 50, 1.0, error="timeout") for r in cand[0]]
+    verdict = compare(base, (many, cand[1])).quality
+    assert verdict.verdict == "fails" and "failed 8 requests" in verdict.reason
 
 
 def test_invalid_cell_gets_no_verdict() -> None:
     rng = np.random.default_rng(3)
-    a, ca = fake_arm("baseline", 100.0, rng)
-    sa = summarise_arm("baseline", "copy", 1, a, ca)
-    result = compare_arms(sa, sa, a, a, min_correct_fraction=0.5, quality_tolerance=0.0, valid=False,
-                          invalid_reason="cell b1 died")  # fmt: skip
-    assert result.verdict == "invalid" and "b1" in result.reason
+    base = fake_arm("baseline", 1.0, rng)
+    result = compare(base, base, valid=False, invalid_reason="cell b1 died")
+    assert result.speed.verdict == result.quality.verdict == "invalid" and "b1" in result.speed.reason
 
 
-def test_divergence_counts_identical_and_first_difference() -> None:
-    pairs = [(fake_request("a", 0, 0, 5, 1, "abcdef"), fake_request("b", 0, 0, 5, 1, "abcdef")),
-             (fake_request("a", 0, 1, 5, 1, "abcdef"), fake_request("b", 0, 1, 5, 1, "abXdef")),
-             (fake_request("a", 0, 2, 5, 1, "abc"), fake_request("b", 0, 2, 5, 1, "abcdef"))]  # fmt: skip
-    d = divergence(pairs)
-    assert (d.pairs, d.identical, d.first_divergence_chars) == (3, 1, [2, 3])
+def test_run_to_run_change_uses_both_runs_block_data() -> None:
+    same = ratio_change([1.50, 1.55, 1.48, 1.52], [1.51, 1.49, 1.53, 1.50])
+    assert not same.significant and same.low < 1.0 < same.high
+    moved = ratio_change([1.50, 1.55, 1.48, 1.52], [1.20, 1.22, 1.18, 1.21])
+    assert moved.significant and moved.high < 1.0
+    assert math.isnan(ratio_change([1.5], [1.2, 1.3]).pvalue)
 
 
-def block(ratio: float, tokens: float = 100.0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """One paired block (two requests an arm) whose arm B is ``ratio`` times as fast as arm A."""
-    t = np.array([tokens, tokens])
-    return t, np.array([1.0, 1.0]), t, np.array([1.0, 1.0]) / ratio
-
-
-def test_interval_is_nan_without_two_blocks() -> None:
-    assert all(math.isnan(v) for v in speedup_interval([]))
-    point, low, high = speedup_interval([block(2.0)])
-    assert point == pytest.approx(2.0) and math.isnan(low) and math.isnan(high)
-
-
-def test_interval_is_student_t_over_block_log_speedups() -> None:
-    ratios = [1.046, 1.018, 1.071]  # an A/A cell where every block favoured one engine instance
-    point, low, high = speedup_interval([block(r) for r in ratios])
-    logs = np.log(ratios)
-    half = 4.303 * logs.std(ddof=1) / math.sqrt(3)
-    assert point == pytest.approx(float(np.exp(logs).mean()), rel=0.01)
-    assert (low, high) == pytest.approx((point * math.exp(-half), point * math.exp(half)))
-    assert low < 1.0 < high  # the two-stage bootstrap gave [1.022, 1.070] for this cell
-
-
-def test_t_quantiles() -> None:
-    assert t_quantile_975(1) == pytest.approx(12.706) and t_quantile_975(2) == pytest.approx(4.303)
-    assert t_quantile_975(30) == pytest.approx(2.042) and t_quantile_975(60) == pytest.approx(2.000, abs=0.001)
-    assert t_quantile_975(10_000) == pytest.approx(1.960, abs=0.001) and math.isnan(t_quantile_975(0))
-
-
-def test_a_small_consistent_difference_stays_inside_the_equivalence_band() -> None:
-    rng = np.random.default_rng(4)
-    a, ca = fake_arm("baseline", 100.0, rng)
-    b, cb = fake_arm("baseline-b", 105.0, rng)  # an engine-instance effect like the A/A control showed
-    sa, sb = summarise_arm("baseline", "copy", 1, a, ca), summarise_arm("baseline-b", "copy", 1, b, cb)
-    strict = compare_arms(sa, sb, a, b, min_correct_fraction=0.0, quality_tolerance=0.0, valid=True,
-                          equivalence_margin=0.0)  # fmt: skip
-    banded = compare_arms(sa, sb, a, b, min_correct_fraction=0.0, quality_tolerance=0.0, valid=True)
-    assert strict.verdict == "helps" and banded.verdict == "inconclusive"
-
-
-def test_significant_loss_of_paired_answers_fails_quality() -> None:
-    from specharness.analysis.stats import sign_test_worse
-
-    a = [fake_request("baseline", 0, s, 20, 1.0, correct=True) for s in range(16)]
-    b = [fake_request("ngram", 0, s, 20, 0.5, correct=s >= 6) for s in range(16)]
-    lost, gained, p = sign_test_worse(list(zip(a, b, strict=True)))
-    assert (lost, gained) == (6, 0) and p == 1 / 64
-    one_flip = [fake_request("ngram", 0, s, 20, 0.5, correct=s != 0) for s in range(16)]
-    assert sign_test_worse(list(zip(a, one_flip, strict=True)))[2] == 0.5  # one flip is not evidence
-    cell = [CellRecord(arm=x, block=0, workload="copy", clients=1, cell="c", wall_s=16.0, requests=16)
-            for x in ("baseline", "ngram")]  # fmt: skip
-    sa, sb = summarise_arm("baseline", "copy", 1, a, cell[:1]), summarise_arm("ngram", "copy", 1, b, cell[1:])
-    result = compare_arms(sa, sb, a, b, min_correct_fraction=0.5, quality_tolerance=0.0, valid=True)
-    assert result.verdict == "fails quality" and "sign test" in result.reason
-
-
-@pytest.mark.parametrize(("block_sd", "noise"), [(0.0, 0.10), (0.03, 0.03)])
-def test_identical_arms_ci_contains_1_about_95_percent_of_the_time(block_sd: float, noise: float) -> None:
-    """Calibration over 400 synthetic A/A cells of 3 blocks x 6 requests: per-request noise, drift shared by both
-    arms of a block, and (second case) a block-level difference between the arms like the 2-core CPU showed (the
-    two-stage bootstrap this replaced covered 1 in 78% of those cells)."""
-    rng = np.random.default_rng(11)
-    contains = 0
-    for _ in range(400):
-        blocks = []
-        for _b in range(3):
-            drift, tilt = rng.lognormal(0.0, 0.1), math.exp(rng.normal(0.0, block_sd))
-            t = np.full(6, 50.0)
-            blocks.append((t, drift * rng.uniform(1 - noise, 1 + noise, 6), t,
-                           drift * tilt * rng.uniform(1 - noise, 1 + noise, 6)))
-        _, low, high = speedup_interval(blocks)
-        contains += low < 1.0 < high
-    assert 0.90 <= contains / 400 <= 0.99, contains
+def _fields(r: RequestRecord) -> dict:
+    d = r.to_dict()
+    d.pop("kind")
+    d.pop("schema")
+    return d

@@ -1,0 +1,189 @@
+"""Arm B against arm A in one (workload, clients) cell: pair the requests, compare the same work, judge both ways.
+
+Pairs are requests matched by (block, case id, position). Each pair is one of:
+    same work   both arms finished the request (complete, or both cut at the same cap) with identical output
+                token ids: the time each took is the time for the same work
+    divergent   both finished, with different outputs (shown apart, never in the speed estimate)
+    failed      either arm failed or did not finish the stream (shown apart; judged by the quality verdict)
+A case that did the same work in some blocks but not in others is *unstable* and left out of every block, so each
+block's ratio is over the same cases. Greedy runs compare same-work pairs; sampled runs (temperature > 0), whose
+outputs differ by design, compare time per output token over pairs that finished in both arms, and say so.
+
+Headline: speedup = (A's summed request time / B's summed request time) over a block's same-work pairs, one log
+ratio per block, interval by :func:`~specharness.analysis.stats.block_ratio_interval`. System throughput (steady-
+state output tokens per wall-clock second) gets the same block interval and is shown beside it; the verdict does
+not use it, since it counts tokens and an arm that writes more (a loop) would look faster.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from specharness.analysis.stats import PairedBinaryTest, RatioInterval, block_ratio_interval, paired_binary_test
+from specharness.analysis.summary import ArmSummary, ratio
+from specharness.analysis.throughput import steady_throughput
+from specharness.analysis.verdict import Verdict, quality_verdict, speed_verdict
+from specharness.records import RequestRecord
+
+__all__ = ["ComparisonRules", "PairCounts", "PairedComparison", "compare_arms", "pair_requests"]
+
+Pair = tuple[RequestRecord, RequestRecord]
+
+
+@dataclass(frozen=True, slots=True)
+class ComparisonRules:
+    """The declared rules a comparison is judged by (from the run's profile)."""
+
+    margin: float = 0.10
+    confidence: float = 0.95
+    min_correct: float = 0.5
+    tolerance: float = 0.0
+    min_same_work: float = 0.5
+    greedy: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class PairCounts:
+    """How the pairs of one comparison split."""
+
+    pairs: int = 0
+    same_work: int = 0
+    same_work_truncated: int = 0
+    divergent: int = 0
+    unstable: int = 0
+    failed: int = 0
+
+    @property
+    def same_work_fraction(self) -> float:
+        return ratio(self.same_work, self.pairs)
+
+
+@dataclass(frozen=True, slots=True)
+class PairedComparison:
+    """Arm B against arm A in one (workload, clients) cell: both verdicts and their evidence."""
+
+    workload: str
+    clients: int
+    arm_a: str
+    arm_b: str
+    basis: str
+    speedup: RatioInterval
+    throughput: RatioInterval
+    pair_counts: PairCounts
+    speed: Verdict
+    quality: Verdict
+    answers: PairedBinaryTest
+    completion: PairedBinaryTest
+    correct_fraction_a: float
+    correct_fraction_b: float
+    goodput_ratio: float
+    tpot_p50_ratio: float
+    block_speedups: list[float] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["speedup"] = self.speedup.to_dict()
+        out["throughput"] = self.throughput.to_dict()
+        out["pair_counts"]["same_work_fraction"] = self.pair_counts.same_work_fraction
+        return out
+
+
+def pair_requests(a: Sequence[RequestRecord], b: Sequence[RequestRecord]) -> list[Pair]:
+    """Requests matched by (block, case id, position): the same case at the same place in the same block."""
+    index = {(r.block, r.case_id, r.seq): r for r in a}
+    return [(index[k], r) for r in b if (k := (r.block, r.case_id, r.seq)) in index]
+
+
+def _finished(r: RequestRecord) -> bool:
+    return r.error_kind is None and r.verdict in ("complete", "truncated") and r.output_tokens > 0 and r.e2e_s > 0
+
+
+def _classify(pairs: Sequence[Pair], greedy: bool) -> tuple[dict[int, list[Pair]], PairCounts]:
+    """Same-work pairs by block, and the counts of every kind of pair."""
+    finished = [(x, y) for x, y in pairs if _finished(x) and _finished(y)]
+    failed = len(pairs) - len(finished)
+    if not greedy:
+        by_block: dict[int, list[Pair]] = {}
+        for x, y in finished:
+            by_block.setdefault(x.block, []).append((x, y))
+        return by_block, PairCounts(pairs=len(pairs), same_work=len(finished), failed=failed)
+    is_same = [x.output_identity == y.output_identity and x.verdict == y.verdict for x, y in finished]
+    same = [p for p, ok in zip(finished, is_same, strict=True) if ok]
+    divergent = len(finished) - len(same)
+    differs_somewhere = {x.case_id for (x, _), ok in zip(finished, is_same, strict=True) if not ok}
+    stable = [(x, y) for x, y in same if x.case_id not in differs_somewhere]
+    by_block = {}
+    for x, y in stable:
+        by_block.setdefault(x.block, []).append((x, y))
+    return by_block, PairCounts(
+        pairs=len(pairs), same_work=len(stable), divergent=divergent, unstable=len(same) - len(stable), failed=failed,
+        same_work_truncated=sum(1 for x, _ in stable if x.verdict == "truncated"),
+    )  # fmt: skip
+
+
+def _block_log_speedups(by_block: dict[int, list[Pair]], greedy: bool) -> dict[int, float]:
+    out = {}
+    for block, ps in by_block.items():
+        time_a = float(np.sum([x.e2e_s for x, _ in ps]))
+        time_b = float(np.sum([y.e2e_s for _, y in ps]))
+        if greedy:  # the same tokens in both: time for the same work
+            out[block] = math.log(time_a / time_b)
+        else:  # time per output token
+            tok_a = float(np.sum([x.output_tokens for x, _ in ps]))
+            tok_b = float(np.sum([y.output_tokens for _, y in ps]))
+            out[block] = math.log((time_a / tok_a) / (time_b / tok_b))
+    return out
+
+
+def _block_log_throughput(a: Sequence[RequestRecord], b: Sequence[RequestRecord], clients: int) -> dict[int, float]:
+    out = {}
+    for block in sorted({r.block for r in a} & {r.block for r in b}):
+        ta = steady_throughput([r for r in a if r.block == block], clients).tok_s
+        tb = steady_throughput([r for r in b if r.block == block], clients).tok_s
+        if ta > 0 and tb > 0:
+            out[block] = math.log(tb / ta)
+    return out
+
+
+def compare_arms(sa: ArmSummary, sb: ArmSummary, a: Sequence[RequestRecord], b: Sequence[RequestRecord],
+                 order_a_first: dict[int, bool], rules: ComparisonRules, *, valid: bool = True,
+                 invalid_reason: str = "") -> PairedComparison:  # fmt: skip
+    """Both verdicts for one cell. ``order_a_first[block]`` says whether arm A ran before arm B in that block."""
+    pairs = pair_requests(a, b)
+    by_block, counts = _classify(pairs, rules.greedy)
+
+    def interval(logs: dict[int, float]) -> RatioInterval:
+        blocks = sorted(logs)
+        signs = [1 if order_a_first.get(k, True) else -1 for k in blocks]
+        known = all(k in order_a_first for k in blocks)
+        return block_ratio_interval([logs[k] for k in blocks], signs if known else None, rules.confidence)
+
+    speed_logs = _block_log_speedups(by_block, rules.greedy)
+    speedup = interval(speed_logs)
+    throughput = interval(_block_log_throughput(a, b, sa.clients))
+    speed = speed_verdict(speedup, rules.margin, valid=valid, invalid_reason=invalid_reason,
+                          same_work_fraction=counts.same_work_fraction,
+                          min_same_work=rules.min_same_work if rules.greedy else 0.0)  # fmt: skip
+    checked = [(x, y) for x, y in pairs if x.checked and y.checked]
+    answers = paired_binary_test([x.counts_correct for x, _ in checked], [y.counts_correct for _, y in checked])
+    completion = paired_binary_test([_finished(x) for x, _ in pairs], [_finished(y) for _, y in pairs])
+    quality = quality_verdict(
+        correct_a=sa.correct_fraction, correct_b=sb.correct_fraction, answers=answers, completion=completion,
+        checked_pairs=len(checked), min_correct=rules.min_correct, tolerance=rules.tolerance,
+        arm_a=sa.arm, arm_b=sb.arm, valid=valid, invalid_reason=invalid_reason,
+    )  # fmt: skip
+    return PairedComparison(
+        workload=sa.workload, clients=sa.clients, arm_a=sa.arm, arm_b=sb.arm,
+        basis="time for the same work (identical outputs)" if rules.greedy else "time per output token (sampled)",
+        speedup=speedup, throughput=throughput, pair_counts=counts, speed=speed, quality=quality,
+        answers=answers, completion=completion,
+        correct_fraction_a=sa.correct_fraction, correct_fraction_b=sb.correct_fraction,
+        goodput_ratio=ratio(sb.goodput_tok_s, sa.goodput_tok_s),
+        tpot_p50_ratio=ratio(sb.tpot_ms["p50"], sa.tpot_ms["p50"]),
+        block_speedups=[math.exp(speed_logs[k]) for k in sorted(speed_logs)],
+    )  # fmt: skip

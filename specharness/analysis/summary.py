@@ -1,0 +1,130 @@
+"""One arm in one (workload, clients) cell, summarised: counts, latency percentiles that keep failures, throughput,
+acceptance, memory. Pure: records in, a frozen summary out."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from specharness.analysis.stats import percentile_table
+from specharness.analysis.throughput import steady_throughput
+from specharness.records import CellRecord, RequestRecord
+
+__all__ = ["ArmSummary", "ratio", "summarise_arm"]
+
+
+def ratio(num: float, den: float) -> float:
+    return num / den if den else math.nan
+
+
+@dataclass(frozen=True, slots=True)
+class ArmSummary:
+    """One arm in one (workload, clients) cell, pooled over its valid blocks. Percentile dicts carry ``n`` and
+    ``failed``; a failed request counts as never finishing in TTFT and E2E."""
+
+    arm: str
+    workload: str
+    clients: int
+    requests: int
+    failed: int
+    incomplete: int
+    truncated: int
+    complete: int
+    checked: int
+    correct: int
+    unchecked: int
+    wall_s: float
+    output_tokens: int
+    ttft_ms: dict[str, float]
+    tpot_ms: dict[str, float]
+    itl_ms: dict[str, float]
+    e2e_ms: dict[str, float]
+    output_tok_s: float
+    requests_s: float
+    steady_output_tok_s: float
+    goodput_requests_s: float
+    goodput_tok_s: float
+    error_rate: float
+    correct_fraction: float
+    complete_fraction: float
+    acceptance: dict[str, float] = field(default_factory=dict)
+    accepted_per_position: list[float] = field(default_factory=list)
+    peak_memory_mib: dict[str, float] = field(default_factory=dict)
+    error_kinds: dict[str, int] = field(default_factory=dict)
+    harness_cpu_fraction: float = math.nan
+    prefix_cache: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _count(items: Iterable[str | None]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in items:
+        if item:
+            out[item] = out.get(item, 0) + 1
+    return out
+
+
+def summarise_arm(arm: str, workload: str, clients: int, requests: Sequence[RequestRecord],
+                  cells: Sequence[CellRecord]) -> ArmSummary:  # fmt: skip
+    """Summarise the measured requests of one arm/cell; ``cells`` give wall time, counters and memory."""
+    failed = sum(1 for r in requests if r.verdict == "failed")
+    incomplete = sum(1 for r in requests if r.verdict == "incomplete")
+    truncated = sum(1 for r in requests if r.verdict == "truncated")
+    complete = sum(1 for r in requests if r.verdict == "complete")
+    checked = [r for r in requests if r.checked]
+    correct = sum(1 for r in checked if r.counts_correct)
+    wall = sum(c.wall_s for c in cells)
+    ok = [r for r in requests if r.error_kind is None]
+    not_ok = len(requests) - len(ok)
+    tokens = sum(r.output_tokens for r in ok)
+    useful = [r for r in requests if r.useful]
+    itl = [gap for r in ok for gap in r.inter_chunk_s]
+    totals: dict[str, float] = {}
+    per_pos: list[float] = []
+    peak: dict[str, float] = {}
+    for c in cells:
+        for k, v in c.counters.items():
+            totals[k] = totals.get(k, 0.0) + v
+        for i, v in enumerate(c.accepted_per_position):
+            if i >= len(per_pos):
+                per_pos.append(0.0)
+            per_pos[i] += v
+        for k, v in c.memory.items():
+            if k.startswith("peak_"):
+                peak[k] = max(peak.get(k, 0.0), v)
+    drafts = totals.get("drafts", 0.0)
+    by_cell: dict[str, list[RequestRecord]] = {}
+    for r in requests:
+        by_cell.setdefault(r.cell, []).append(r)
+    steady = [steady_throughput(rs, clients) for rs in by_cell.values()]
+    steady_tokens = sum(s.tokens for s in steady if math.isfinite(s.seconds))
+    steady_seconds = sum(s.seconds for s in steady if math.isfinite(s.seconds))
+    n = len(requests)
+    return ArmSummary(
+        arm=arm, workload=workload, clients=clients, requests=n, failed=failed, incomplete=incomplete,
+        truncated=truncated, complete=complete, checked=len(checked), correct=correct, unchecked=n - len(checked),
+        wall_s=wall, output_tokens=tokens,
+        ttft_ms=percentile_table((r.ttft_s for r in ok), failed=not_ok),
+        tpot_ms=percentile_table(r.tpot_s for r in ok),
+        itl_ms=percentile_table(itl), e2e_ms=percentile_table((r.e2e_s for r in ok), failed=not_ok),
+        output_tok_s=ratio(tokens, wall), requests_s=ratio(len(ok), wall),
+        steady_output_tok_s=ratio(steady_tokens, steady_seconds),
+        goodput_requests_s=ratio(len(useful), wall), goodput_tok_s=ratio(sum(r.output_tokens for r in useful), wall),
+        error_rate=ratio(failed + incomplete, n), correct_fraction=ratio(correct, len(checked)),
+        complete_fraction=ratio(complete, n),
+        acceptance={
+            "drafts": drafts, "draft_tokens": totals.get("draft_tokens", 0.0),
+            "accepted_tokens": totals.get("accepted_tokens", 0.0),
+            "acceptance_rate": ratio(totals.get("accepted_tokens", 0.0), totals.get("draft_tokens", 0.0)),
+            "mean_acceptance_length": 1.0 + totals["accepted_tokens"] / drafts if drafts else math.nan,
+        },
+        accepted_per_position=[ratio(v, drafts) for v in per_pos],
+        peak_memory_mib=peak,
+        error_kinds=_count(r.error_kind for r in requests if r.error_kind),
+        harness_cpu_fraction=ratio(sum(c.harness_cpu_s for c in cells), wall),
+        prefix_cache={k: totals[k] for k in ("prefix_cache_queries", "prefix_cache_hits") if k in totals},
+    )  # fmt: skip

@@ -1,0 +1,57 @@
+"""Every value the ASV suite tracks, from one function over a run's ``report.json``.
+
+ASV flags every *rise* as a regression and has no "higher is better", so each value is oriented so that a rise is
+bad: slowdown (1 / same-work speedup) and its interval ends, goodput loss (baseline goodput / ngram goodput),
+latency percentiles and ms per token per arm, rejection rate (1 - acceptance), verify steps per token
+(1 / mean acceptance length), incorrect fraction, peak memory. Keys are ``<workload>/c<clients>/<name>``; a cell a
+profile did not run is absent, and a lookup of it gives NaN ("n/a" in ASV).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["asv_metrics", "lookup"]
+
+
+def _inv(v: Any) -> float:
+    return 1.0 / v if isinstance(v, (int, float)) and v and math.isfinite(v) else math.nan
+
+
+def _num(v: Any) -> float:
+    return float(v) if isinstance(v, (int, float)) else math.nan
+
+
+def asv_metrics(report: dict[str, Any], candidate: str = "ngram", reference: str = "baseline") -> dict[str, float]:
+    """The tracked values of one run, keyed ``workload/cN/name``."""
+    out: dict[str, float] = {}
+    for s in report["summaries"]:
+        k, arm = f"{s['workload']}/c{s['clients']}", s["arm"]
+        if arm not in (candidate, reference):
+            continue
+        for name, value in (
+            ("tpot_p50_ms", s["tpot_ms"]["p50"]), ("tpot_p95_ms", s["tpot_ms"]["p95"]),
+            ("ttft_p50_ms", s["ttft_ms"]["p50"]), ("ttft_p95_ms", s["ttft_ms"]["p95"]),
+            ("ms_per_token", 1000.0 * _inv(s["output_tok_s"])), ("incorrect_fraction", 1.0 - _num(s["correct_fraction"])),
+            ("peak_memory_mib", s["peak_memory_mib"].get("peak_gpu_used_mib", s["peak_memory_mib"].get("peak_rss_mib"))),
+        ):  # fmt: skip
+            out[f"{k}/{name}_{arm}"] = _num(value)
+        if arm == candidate:
+            out[f"{k}/rejection_rate"] = 1.0 - _num(s["acceptance"].get("acceptance_rate"))
+            out[f"{k}/verify_steps_per_token"] = _inv(s["acceptance"].get("mean_acceptance_length"))
+    for c in report["comparisons"]:
+        if (c["arm_a"], c["arm_b"]) != (reference, candidate):
+            continue
+        k, s = f"{c['workload']}/c{c['clients']}", c["speedup"]
+        out[f"{k}/slowdown"] = _inv(s["estimate"])
+        out[f"{k}/slowdown_ci_low"] = _inv(s["high"])
+        out[f"{k}/slowdown_ci_high"] = _inv(s["low"])
+        out[f"{k}/goodput_loss"] = _inv(c["goodput_ratio"])
+    return out
+
+
+def lookup(cache: dict[str, Any], key: str) -> float:
+    """One tracked value from a ``setup_cache`` result (``{"metrics": asv_metrics(...)}``); NaN when absent."""
+    value = cache["metrics"].get(key)
+    return float(value) if isinstance(value, (int, float)) else math.nan

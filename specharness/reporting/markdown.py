@@ -1,0 +1,233 @@
+"""``report.md``: the decision first (speed and quality verdicts with their evidence), then the evidence tables.
+
+Per comparison it shows the same-work speedup with its interval, block count and width, how the pairs split
+(same work, truncated, divergent, unstable, failed), the order effect, system throughput beside it, and the quality
+verdict with the paired test behind it; per arm, latency percentiles that count failures, with their sample sizes.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from specharness.analysis.analyse import Analysis, sequential_looks
+from specharness.analysis.comparison import PairedComparison
+from specharness.analysis.stats import RatioInterval
+from specharness.analysis.verdict import band_edges
+
+__all__ = ["render_markdown"]
+
+
+def _f(value: float | None, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if isinstance(value, float) and math.isinf(value):
+        return "fail"
+    return f"{value:.{digits}f}"
+
+
+def _pct(value: float) -> str:
+    return "—" if not math.isfinite(value) else f"{100 * value:.0f}%"
+
+
+def _when(ts: float | None) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if ts else "—"
+
+
+def _interval(r: RatioInterval) -> str:
+    return f"{_f(r.estimate)} [{_f(r.low)}, {_f(r.high)}]"
+
+
+def _pcts(d: dict[str, float], digits: int = 0) -> str:
+    return f"{_f(d['p50'], digits)}/{_f(d['p95'], digits)}/{_f(d['p99'], digits)} (n={d.get('n', math.nan):.0f})"
+
+
+def _order(c: PairedComparison) -> str:
+    r = c.speedup
+    if not math.isfinite(r.order_effect):
+        return "—"
+    return f"{_f(r.order_effect, 3)} [{_f(r.order_effect_low, 3)}, {_f(r.order_effect_high, 3)}]"
+
+
+def _decision(a: Analysis) -> list[str]:
+    lines = ["## Decision", "",
+             "| workload | clients | comparison | speed verdict | same-work speedup [CI] | quality verdict | "
+             "acceptance | mean accept len | speed evidence | quality evidence |",
+             "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for c in a.comparisons:
+        sb = a.summaries[(c.workload, c.clients, c.arm_b)]
+        lines.append(
+            f"| {c.workload} | {c.clients} | {c.arm_b} vs {c.arm_a} | **{c.speed.verdict}** | {_interval(c.speedup)} | "
+            f"**{c.quality.verdict}** | {_pct(sb.acceptance['acceptance_rate'])} | "
+            f"{_f(sb.acceptance['mean_acceptance_length'])} | {c.speed.reason} | {c.quality.reason} |"
+        )  # fmt: skip
+    return lines
+
+
+def _speed(a: Analysis) -> list[str]:
+    lines = ["## Speed: time for the same work", "",
+             "| workload | clients | comparison | speedup [CI] | blocks (df) | CI width | order effect [CI] | "
+             "pairs | same work (of which truncated) | divergent | unstable | failed | steady throughput ratio [CI] | "
+             "per-block speedups |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for c in a.comparisons:
+        n = c.pair_counts
+        lines.append(
+            f"| {c.workload} | {c.clients} | {c.arm_b} vs {c.arm_a} | {_interval(c.speedup)} | {c.speedup.blocks} "
+            f"({c.speedup.df}) | {_f(c.speedup.width, 3)} | {_order(c)} | {n.pairs} | {n.same_work} "
+            f"({n.same_work_truncated}) | {n.divergent} | {n.unstable} | {n.failed} | {_interval(c.throughput)} | "
+            f"{', '.join(_f(v) for v in c.block_speedups)} |"
+        )  # fmt: skip
+    return lines
+
+
+def _quality(a: Analysis) -> list[str]:
+    lines = ["## Quality", "",
+             "| workload | clients | comparison | quality verdict | correct A / B | paired answers lost / gained (p) | "
+             "loss upper bound | failed A / B (p) | identical outputs |",
+             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for c in a.comparisons:
+        sa = a.summaries[(c.workload, c.clients, c.arm_a)]
+        sb = a.summaries[(c.workload, c.clients, c.arm_b)]
+        ans, comp = c.answers, c.completion
+        lines.append(
+            f"| {c.workload} | {c.clients} | {c.arm_b} vs {c.arm_a} | **{c.quality.verdict}** | "
+            f"{_pct(c.correct_fraction_a)} / {_pct(c.correct_fraction_b)} | {ans.a_only} / {ans.b_only} "
+            f"(p={_f(ans.pvalue_b_worse)}) | {_pct(ans.loss_upper)} | {sa.failed + sa.incomplete} / "
+            f"{sb.failed + sb.incomplete} (p={_f(comp.pvalue_b_worse)}) | "
+            f"{c.pair_counts.same_work + c.pair_counts.unstable}/{c.pair_counts.pairs} |"
+        )  # fmt: skip
+    return lines
+
+
+def _rules(a: Analysis) -> list[str]:
+    prof = a.manifest["config"]["profile"]
+    margin = float(prof.get("equivalence_margin", 0.10))
+    down, up = band_edges(margin)
+    looks = sequential_looks(prof)
+    conf = a.comparisons[0].speedup.confidence if a.comparisons else 0.95
+    source = prof.get("band_source") or "declared"
+    design = prof.get("order_plan") or "arm order alternating by block (schema 1)"
+    return ["", "**Rules, declared before the run.** Speedup = arm A's summed request time over arm B's for the same "
+            "work: pairs of the same case in the same block whose outputs were identical token for token (greedy). "
+            "Divergent, failed and unstable pairs are counted apart and never enter the estimate, so a longer or "
+            "looping answer cannot look faster. One log ratio per block; "
+            f"{conf:.1%} CI by Student t over the blocks (with an order term when both arm orders occur in 4 or more "
+            f"blocks){'; ' + str(looks) + ' possible looks (Bonferroni)' if looks > 1 else ''}. "
+            f"No-difference band [{down:.3f}, {up:.3f}] (±{margin:.0%}, {source}). A cell whose same-work share is "
+            f"under {float(prof.get('min_same_work_fraction', 0.5)):.0%} is *not comparable*. Quality: right answers "
+            "(rubric passed on a complete answer; truncated answers never count) and completed requests are compared "
+            "pair by pair (exact McNemar, one-sided, each at α = 0.025); quality is *not assessable* when the baseline "
+            f"is under {prof['min_correct_fraction']:.0%} correct, the tolerance is {prof['quality_tolerance']:.2f}. "
+            "Steady throughput (wall clock, output tokens between the moment every client had a request out and the "
+            "last send) is shown, not judged: it counts tokens, so an arm that writes more looks faster. "
+            f"Design: {design}; prefix caching {prof.get('prefix_caching', 'engine default (schema 1)')}.", ""]  # fmt: skip
+
+
+def _per_arm(a: Analysis) -> list[str]:
+    lines = ["## Per arm", "",
+             "| workload | clients | arm | requests | failed | truncated | correct | TTFT p50/p95/p99 ms | "
+             "TPOT p50/p95/p99 ms | E2E p50/p95/p99 ms | out tok/s | steady tok/s | goodput tok/s | drafts | "
+             "accepted/draft tokens | prefix cache hits/queries | peak memory MiB | harness CPU |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for (workload, clients, arm), s in a.summaries.items():
+        mem = ", ".join(f"{k.replace('peak_', '').replace('_mib', '')} {v:.0f}" for k, v in s.peak_memory_mib.items())
+        acc = s.acceptance
+        cache = s.prefix_cache
+        hits = f"{cache['prefix_cache_hits']:.0f}/{cache['prefix_cache_queries']:.0f}" if cache else "—"
+        lines.append(
+            f"| {workload} | {clients} | {arm} | {s.requests} | {s.failed + s.incomplete} | {s.truncated} | "
+            f"{s.correct}/{s.checked} | {_pcts(s.ttft_ms)} | {_pcts(s.tpot_ms, 1)} | {_pcts(s.e2e_ms)} | "
+            f"{_f(s.output_tok_s, 1)} | {_f(s.steady_output_tok_s, 1)} | {_f(s.goodput_tok_s, 1)} | "
+            f"{acc['drafts']:.0f} | {acc['accepted_tokens']:.0f}/{acc['draft_tokens']:.0f} | {hits} | {mem or '—'} | "
+            f"{_pct(s.harness_cpu_fraction)} |"
+        )  # fmt: skip
+    lines += ["", "Percentiles count a failed or unfinished request as never finishing (TTFT, E2E: shown as *fail* "
+              "when the percentile lands on one); TPOT is over finished requests. A percentile needs at least one "
+              "sample beyond it (p95: 20 requests, p99: 100), else it shows —. Inter-chunk latency is in report.json; "
+              "it understates speculation (one chunk can carry several tokens). Harness CPU = the client's CPU time "
+              "over the cell's wall time.", ""]  # fmt: skip
+    if not a.manifest.get("hardware", {}).get("gpu_memory_observed"):
+        lines += ["GPU memory was not observed (no GPU visible to pynvml); memory is the servers' resident set (RSS).", ""]
+    return lines
+
+
+def _validity(a: Analysis, run_dir: Path) -> list[str]:
+    lines = ["## Counter reconciliation (engine /metrics vs client journal)", ""]
+    bad = [r for r in a.reconciliation if not r["ok"]]
+    if bad:
+        lines.append(f"**MISMATCH in {len(bad)} of {len(a.reconciliation)} cells:**")
+        for r in bad:
+            lines.append(f"- {r['cell']}: {'; '.join(r['problems'])} (engine generated {r['engine_generation_tokens']}, "
+                         f"journal {r['journal_completion_tokens']}; engine drafts {r['engine_draft_tokens']}, "
+                         f"per-request {r['journal_spec_draft_tokens']})")  # fmt: skip
+    else:
+        lines.append(f"All {len(a.reconciliation)} cells reconcile: the engine's generation-token delta equals the "
+                     "journal's completion tokens, and per-request spec-decode sums equal the counters where reported.")
+    lines += ["", "## Validity", ""]
+    lines.append(f"- Requests journaled: {a.counts['journaled_requests']} (warmups {a.counts['warmup_requests']}, "
+                 f"measured and counted {a.counts['measured_requests_counted']}, excluded from invalid cells "
+                 f"{a.counts['measured_requests_excluded']}).")  # fmt: skip
+    lines.append(f"- Errors by kind: {a.counts['errors_by_kind'] or 'none'}.")
+    for bad_cell in a.invalid_cells:
+        lines.append(f"- Invalid cell {bad_cell['cell']}: {bad_cell['reason']}"
+                     f"{' (re-run on resume)' if bad_cell['replaced'] else ''}")  # fmt: skip
+    if a.missing_cells:
+        lines.append(f"- Missing cells ({len(a.missing_cells)}): {', '.join(a.missing_cells[:12])}"
+                     f"{' …' if len(a.missing_cells) > 12 else ''}")  # fmt: skip
+    if a.resumed_cells:
+        lines.append(f"- Cells measured on resume ({len(a.resumed_cells)}): {', '.join(a.resumed_cells)}")
+    return lines
+
+
+def _manifest(a: Analysis, engines: list[dict[str, Any]]) -> list[str]:
+    m = a.manifest
+    cfg, prof = m["config"], m["config"]["profile"]
+    model, hw = m.get("model", {}), m.get("hardware", {})
+    lines = ["", "## Manifest", "",
+             f"- Model: {model.get('name')} ({model.get('origin')}), sha256 `{model.get('sha256')}`, "
+             f"served from `{model.get('path')}`",
+             f"- Hardware: {hw.get('cpu')} × {hw.get('cpu_count')} cores, {hw.get('memory_gib')} GiB; "
+             f"GPUs: {', '.join(hw.get('gpus') or []) or 'none'}",
+             f"- Harness: specharness {m.get('harness_version', '—')}, commit `{m.get('harness_commit')}`; started "
+             f"{_when(m.get('started_unix_s'))}, ended {_when(m.get('ended_unix_s'))}",
+             f"- Design: profile `{prof['name']}`, {prof['blocks']} blocks"
+             f"{' (up to ' + str(prof.get('max_blocks')) + ' until decided)' if prof.get('until_decided') else ''} × "
+             f"workloads {prof['workloads']} × clients {prof['clients']} × {prof['requests_per_cell']} requests × "
+             f"arms {prof['arms']}, {prof['warmups_per_cell']} warmup rounds per cell and arm; sampling "
+             f"{cfg['sampling']}; arm order seed {prof.get('order_seed', '—')}"]  # fmt: skip
+    if m.get("block_orders"):
+        lines.append("- Arm order by block: " + "; ".join(f"b{k}: {' → '.join(v)}" for k, v in m["block_orders"].items()))
+    for e in engines:
+        lines.append(f"- Engine `{e['arm']}`: vLLM {e['vllm_version']}, started in {_f(e['start_s'], 1)} s, "
+                     f"async scheduling {e['async_scheduling']}, prefix caching "
+                     f"{e['effective_settings'].get('enable_prefix_caching', '—')}, log `{e['log']}`")  # fmt: skip
+        lines.append(f"  - command: `{' '.join(e['command'])}`")
+    lines += ["", "Plots: `plots/speedup.png` (same-work speedup with CI and the band), `plots/tpot_cdf.png`, "
+              "`plots/acceptance_by_position.png`."]  # fmt: skip
+    return lines
+
+
+def render_markdown(a: Analysis, run_dir: Path, engines: list[dict[str, Any]]) -> str:
+    """The whole report.md text."""
+    lines = [f"# specharness decision report — {run_dir.name}", ""]
+    status = a.manifest.get("status", "unknown")
+    if status != "complete":
+        lines += [f"> **PARTIAL REPORT — run status: {status}.** Missing cells: {len(a.missing_cells)}. "
+                  f"Finish with `specharness run --resume {run_dir}`.", ""]  # fmt: skip
+    lines += _decision(a) + _rules(a) + _speed(a) + [""] + _quality(a) + [""] + _per_arm(a)
+    lines.append("## Acceptance by draft position")
+    lines.append("")
+    for (workload, clients, arm), s in a.summaries.items():
+        if s.accepted_per_position:
+            lines.append(f"- {workload} c{clients} {arm}: " + ", ".join(
+                f"pos {i}: {_pct(v)}" for i, v in enumerate(s.accepted_per_position)))  # fmt: skip
+    lines += ["", "## Correctness by group", "", "| workload | group | arm | requests | complete | correct | unchecked |",
+              "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for g in a.groups:
+        lines.append(f"| {g['workload']} | {g['group']} | {g['arm']} | {g['requests']} | {g['complete']} | "
+                     f"{g['correct']}/{g['checked']} | {g['unchecked']} |")  # fmt: skip
+    lines += ["", *_validity(a, run_dir), *_manifest(a, engines)]
+    return "\n".join(lines) + "\n"
