@@ -153,12 +153,20 @@ class EngineServer:
         self.version = ""
         self.per_request_metrics = False
         self.on_spawn: Callable[[int], None] | None = None  # told the pid as soon as the process exists
+        self._t0 = time.perf_counter()
 
     @property
     def base_url(self) -> str:
         return f"http://{self.settings.host}:{self.port}"
 
     def start(self) -> None:
+        """Spawn the server and wait until it answers /health."""
+        self.spawn()
+        self.wait_ready()
+
+    def spawn(self) -> None:
+        """Start the server process (returns at once); :meth:`wait_ready` waits for it. Several servers may be
+        spawned before any is waited for, so their starts overlap."""
         s = self.settings
         if not vllm_available(s.python):
             raise EngineNotInstalled(f"vLLM is not importable by {s.python}; run scripts/setup.sh or pass --python")
@@ -193,14 +201,18 @@ class EngineServer:
         finally:
             log.close()
         _LIVE.append(self)
+        self._t0 = t0
         if self.on_spawn is not None:
             self.on_spawn(self.process.pid)
+
+    def wait_ready(self) -> None:
+        """Wait for /health (or the process's end, or the start timeout); then read the version."""
         try:
-            self._wait_healthy(t0)
+            self._wait_healthy(self._t0)
         except BaseException:
             self.stop()
             raise
-        self.start_s = time.perf_counter() - t0
+        self.start_s = time.perf_counter() - self._t0
         self.version = self._read_version()
 
     def _headers(self) -> dict[str, str]:

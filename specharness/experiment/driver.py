@@ -99,7 +99,8 @@ class _Experiment:
         if c.python:
             settings = replace(settings, python=c.python)
         before = self.probe.as_fields("before_start", [])
-        for arm in build_arms(self.profile):
+        arms = build_arms(self.profile)
+        for arm in arms:  # spawn every engine first, so their starts overlap
             if c.port:
                 settings = replace(settings, port=c.port + len(self.servers))
             server = EngineServer(settings, arm, c.out_dir / "logs" / f"{arm.name}.s{self.segment}.log")
@@ -107,7 +108,10 @@ class _Experiment:
             server.on_spawn = lambda pid, name=arm.name: self.journal.write(
                 {"kind": "engine_spawned", "schema": SCHEMA_VERSION, "arm": name, "pid": pid, "segment": self.segment}
             )
-            server.start()
+            server.spawn()
+        for arm in arms:
+            server = self.servers[arm.name]
+            server.wait_ready()
             effective = server.effective_settings()
             memory = {**before, **self.probe.as_fields("engine_ready", server.pids())}
             self.journal.write(EngineRecord(

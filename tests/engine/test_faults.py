@@ -48,7 +48,7 @@ def test_engine_killed_mid_cell_then_resume(tmp_path: Path) -> None:
     assert len(cell_requests) == 6  # every request of the cell is journaled: done, failed in flight, or refused
     partial = orjson.loads((out / "report.json").read_bytes())
     assert partial["status"] == "engine-died" and partial["invalid_cells"]
-    assert all(c["verdict"] == "invalid" for c in partial["comparisons"])
+    assert all(c["speed"]["verdict"] == c["quality"]["verdict"] == "invalid" for c in partial["comparisons"])
     lines_before = (out / "journal.jsonl").read_bytes()
 
     result = cli("run", "--resume", str(out))
@@ -57,7 +57,7 @@ def test_engine_killed_mid_cell_then_resume(tmp_path: Path) -> None:
     final = orjson.loads((out / "report.json").read_bytes())
     assert final["status"] == "complete" and not final["missing_cells"]
     assert "b0/copy/c1/ngram" in final["resumed_cells"] and "b0/copy/c1/baseline" not in final["resumed_cells"]
-    assert all(c["verdict"] != "invalid" for c in final["comparisons"])
+    assert all(c["speed"]["verdict"] != "invalid" for c in final["comparisons"])
     assert "Cells measured on resume" in (out / "report.md").read_text()
     resumed = read_journal(out / "journal.jsonl")
     baseline_b0 = [c for c in resumed.cells if c.cell.startswith("b0/copy/c1/baseline")]

