@@ -5,6 +5,9 @@
 #   scripts/gpu_campaign.sh crosscheck        specharness vs vllm bench serve on one baseline server
 #   scripts/gpu_campaign.sh sweep COMMIT      NgramConfigSweep through ASV
 #   scripts/gpu_campaign.sh sync              baseline vs ngram vs baseline-sync (async scheduling off), transform
+#   scripts/gpu_campaign.sh control           the controls: baseline vs baseline-b (A/A) and vs baseline-slow (known
+#                                             1.25x slowdown), 4 workloads x 1, 8 clients, 4 blocks
+#   scripts/gpu_campaign.sh standard          the standard profile (copy, transform x 1, 8 clients), no ASV
 set -uo pipefail
 MODE="$1"; COMMIT="${2:-}"
 ROOT="$PWD"
@@ -38,6 +41,15 @@ case "$MODE" in
     timeout "${SYNC_LIMIT_S:-540}" "$PY" -m specharness run --profile standard --workloads transform --clients 1,8 \
       --arms baseline,ngram,baseline-sync --gpu-memory-utilization 0.25 --no-progress --out /tmp/sync 2>&1 | tee "$OUT/sync.log"
     tar -C /tmp/sync -cJf "$OUT/sync.tar.xz" . ;;
+  control)
+    timeout "${CONTROL_LIMIT_S:-560}" "$PY" -m specharness run --profile control --workloads copy,transform,free,abstain \
+      --clients 1,8 --requests "${CONTROL_REQUESTS:-8}" --gpu-memory-utilization 0.25 --no-progress ${START:-} ${CONTROL_EXTRA:-} --out /tmp/control \
+      2>&1 | tee "$OUT/control.log"
+    tar -C /tmp --exclude='*.log' -cJf "$OUT/control.tar.xz" control ;;
+  standard)
+    timeout "${STANDARD_LIMIT_S:-560}" "$PY" -m specharness run --profile standard --gpu-memory-utilization 0.3 \
+      --no-progress ${START:-} --out /tmp/standard 2>&1 | tee "$OUT/standard.log"
+    tar -C /tmp --exclude='*.log' -cJf "$OUT/standard.tar.xz" standard ;;
   crosscheck)
     timeout "${CROSS_LIMIT_S:-540}" "$PY" -m specharness crosscheck --out /tmp/cross --num-prompts 16 --max-tokens 64 --gpu-memory-utilization 0.3 \
       2>&1 | tee "$OUT/crosscheck.log"

@@ -73,6 +73,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--api-key-env", help="name of an environment variable holding an API key for the servers")
     r.add_argument("--python", default="", help="Python that runs vLLM (default: this one)")
     r.add_argument("--engine-arg", action="append", default=[], help="extra vLLM argument (repeatable)")
+    r.add_argument("--start-one-by-one", action="store_true", help="start the engines one after another instead of "
+                   "together (slower; for GPUs where concurrent memory profiling misleads vLLM)")
     r.add_argument("--out", type=Path, help="run folder (default runs/<profile>-<time>)")
     r.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish the missing cells of an interrupted run")
     r.add_argument("--no-progress", action="store_true")
@@ -83,6 +85,25 @@ def _parser() -> argparse.ArgumentParser:
     cmp_.add_argument("run_b", type=Path)
     aa = sub.add_parser("aa-summary", help="control runs (aa, control): A/A outcomes, CI widths, known-effect detection")
     aa.add_argument("run_dirs", type=Path, nargs="+")
+    imp = sub.add_parser("import", help="turn a dataset (OpenAI batch, ShareGPT, prompt JSONL, CSV, or packaged:NAME) "
+                         "into a specharness workload JSONL for --workloads")
+    imp.add_argument("dataset", help="a file, or packaged:writingbench (data shipped inside an installed package)")
+    imp.add_argument("-o", "--output", type=Path, required=True, help="the workload JSONL to write")
+    imp.add_argument("--format", default=None, choices=("auto", "specharness", "openai", "sharegpt", "prompt", "csv"))
+    for flag in ("--prompt-column", "--id-field", "--group-field", "--max-tokens-field", "--reference-field"):
+        imp.add_argument(flag)
+    imp.add_argument("--max-tokens", type=int)
+    imp.add_argument("--sample", type=int, help="draw this many cases, stratified by group")
+    imp.add_argument("--seed", type=int, default=0)
+    imp.add_argument("--min-prompt-chars", type=int)
+    imp.add_argument("--max-prompt-chars", type=int)
+    imp.add_argument("--turns", choices=("first", "all"))
+    imp.add_argument("--reference-mode", choices=("exact", "normalised-contains", "rouge-l"))
+    imp.add_argument("--reference-threshold", type=float)
+    sim = sub.add_parser("simulate", help="error rates of the verdict (and of the methods it replaced) on simulated "
+                         "paired runs: few blocks, drift, order effects, engine-instance offsets, heavy tails")
+    sim.add_argument("--runs", type=int, default=2000, help="simulated runs per scenario and method")
+    sim.add_argument("--seed", type=int, default=2026)
     site = sub.add_parser("site", help="after 'asv publish': add the metric-by-vLLM-release page to the site")
     site.add_argument("--results", type=Path, default=Path("results"))
     site.add_argument("--html", type=Path, default=Path("html"))
@@ -156,7 +177,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             request_timeout_s=args.request_timeout, host=args.host, port=args.port, max_model_len=args.max_model_len,
             kv_cache_gib=args.kv_cache_gib, gpu_memory_utilization=args.gpu_memory_utilization,
             start_timeout_s=args.start_timeout, api_key=api_key, python=args.python,
-            extra_engine_args=tuple(args.engine_arg),
+            extra_engine_args=tuple(args.engine_arg), start_together=not args.start_one_by_one,
         )  # fmt: skip
         resume = False
     total = config.profile.measured_requests()
@@ -219,6 +240,41 @@ def cmd_aa_summary(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    import orjson
+
+    from specharness.traffic.importers import PACKAGED_DATASETS, ImportOptions, import_workload, packaged_dataset_path
+    from specharness.traffic.workloads import case_to_dict
+
+    base = ImportOptions()
+    path = Path(args.dataset)
+    if args.dataset.startswith("packaged:"):
+        name = args.dataset.split(":", 1)[1]
+        path = packaged_dataset_path(name)
+        base = PACKAGED_DATASETS[name].options
+    given = {k: v for k, v in vars(args).items() if k in {f.name for f in dataclasses.fields(ImportOptions)} and v is not None}
+    result = import_workload(path, dataclasses.replace(base, **given))
+    with open(args.output, "wb") as out:
+        for case in result.workload.cases:
+            out.write(orjson.dumps(case_to_dict(case)) + b"\n")
+    print(result.summary(), file=sys.stderr)
+    for line in result.rejections:
+        print(f"  rejected: {line}", file=sys.stderr)
+    print(f"workload: {args.output} ({result.imported} cases)")
+    return 0
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from specharness.analysis.simulation import format_study, run_study
+
+    if args.runs < 100:
+        raise ConfigError(f"--runs {args.runs}: use at least 100 runs per scenario for rates worth reading")
+    print(format_study(run_study(runs=args.runs, seed=args.seed)))
+    return 0
+
+
 def cmd_site(args: argparse.Namespace) -> int:
     from specharness.history.site import link_from_index, write_release_page
 
@@ -253,7 +309,7 @@ def cmd_crosscheck(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    handler = {"run": cmd_run, "report": cmd_report, "compare": cmd_compare, "aa-summary": cmd_aa_summary, "site": cmd_site,
+    handler = {"run": cmd_run, "report": cmd_report, "compare": cmd_compare, "aa-summary": cmd_aa_summary, "import": cmd_import, "simulate": cmd_simulate, "site": cmd_site,
                "release-compare": cmd_release_compare, "crosscheck": cmd_crosscheck}[args.command]
     try:
         return handler(args)

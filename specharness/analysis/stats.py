@@ -2,11 +2,13 @@
 
 The paired design makes the *block* the replicate. Each block yields one log ratio per comparison (arm B over arm A,
 the same work in both); :func:`block_ratio_interval` turns them into a point estimate and a Student t interval
-(``scipy.stats.t``). When both arm orders occur and there are at least 4 blocks, the interval comes from a least-squares
-fit ``log ratio = mu + delta * order`` (order = +1 when A ran first, -1 when B ran first), so an order effect (the
-arm that runs second in a block meets a warmer or a drifting engine) is estimated and reported, and removed from the
-residual variance instead of widening it. With fewer blocks the plain t interval over the block log ratios is used:
-in a balanced design its mean is free of the order effect, and its variance carries it (wider, still valid).
+(``scipy.stats.t``). When both arm orders occur in at least 4 blocks, a least-squares fit
+``log ratio = mu + delta * order`` (order = +1 when A ran first, -1 when B ran first) estimates the order effect (the
+arm that runs second in a block meets a warmer or a drifting engine) and reports it with its interval. The fit also
+gives the interval of mu from 6 blocks on, where it removes the order effect from the residual variance; below 6
+blocks the plain t interval over the block log ratios is used, since the fit's lost degree of freedom costs more
+power than it gains (simulated: 4 blocks x 8 cases detect a 0.80 slowdown in 55% of runs with the fit, 74% without).
+In a balanced (mirrored) design the plain mean is free of the order effect and its variance carries it.
 
 Assumptions, stated: block log ratios are independent and roughly normal around mu (+ delta * order). Block ratios
 are ratios of sums over the same cases, so request-level heavy tails are averaged inside a block; a persistent
@@ -36,6 +38,8 @@ __all__ = [
 ]
 
 PERCENTILES = (50, 95, 99)
+ORDER_EFFECT_BLOCKS = 4  # blocks (both orders present) from which the order effect is estimated and reported
+ORDER_TERM_BLOCKS = 6  # blocks from which the interval itself comes from the fit with the order term
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,24 +80,21 @@ def block_ratio_interval(log_ratios: Sequence[float], order_signs: Sequence[int]
     if n == 0:
         return RatioInterval(math.nan, math.nan, math.nan, confidence, 0, 0, "none")
     q = 1.0 - (1.0 - confidence) / 2.0
-    use_order = signs is not None and n >= 4 and (signs > 0).any() and (signs < 0).any()
-    if use_order:
-        assert signs is not None
+    order: dict[str, float] = {}
+    if signs is not None and n >= ORDER_EFFECT_BLOCKS and (signs > 0).any() and (signs < 0).any():
         x = np.column_stack([np.ones(n), signs])
         coef, *_ = np.linalg.lstsq(x, y, rcond=None)
         resid = y - x @ coef
         df = n - 2
-        sigma2 = float(resid @ resid) / df
-        cov = sigma2 * np.linalg.inv(x.T @ x)
+        cov = float(resid @ resid) / df * np.linalg.inv(x.T @ x)
         t = float(sps.t.ppf(q, df))
         mu, se_mu = float(coef[0]), math.sqrt(max(cov[0, 0], 0.0))
         delta, se_delta = float(coef[1]), math.sqrt(max(cov[1, 1], 0.0))
-        return RatioInterval(
-            estimate=math.exp(mu), low=math.exp(mu - t * se_mu), high=math.exp(mu + t * se_mu), confidence=confidence,
-            blocks=n, df=df, method="t, blocks as replicates, order term",
-            order_effect=math.exp(delta), order_effect_low=math.exp(delta - t * se_delta),
-            order_effect_high=math.exp(delta + t * se_delta),
-        )  # fmt: skip
+        order = {"order_effect": math.exp(delta), "order_effect_low": math.exp(delta - t * se_delta),
+                 "order_effect_high": math.exp(delta + t * se_delta)}  # fmt: skip
+        if n >= ORDER_TERM_BLOCKS:
+            return RatioInterval(math.exp(mu), math.exp(mu - t * se_mu), math.exp(mu + t * se_mu), confidence, n, df,
+                                 "t, blocks as replicates, order term", **order)  # fmt: skip
     mu = float(y.mean())
     if n < 2:
         return RatioInterval(math.exp(mu), math.nan, math.nan, confidence, n, 0, "one block: no interval")
@@ -101,7 +102,7 @@ def block_ratio_interval(log_ratios: Sequence[float], order_signs: Sequence[int]
     se = float(y.std(ddof=1)) / math.sqrt(n)
     t = float(sps.t.ppf(q, df))
     return RatioInterval(math.exp(mu), math.exp(mu - t * se), math.exp(mu + t * se), confidence, n, df,
-                         "t, blocks as replicates")  # fmt: skip
+                         "t, blocks as replicates", **order)  # fmt: skip
 
 
 def look_confidence(confidence: float, looks: int) -> float:

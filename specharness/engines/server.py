@@ -206,7 +206,9 @@ class EngineServer:
             self.on_spawn(self.process.pid)
 
     def wait_ready(self) -> None:
-        """Wait for /health (or the process's end, or the start timeout); then read the version."""
+        """Wait for /health (or the process's end, or the start timeout); then read the version. Idempotent."""
+        if self.version:
+            return
         try:
             self._wait_healthy(self._t0)
         except BaseException:

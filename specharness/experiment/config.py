@@ -33,6 +33,7 @@ class RunConfig:
     python: str = ""
     extra_engine_args: tuple[str, ...] = ()
     fsync: bool = True
+    start_together: bool = True  # spawn every engine before waiting for any (False: one after another)
 
     def __post_init__(self) -> None:
         self.validate()
@@ -66,7 +67,7 @@ class RunConfig:
             "max_model_len": self.max_model_len, "kv_cache_gib": self.kv_cache_gib,
             "gpu_memory_utilization": self.gpu_memory_utilization, "start_timeout_s": self.start_timeout_s,
             "api_key": "set" if self.api_key else "unset", "python": self.python,
-            "extra_engine_args": list(self.extra_engine_args),
+            "extra_engine_args": list(self.extra_engine_args), "start_together": self.start_together,
         }  # fmt: skip
 
     @classmethod
@@ -80,4 +81,5 @@ class RunConfig:
             max_model_len=raw["max_model_len"], kv_cache_gib=raw["kv_cache_gib"],
             gpu_memory_utilization=raw["gpu_memory_utilization"], start_timeout_s=raw["start_timeout_s"],
             api_key=api_key, python=raw.get("python", ""), extra_engine_args=tuple(raw.get("extra_engine_args", ())),
+            start_together=raw.get("start_together", True),
         )  # fmt: skip

@@ -109,9 +109,11 @@ class _Experiment:
                 {"kind": "engine_spawned", "schema": SCHEMA_VERSION, "arm": name, "pid": pid, "segment": self.segment}
             )
             server.spawn()
+            if not c.start_together:
+                server.wait_ready()
         for arm in arms:
             server = self.servers[arm.name]
-            server.wait_ready()
+            server.wait_ready()  # returns at once for a server that is already up
             effective = server.effective_settings()
             memory = {**before, **self.probe.as_fields("engine_ready", server.pids())}
             self.journal.write(EngineRecord(

@@ -36,7 +36,7 @@ DEFAULT_ABSTAIN_PHRASES = (
     "i will not",
 )
 
-CHECK_TYPES = ("exact", "contains", "regex", "json_keys", "abstains")
+CHECK_TYPES = ("exact", "contains", "regex", "json_keys", "abstains", "reference")
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +126,10 @@ def parse_check(raw: Any, where: str) -> Check:
     kind = raw.get("type")
     if kind not in CHECK_TYPES:
         raise WorkloadError(f"{where}: check.type {kind!r} is unknown; use one of {', '.join(CHECK_TYPES)}")
+    if kind == "reference":  # reference.py builds on Check, so it is imported here rather than at the top
+        from specharness.traffic.reference import parse_reference_check
+
+        return parse_reference_check(raw, where)
     case_sensitive = raw.get("case_sensitive", False)
     if not isinstance(case_sensitive, bool):
         raise WorkloadError(f"{where}: check.case_sensitive must be true or false")

@@ -10,8 +10,8 @@ Formats, detected from the file (the suffix, then the keys of the first JSON obj
                   ignored (the experiment sets its own); a ``/v1/completions`` body with a string ``prompt`` becomes a
                   raw-completion case
     sharegpt      ``{"conversations": [{"from": "human", "value": ...}, ...]}``; roles human/user, gpt/assistant,
-                  system; ``turns="first"`` keeps the leading system turns and the first user turn, ``turns="all"``
-                  every turn up to the last user turn
+                  system; ``turns="first"`` keeps the system turns before the first user turn and that turn,
+                  ``turns="all"`` those system turns and every turn from the first user turn to the last
     prompt        ``{"prompt": ...}`` or ``{"text": ...}`` (or the field ``prompt_column`` names)
     csv           a header row and a prompt column (``prompt_column``, default ``prompt``); ``.tsv`` is tab-separated
 
@@ -38,11 +38,14 @@ import orjson
 
 from specharness._errors import ConfigError, WorkloadError
 from specharness.traffic.reference import REFERENCE_MODES, parse_reference_check
-from specharness.traffic.workloads import _MAX_TOKENS_LIMIT, Case, Workload, _parse_case
+from specharness.traffic.workloads import MAX_TOKENS_LIMIT, Case, Workload, parse_case
 
 __all__ = [
     "FORMATS",
+    "ID_FIELDS",
+    "KEPT_REJECTIONS",
     "PACKAGED_DATASETS",
+    "TURNS",
     "ImportOptions",
     "ImportResult",
     "PackagedDataset",
@@ -98,8 +101,8 @@ class ImportOptions:
             raise ConfigError(f"format {self.format!r} is unknown; use one of {', '.join(FORMATS)}")
         if self.turns not in TURNS:
             raise ConfigError(f"turns {self.turns!r} is unknown; use first or all")
-        if not _is_int(self.max_tokens) or not 1 <= self.max_tokens <= _MAX_TOKENS_LIMIT:
-            raise ConfigError(f"max_tokens must be an integer from 1 to {_MAX_TOKENS_LIMIT}")
+        if not _is_int(self.max_tokens) or not 1 <= self.max_tokens <= MAX_TOKENS_LIMIT:
+            raise ConfigError(f"max_tokens must be an integer from 1 to {MAX_TOKENS_LIMIT}")
         if self.sample is not None and (not _is_int(self.sample) or self.sample < 1):
             raise ConfigError("sample must be a positive integer")
         if not _is_int(self.seed):
@@ -136,8 +139,9 @@ class ImportResult:
     skipped_by_filter: int
     not_sampled: int
     rejected: int
+    # among the imported cases:
     group_defaulted: int  # group_field set but missing or empty in the record: group "default"
-    max_tokens_defaulted: int  # no max_tokens in the record: ImportOptions.max_tokens
+    max_tokens_defaulted: int  # max_tokens_field set (or an OpenAI body) but no max_tokens in the record: the default
     unchecked: int  # reference_field set but missing in the record
     rejections: tuple[str, ...] = field(default=())  # the first KEPT_REJECTIONS messages, one line each
 
@@ -168,13 +172,13 @@ def _is_int(value: Any) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class _BadJson:
-    """A record that could not be parsed; it is rejected with this message."""
+class _Unreadable:
+    """A line that is not JSON, or a CSV row of the wrong width: rejected with this message."""
 
     error: str
 
 
-_Record = tuple[str, str, Any]  # where, default id, parsed object (or _BadJson)
+_Record = tuple[str, str, Any]  # where, default id, parsed object (or _Unreadable)
 
 
 def _first_char(path: Path) -> str:
@@ -184,7 +188,7 @@ def _first_char(path: Path) -> str:
 
 
 def _json_records(path: Path) -> Iterator[_Record]:
-    """(where, default id, parsed object or the JSON error as a string) for every record of a JSONL file or array."""
+    """(where, default id, parsed object or _Unreadable) for every record of a JSONL file or a JSON array."""
     if _first_char(path) == "[":
         data = path.read_bytes()
         if data.startswith(b"\xef\xbb\xbf"):
@@ -193,8 +197,8 @@ def _json_records(path: Path) -> Iterator[_Record]:
             array = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
             raise WorkloadError(f"{path}: starts with '[' but is not one valid JSON array ({exc})") from None
-        for index, obj in enumerate(array):
-            yield f"{path}[{index}]", f"{path.stem}-{index}", obj
+        for index, item in enumerate(array):
+            yield f"{path}[{index}]", f"{path.stem}-{index}", item
         return
     number = 0
     try:
@@ -205,10 +209,10 @@ def _json_records(path: Path) -> Iterator[_Record]:
                 try:
                     obj: Any = orjson.loads(line)
                 except orjson.JSONDecodeError as exc:
-                    obj = _BadJson(str(exc))
+                    obj = _Unreadable(str(exc))
                 yield f"{path}:{number}", f"{path.stem}-{number}", obj
     except UnicodeDecodeError as exc:
-        raise WorkloadError(f"{path}:{number + 1}: not UTF-8 text ({exc.reason}); save the file as UTF-8") from None
+        raise WorkloadError(f"{path}: not UTF-8 text near line {number + 1} ({exc.reason}); save it as UTF-8") from None
 
 
 def _csv_records(path: Path, opts: ImportOptions) -> Iterator[_Record]:
@@ -235,17 +239,17 @@ def _csv_records(path: Path, opts: ImportOptions) -> Iterator[_Record]:
                 if not row or not any(cell.strip() for cell in row):
                     continue
                 if len(row) != len(header):
-                    yield f"{path}:{line}", f"{path.stem}-{line}", _BadJson(
+                    yield f"{path}:{line}", f"{path.stem}-{line}", _Unreadable(
                         f"row has {len(row)} fields, the header has {len(header)}")  # fmt: skip
                     continue
                 yield f"{path}:{line}", f"{path.stem}-{line}", {k: (v if v.strip() else None) for k, v in zip(header, row, strict=True)}
     except UnicodeDecodeError as exc:
-        raise WorkloadError(f"{path}:{line}: not UTF-8 text ({exc.reason}); save the file as UTF-8") from None
+        raise WorkloadError(f"{path}: not UTF-8 text near line {line} ({exc.reason}); save it as UTF-8") from None
 
 
-def detect_format(path: Path, opts: ImportOptions | None = None) -> str:
+def detect_format(path: str | Path, opts: ImportOptions | None = None) -> str:
     """The format of ``path``: from ``.csv``/``.tsv``, else from the keys of the first JSON object in it."""
-    return _detect(path, opts or ImportOptions())[0]
+    return _detect(Path(path), opts or ImportOptions())[0]
 
 
 def _detect(path: Path, opts: ImportOptions) -> tuple[str, Iterator[_Record]]:
@@ -299,8 +303,13 @@ def _short(value: Any) -> str:
 def _case(
     where: str, default_id: str, sources: tuple[Any, ...], opts: ImportOptions, tally: _Tally, *,
     messages: list[dict[str, str]] | None = None, prompt: str | None = None, max_tokens: int | None = None,
+    has_max_tokens: bool = False,
 ) -> Case:  # fmt: skip
-    """The fields every format shares: id, group, max_tokens, reference check."""
+    """The fields every format shares: id, group, max_tokens, reference check.
+
+    A default max_tokens is counted when the record was expected to carry one: ``max_tokens_field`` is set, or the
+    format has its own field (``has_max_tokens``, an OpenAI request body).
+    """
     case_id = default_id
     id_names = (opts.id_field,) if opts.id_field else ID_FIELDS
     for name in id_names:
@@ -316,7 +325,7 @@ def _case(
     group = "default"
     if opts.group_field:
         value = _lookup(opts.group_field, *sources)
-        if value is None or value == "":
+        if value is None or (isinstance(value, str) and not value.strip()):
             tally.group_defaulted += 1
         elif isinstance(value, str) or _is_int(value):
             group = str(value)
@@ -328,7 +337,7 @@ def _case(
         if value is not None:
             max_tokens = _max_tokens(value, where, opts.max_tokens_field)
     if max_tokens is None:
-        tally.max_tokens_defaulted += 1
+        tally.max_tokens_defaulted += bool(opts.max_tokens_field or has_max_tokens)
         max_tokens = opts.max_tokens
     check = None
     if opts.reference_field:
@@ -354,8 +363,8 @@ def _case(
 def _max_tokens(value: Any, where: str, name: str) -> int:
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)
-    if not _is_int(value) or not 1 <= value <= _MAX_TOKENS_LIMIT:
-        raise WorkloadError(f"{where}: field {name!r} must be an integer from 1 to {_MAX_TOKENS_LIMIT}, not {_short(value)}")
+    if not _is_int(value) or not 1 <= value <= MAX_TOKENS_LIMIT:
+        raise WorkloadError(f"{where}: field {name!r} must be an integer from 1 to {MAX_TOKENS_LIMIT}, not {_short(value)}")
     return int(value)
 
 
@@ -390,15 +399,11 @@ def _sharegpt(obj: dict[str, Any], where: str, default_id: str, opts: ImportOpti
     users = [i for i, m in enumerate(messages) if m["role"] == "user" and m["content"].strip()]
     if not users:
         raise WorkloadError(f"{where}: field 'conversations' has no non-empty human/user turn")
+    lead = [m for m in messages[: users[0]] if m["role"] == "system"]  # a replayed chat opens with system, then user
     if opts.turns == "first":
-        lead = []
-        for m in messages:
-            if m["role"] != "system":
-                break
-            lead.append(m)
         kept = [*lead, messages[users[0]]]
     else:
-        kept = [m for m in messages[: users[-1] + 1] if m["content"].strip()]
+        kept = [*lead, *(m for m in messages[users[0] : users[-1] + 1] if m["content"].strip())]
     return _case(where, default_id, (obj,), opts, tally, messages=kept)
 
 
@@ -415,7 +420,7 @@ def _openai(obj: dict[str, Any], where: str, default_id: str, opts: ImportOption
                 break
     if "messages" not in body and isinstance(body.get("prompt"), str):  # a /v1/completions body
         prompt = _text(body["prompt"], where, "prompt")
-        return _case(where, default_id, sources, opts, tally, prompt=prompt, max_tokens=max_tokens)
+        return _case(where, default_id, sources, opts, tally, prompt=prompt, max_tokens=max_tokens, has_max_tokens=True)
     raw = body.get("messages")
     if not isinstance(raw, list) or not raw:
         raise WorkloadError(f"{where}: field 'messages' must be a non-empty list of {{role, content}} objects")
@@ -423,14 +428,14 @@ def _openai(obj: dict[str, Any], where: str, default_id: str, opts: ImportOption
     for i, m in enumerate(raw):
         if not isinstance(m, dict):
             raise WorkloadError(f"{where}: field 'messages[{i}]' must be a {{role, content}} object")
-        role = _OPENAI_ROLES.get(m.get("role"))
+        role = _OPENAI_ROLES.get(str(m.get("role")))
         if role is None:
             raise WorkloadError(f"{where}: field 'messages[{i}].role' is {_short(m.get('role'))}; "
                                 "only system, developer, user and assistant turns can be replayed")  # fmt: skip
         messages.append({"role": role, "content": _content(m.get("content"), where, i)})
     if not any(m["role"] == "user" for m in messages):
         raise WorkloadError(f"{where}: field 'messages' has no user turn")
-    return _case(where, default_id, sources, opts, tally, messages=messages, max_tokens=max_tokens)
+    return _case(where, default_id, sources, opts, tally, messages=messages, max_tokens=max_tokens, has_max_tokens=True)
 
 
 def _content(content: Any, where: str, i: int) -> str:
@@ -441,15 +446,15 @@ def _content(content: Any, where: str, i: int) -> str:
         for part in content:
             kind = part.get("type") if isinstance(part, dict) else None
             if kind != "text" or not isinstance(part.get("text"), str):
-                raise WorkloadError(f"{where}: field 'messages[{i}].content' has a {_short(kind)} part; only text parts "
-                                    "can be imported")  # fmt: skip
+                raise WorkloadError(f"{where}: field 'messages[{i}].content' has a part of type {_short(kind)}; only text "
+                                    "parts can be imported")  # fmt: skip
             texts.append(part["text"])
         return "\n".join(texts)
     raise WorkloadError(f"{where}: field 'messages[{i}].content' must be a string or a list of text parts")
 
 
 def _native(obj: dict[str, Any], where: str, default_id: str, opts: ImportOptions, tally: _Tally) -> Case:
-    return _parse_case(obj, where)
+    return parse_case(obj, where)
 
 
 _CONVERTERS: dict[str, Callable[[dict[str, Any], str, str, ImportOptions, _Tally], Case]] = {
@@ -517,7 +522,7 @@ def import_workload(path: str | Path, options: ImportOptions | None = None) -> I
             raise ConfigError(f"{path}: {given[0]} does not apply to a specharness workload file, which carries id, "
                               "group, max_tokens and check itself")  # fmt: skip
     convert = _CONVERTERS[fmt]
-    tally = _Tally()
+    tallies: dict[str, _Tally] = {}  # per kept case id
     read = rejected = skipped = 0
     rejections: list[str] = []
     first_seen: dict[str, str] = {}
@@ -525,11 +530,12 @@ def import_workload(path: str | Path, options: ImportOptions | None = None) -> I
     for where, default_id, obj in records:
         read += 1
         try:
-            if isinstance(obj, _BadJson):
+            if isinstance(obj, _Unreadable):
                 what = "not valid JSON" if fmt != "csv" else "malformed row"
                 raise WorkloadError(f"{where}: {what} ({obj.error})")
             if not isinstance(obj, dict):
                 raise WorkloadError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+            tally = _Tally()
             case = convert(obj, where, default_id, opts, tally)
             if case.id in first_seen:
                 raise WorkloadError(f"{where}: duplicate id {case.id!r} (first at {first_seen[case.id]}); ids must be unique")
@@ -546,21 +552,23 @@ def import_workload(path: str | Path, options: ImportOptions | None = None) -> I
             skipped += 1
             continue
         kept.append(case)
+        tallies[case.id] = tally
     if not kept:
-        if rejections:
-            problem = f"{rejected} of {read} records rejected, the first: {rejections[0]}"
-        elif read:
-            problem = (f"all {read} records are outside the prompt-length filter (min_prompt_chars="
-                       f"{opts.min_prompt_chars}, max_prompt_chars={opts.max_prompt_chars}; characters)")  # fmt: skip
-        else:
-            problem = "the file has no records"
-        raise WorkloadError(f"{path}: nothing imported: {problem}")
+        problems = []
+        if skipped:
+            problems.append(f"{skipped} of {read} records outside the prompt-length filter (min_prompt_chars="
+                            f"{opts.min_prompt_chars}, max_prompt_chars={opts.max_prompt_chars}; characters)")  # fmt: skip
+        if rejected:
+            problems.append(f"{rejected} of {read} records rejected, the first: {rejections[0]}")
+        raise WorkloadError(f"{path}: nothing imported: {'; '.join(problems) or 'the file has no records'}")
     cases = stratified_sample(kept, opts.sample, opts.seed) if opts.sample else kept
     workload = Workload(name=opts.name or path.stem, cases=tuple(cases), source=str(path))
+    final = [tallies[c.id] for c in cases]
     return ImportResult(
         workload=workload, format=fmt, read=read, imported=len(cases), skipped_by_filter=skipped,
-        not_sampled=len(kept) - len(cases), rejected=rejected, group_defaulted=tally.group_defaulted,
-        max_tokens_defaulted=tally.max_tokens_defaulted, unchecked=tally.unchecked,
+        not_sampled=len(kept) - len(cases), rejected=rejected,
+        group_defaulted=sum(t.group_defaulted for t in final), unchecked=sum(t.unchecked for t in final),
+        max_tokens_defaulted=sum(t.max_tokens_defaulted for t in final),
         rejections=tuple(rejections),
     )  # fmt: skip
 
@@ -584,7 +592,7 @@ PACKAGED_DATASETS = {
     # inspect-evals. Most queries carry source material to work from; no reference answers (it is judged by rubric).
     "writingbench": PackagedDataset(
         distribution="inspect-evals", tested_version="0.26.0", file="inspect_evals/writingbench/benchmark_all.jsonl",
-        licence="inspect-evals: MIT; WritingBench data: Apache-2.0 as published by X-PLUG",
+        licence="inspect-evals: MIT; WritingBench data: no licence stated upstream (X-PLUG), Apache-2.0 per a secondary source",
         options=ImportOptions(format="prompt", prompt_column="query", id_field="index", group_field="domain1",
                               max_tokens=512),
     ),

@@ -19,17 +19,19 @@ from specharness.traffic.checks import Check, parse_check
 
 __all__ = [
     "BUILTIN_WORKLOADS",
+    "MAX_TOKENS_LIMIT",
     "Case",
     "Workload",
     "case_to_dict",
     "interleave_by_group",
     "load_workload",
     "load_workloads",
+    "parse_case",
     "warmup_cases",
 ]
 
 BUILTIN_WORKLOADS = ("copy", "transform", "free", "abstain")
-_MAX_TOKENS_LIMIT = 32768
+MAX_TOKENS_LIMIT = 32768
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +57,7 @@ class Workload:
     source: str  # "builtin" or the file path
 
 
-def _parse_case(obj: Any, where: str) -> Case:
+def parse_case(obj: Any, where: str) -> Case:
     if not isinstance(obj, dict):
         raise WorkloadError(f"{where}: expected a JSON object with id, messages or prompt, max_tokens")
     case_id = obj.get("id")
@@ -78,8 +80,8 @@ def _parse_case(obj: Any, where: str) -> Case:
     if prompt is not None and (not isinstance(prompt, str) or not prompt):
         raise WorkloadError(f"{where}: field 'prompt' must be a non-empty string")
     max_tokens = obj.get("max_tokens")
-    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or not 1 <= max_tokens <= _MAX_TOKENS_LIMIT:
-        raise WorkloadError(f"{where}: field 'max_tokens' must be an integer from 1 to {_MAX_TOKENS_LIMIT}")
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or not 1 <= max_tokens <= MAX_TOKENS_LIMIT:
+        raise WorkloadError(f"{where}: field 'max_tokens' must be an integer from 1 to {MAX_TOKENS_LIMIT}")
     group = obj.get("group", "default")
     if not isinstance(group, str) or not group:
         raise WorkloadError(f"{where}: field 'group' must be a non-empty string")
@@ -99,7 +101,7 @@ def _read_file(path: Path) -> Workload:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise WorkloadError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(text.split("\n"), start=1):  # not splitlines(): U+2028 may sit inside a string
         if not line.strip():
             continue
         where = f"{path}:{number}"
@@ -107,7 +109,7 @@ def _read_file(path: Path) -> Workload:
             obj = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
             raise WorkloadError(f"{where}: not valid JSON ({exc}); one JSON object per line") from None
-        case = _parse_case(obj, where)
+        case = parse_case(obj, where)
         if case.id in seen:
             raise WorkloadError(f"{where}: duplicate id {case.id!r}; ids must be unique within a workload")
         seen.add(case.id)
@@ -119,14 +121,14 @@ def _read_file(path: Path) -> Workload:
 
 def warmup_cases() -> tuple[Case, ...]:
     """Neutral prompts for warmup rounds when a workload has no unmeasured case left (never measured)."""
-    return tuple(_parse_case(o, f"builtin:warmup:{o['id']}") for o in _suites.warmup_cases())
+    return tuple(parse_case(o, f"builtin:warmup:{o['id']}") for o in _suites.warmup_cases())
 
 
 def load_workload(spec: str) -> Workload:
     """A built-in name or a path to a JSONL file."""
     if spec in BUILTIN_WORKLOADS:
         raw = _suites.builtin_cases(spec)
-        return Workload(name=spec, cases=tuple(_parse_case(o, f"builtin:{spec}:{o['id']}") for o in raw), source="builtin")
+        return Workload(name=spec, cases=tuple(parse_case(o, f"builtin:{spec}:{o['id']}") for o in raw), source="builtin")
     if spec.endswith(".jsonl") or "/" in spec:
         return _read_file(Path(spec))
     raise WorkloadError(f"unknown workload {spec!r}; use one of {', '.join(BUILTIN_WORKLOADS)} or a path to a .jsonl file")

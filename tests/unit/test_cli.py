@@ -92,3 +92,16 @@ def test_bad_option_values(tmp_path: Path) -> None:
     assert_one_line_error(run_cli("run", "--blocks", "0", cwd=tmp_path), "--blocks 0")
     assert_one_line_error(run_cli("run", "--profile", "huge", cwd=tmp_path), "--profile 'huge'")
     assert_one_line_error(run_cli("run", "--api-key-env", "SPECHARNESS_NO_SUCH_VAR", cwd=tmp_path), "--api-key-env")
+
+
+def test_import_writes_a_workload_the_run_command_reads(tmp_path: Path) -> None:
+    from specharness.traffic.workloads import load_workload
+
+    out = tmp_path / "mine.jsonl"
+    fixture = Path(__file__).resolve().parents[1] / "data" / "importers" / "sharegpt.json"
+    done = run_cli("import", str(fixture), "-o", str(out), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "3 imported of 5 read, 2 rejected" in done.stderr and "sharegpt.json[2]: field 'conversations'" in done.stderr
+    assert len(load_workload(str(out)).cases) == 3
+    missing = run_cli("import", str(tmp_path / "missing.jsonl"), "-o", str(out), cwd=tmp_path)
+    assert missing.returncode == 2 and "missing.jsonl" in missing.stderr and "Traceback" not in missing.stderr
