@@ -3,8 +3,8 @@ known-effect control (baseline vs baseline-slow, whose every request is made a d
 
 A/A cells are counted by outcome — equivalent (right), inconclusive (no decision), not comparable, and false verdicts
 (helps or hurts, or quality fails, between identical engines) — with each cell's CI width. Known-effect cells count
-detections ("hurts") against the stated power. The no-difference band a machine should use is derived from its A/A
-point estimates (:func:`suggest_margin`). Reads only ``report.json`` files (rebuilt from a journal when missing).
+detections ("hurts") against the stated power. The no-difference band a machine should use is derived from the
+spread of its A/A point estimates beyond their own noise (:func:`suggest_margin`). Reads only ``report.json`` files (rebuilt from a journal when missing).
 """
 
 from __future__ import annotations
@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy import stats as sps
 
 from specharness._errors import RunDirError
+from specharness.analysis.stats import ORDER_TERM_BLOCKS
 from specharness.reporting.report import load_report
 
-__all__ = ["ControlCell", "ControlScore", "score_control_runs", "suggest_margin"]
+__all__ = ["ControlCell", "ControlScore", "instance_offset_sd", "score_control_runs", "suggest_margin"]
 
 AA_TWIN = "baseline-b"
 SLOW_TWIN = "baseline-slow"
@@ -89,8 +91,9 @@ class ControlScore:
                   f"{sum(c.quality == 'fails' for c in aa)}); CI width (high/low) median "
                   f"{np.median(widths) if widths else math.nan:.3f}, max {max(widths) if widths else math.nan:.3f}; "
                   f"point estimates {min((c.estimate for c in aa), default=math.nan):.3f}–"
-                  f"{max((c.estimate for c in aa), default=math.nan):.3f}; suggested band ±{suggest_margin(aa):.0%} "
-                  "(95th percentile of |log estimate|, rounded up to 1%, at least 5%)."]  # fmt: skip
+                  f"{max((c.estimate for c in aa), default=math.nan):.3f}; instance-offset spread (log sd, beyond the cells' "
+                  f"own noise) {instance_offset_sd(aa):.3f}; suggested band ±{suggest_margin(aa):.0%} (covers 95% of "
+                  "instance offsets, rounded up to 1%, at least 5%)."]  # fmt: skip
         if self.known:
             k = len(self.known)
             lines.append(f"**Known effect** (baseline-slow: every request {self.known_slowdown:.2f}× slower, a true "
@@ -99,15 +102,29 @@ class ControlScore:
         return "\n".join(lines) + "\n"
 
 
-def suggest_margin(cells: list[ControlCell]) -> float:
-    """The band an A/A campaign supports: the 95th percentile of |log point estimate| over its cells, as a margin
-    (exp(q) - 1) rounded up to the next 1%, never under 5%. Point estimates between identical engines are the
-    engine-instance offsets plus noise that no interval from one run can see."""
-    logs = [abs(math.log(c.estimate)) for c in cells if c.estimate > 0 and math.isfinite(c.estimate)]
-    if not logs:
+def instance_offset_sd(cells: list[ControlCell]) -> float:
+    """The spread of engine-instance offsets between identical engines, on the log scale: the variance of the A/A
+    cells' log point estimates less the part their own intervals explain (method of moments,
+    tau^2 = max(0, var(log estimate) - mean(se^2)), se from each cell's CI half-width and its t quantile)."""
+    logs, se2 = [], []
+    for c in cells:
+        if c.estimate > 0 and c.low > 0 and math.isfinite(c.high) and c.blocks >= 2:
+            df = c.blocks - 2 if c.blocks >= ORDER_TERM_BLOCKS else c.blocks - 1
+            logs.append(math.log(c.estimate))
+            se2.append((math.log(c.high / c.low) / 2 / float(sps.t.ppf(0.975, df))) ** 2)
+    if len(logs) < 2:
         return math.nan
-    q = float(np.quantile(logs, 0.95))
-    return max(0.05, math.ceil((math.exp(q) - 1.0) * 100 - 1e-9) / 100)
+    return math.sqrt(max(0.0, float(np.var(logs, ddof=1)) - float(np.mean(se2))))
+
+
+def suggest_margin(cells: list[ControlCell]) -> float:
+    """The band an A/A campaign supports: wide enough for 95% of engine-instance offsets (exp(1.96 tau) - 1, tau from
+    :func:`instance_offset_sd`), rounded up to the next 1%, never under 5%. Noise inside a cell is what its interval
+    is for; the band is for what no interval from one run can see."""
+    tau = instance_offset_sd(cells)
+    if not math.isfinite(tau):
+        return math.nan
+    return max(0.05, math.ceil((math.exp(1.96 * tau) - 1.0) * 100 - 1e-9) / 100)
 
 
 def score_control_runs(run_dirs: list[Path]) -> ControlScore:

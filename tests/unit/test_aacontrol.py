@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from specharness._errors import RunDirError
 from specharness.experiment.synthetic import write_synthetic_run
-from specharness.reporting.aa_scorecard import ControlCell, score_control_runs, suggest_margin
+from specharness.reporting.aa_scorecard import ControlCell, instance_offset_sd, score_control_runs, suggest_margin
 
 
 def cell(estimate: float, low: float, high: float, speed: str, quality: str = "holds") -> ControlCell:
@@ -22,10 +24,17 @@ def test_only_helps_hurts_and_quality_fails_are_false_for_identical_engines() ->
     assert cell(1.0, 0.8, 1.25, "inconclusive").width == pytest.approx(1.5625)
 
 
-def test_suggested_margin_covers_the_spread_of_point_estimates() -> None:
-    cells = [cell(e, e * 0.95, e * 1.05, "equivalent") for e in (0.97, 1.02, 1.04, 0.99, 1.07)]
-    assert suggest_margin(cells) == 0.07  # the 95th percentile of |log estimate|, rounded up
-    assert suggest_margin([cell(1.01, 1.0, 1.02, "equivalent")]) == 0.05  # never under 5%
+def test_suggested_margin_covers_offsets_beyond_each_cells_noise() -> None:
+    # tight cells whose points spread: the spread is instance offsets, and the band must cover it
+    spread = [0.90, 0.95, 1.0, 1.05, 1.10, 0.92, 1.08, 1.0]
+    tight = [cell(e, e / 1.005, e * 1.005, "equivalent") for e in spread]
+    tau = float(np.std(np.log(spread), ddof=1))
+    assert instance_offset_sd(tight) == pytest.approx(tau, rel=0.02)
+    assert suggest_margin(tight) == math.ceil((math.exp(1.96 * tau) - 1) * 100) / 100
+    # the same points with wide intervals: their spread is what their own noise predicts, so only the floor remains
+    wide = [cell(e, e / 1.4, e * 1.4, "inconclusive") for e in spread]
+    assert instance_offset_sd(wide) == 0.0 and suggest_margin(wide) == 0.05
+    assert math.isnan(suggest_margin([cell(1.01, 1.0, 1.02, "equivalent")]))  # one cell says nothing of a spread
 
 
 def test_scores_both_controls_of_every_run(tmp_path: Path) -> None:
