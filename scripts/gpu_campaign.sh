@@ -20,7 +20,7 @@ chmod +x "/tmp/vllm-$VLLM_TAG/bin/python"
 PY="/tmp/vllm-$VLLM_TAG/bin/python"
 export PYTHONPATH="/tmp/site:$ROOT" ASV_PYTHONPATH="/tmp/site:$ROOT" VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1
 export SPECHARNESS_DEFAULT_GGUF=/tmp/stage/smollm2-135m-instruct-q4_1.gguf SPECHARNESS_CACHE=/tmp/shcache
-export SPECHARNESS_ASV_RUNS=/tmp/asvruns SPECHARNESS_ASV_ENGINE="--gpu-memory-utilization 0.3"
+export SPECHARNESS_ASV_RUNS=/tmp/asvruns SPECHARNESS_ASV_ENGINE="--gpu-memory-utilization 0.3 --start-one-by-one"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 case "$MODE" in
   asv|sweep)

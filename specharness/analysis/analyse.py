@@ -13,6 +13,7 @@ from typing import Any
 from specharness.analysis.comparison import ComparisonRules, PairedComparison, compare_arms
 from specharness.analysis.stats import look_confidence
 from specharness.analysis.summary import ArmSummary, summarise_arm
+from specharness.analysis.verdict import DEFAULT_MARGIN
 from specharness.experiment.journal import JournalContents, read_journal
 from specharness.records import CellRecord, RequestRecord, base_key, cell_key
 
@@ -41,7 +42,7 @@ def sequential_looks(profile: dict[str, Any]) -> int:
 def rules_for(profile: dict[str, Any], sampling: dict[str, Any]) -> ComparisonRules:
     """The declared rules of a run, from its saved profile and sampling (older manifests get today's defaults)."""
     return ComparisonRules(
-        margin=float(profile.get("equivalence_margin", 0.10)),
+        margin=float(profile.get("equivalence_margin") or DEFAULT_MARGIN),
         confidence=look_confidence(0.95, sequential_looks(profile)),
         min_correct=float(profile["min_correct_fraction"]), tolerance=float(profile["quality_tolerance"]),
         min_same_work=float(profile.get("min_same_work_fraction", 0.5)), greedy=sampling["temperature"] == 0,
@@ -105,11 +106,17 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
             for arm in arms:
                 cells = [c for c in valid.values() if c.workload == workload and c.clients == clients and c.arm == arm]
                 result.summaries[(workload, clients, arm)] = summarise_arm(
-                    arm, workload, clients, by_cell.get((workload, clients, arm), []), cells
+                    arm, workload, clients, by_cell.get((workload, clients, arm), []), cells,
+                    failed_at_s=float(manifest["config"].get("request_timeout_s", 300.0)),
                 )
-            blocks = sorted({c.block for c in valid.values() if c.workload == workload and c.clients == clients}
-                            | set(range(profile["blocks"])))  # fmt: skip
+            extra = {c.block for c in valid.values()
+                     if c.workload == workload and c.clients == clients and c.block >= profile["blocks"]}  # fmt: skip
             for a, b in comparison_pairs(arms):
+                # declared blocks must all be there; an extra block (--until-decided) counts once both arms have it,
+                # so one cut short by an interrupt waits for --resume instead of invalidating the cell
+                blocks = sorted(set(range(profile["blocks"])) | {
+                    blk for blk in extra
+                    if all(cell_key(blk, workload, clients, arm) in valid for arm in (a, b))})  # fmt: skip
                 keys = [cell_key(blk, workload, clients, arm) for blk in blocks for arm in (a, b)]
                 missing = [k for k in keys if k not in valid]
                 reason = f"cell {missing[0]} has no valid measurement" if missing else ""
@@ -121,9 +128,11 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
                             order[blk] = ca.order_index < cb.order_index
                         else:  # schema 1: cells are journaled in the order they ran
                             order[blk] = position[id(ca)] < position[id(cb)]
+                kept = set(blocks)
                 result.comparisons.append(compare_arms(
                     result.summaries[(workload, clients, a)], result.summaries[(workload, clients, b)],
-                    by_cell.get((workload, clients, a), []), by_cell.get((workload, clients, b), []),
+                    [r for r in by_cell.get((workload, clients, a), []) if r.block in kept],
+                    [r for r in by_cell.get((workload, clients, b), []) if r.block in kept],
                     order, rules, valid=not missing, invalid_reason=reason,
                 ))  # fmt: skip
 

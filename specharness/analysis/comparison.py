@@ -5,9 +5,10 @@ Pairs are requests matched by (block, case id, position). Each pair is one of:
                 token ids: the time each took is the time for the same work
     divergent   both finished, with different outputs (shown apart, never in the speed estimate)
     failed      either arm failed or did not finish the stream (shown apart; judged by the quality verdict)
-A case that did the same work in some blocks but not in others is *unstable* and left out of every block, so each
-block's ratio is over the same cases. Greedy runs compare same-work pairs; sampled runs (temperature > 0), whose
-outputs differ by design, compare time per output token over pairs that finished in both arms, and say so.
+A case that did the same work in some blocks but not in others (it diverged or failed somewhere) is *unstable* and
+left out of every block, so each block's ratio is over the same cases. Greedy runs compare same-work pairs; sampled
+runs (temperature > 0), whose outputs differ by design, compare time per output token over pairs that both finished
+by themselves (a truncated answer, a loop, never enters), and say so.
 
 Headline: speedup = (A's summed request time / B's summed request time) over a block's same-work pairs, one log
 ratio per block, interval by :func:`~specharness.analysis.stats.block_ratio_interval`. System throughput (steady-
@@ -104,20 +105,22 @@ def _finished(r: RequestRecord) -> bool:
 
 
 def _classify(pairs: Sequence[Pair], greedy: bool) -> tuple[dict[int, list[Pair]], PairCounts]:
-    """Same-work pairs by block, and the counts of every kind of pair."""
+    """Same-work pairs by block, and the counts of every kind of pair. A case that is not same work in every block
+    where it ran (it diverged or failed somewhere) leaves every block, so each block's ratio is over the same cases.
+    Sampled runs: "same work" is both arms finishing by themselves (complete); a truncated answer is a loop or a
+    longer answer, and its time per token is not compared."""
     finished = [(x, y) for x, y in pairs if _finished(x) and _finished(y)]
     failed = len(pairs) - len(finished)
-    if not greedy:
-        by_block: dict[int, list[Pair]] = {}
-        for x, y in finished:
-            by_block.setdefault(x.block, []).append((x, y))
-        return by_block, PairCounts(pairs=len(pairs), same_work=len(finished), failed=failed)
-    is_same = [x.output_identity == y.output_identity and x.verdict == y.verdict for x, y in finished]
+    if greedy:
+        is_same = [x.output_identity == y.output_identity and x.verdict == y.verdict for x, y in finished]
+    else:
+        is_same = [x.verdict == y.verdict == "complete" for x, y in finished]
     same = [p for p, ok in zip(finished, is_same, strict=True) if ok]
     divergent = len(finished) - len(same)
     differs_somewhere = {x.case_id for (x, _), ok in zip(finished, is_same, strict=True) if not ok}
+    differs_somewhere |= {x.case_id for x, y in pairs if not (_finished(x) and _finished(y))}
     stable = [(x, y) for x, y in same if x.case_id not in differs_somewhere]
-    by_block = {}
+    by_block: dict[int, list[Pair]] = {}
     for x, y in stable:
         by_block.setdefault(x.block, []).append((x, y))
     return by_block, PairCounts(
@@ -167,11 +170,11 @@ def compare_arms(sa: ArmSummary, sb: ArmSummary, a: Sequence[RequestRecord], b: 
     speedup = interval(speed_logs)
     throughput = interval(_block_log_throughput(a, b, sa.clients))
     speed = speed_verdict(speedup, rules.margin, valid=valid, invalid_reason=invalid_reason,
-                          same_work_fraction=counts.same_work_fraction,
-                          min_same_work=rules.min_same_work if rules.greedy else 0.0)  # fmt: skip
+                          same_work_fraction=counts.same_work_fraction, min_same_work=rules.min_same_work)  # fmt: skip
     checked = [(x, y) for x, y in pairs if x.checked and y.checked]
     answers = paired_binary_test([x.counts_correct for x, _ in checked], [y.counts_correct for _, y in checked])
-    completion = paired_binary_test([_finished(x) for x, _ in pairs], [_finished(y) for _, y in pairs])
+    # finishing by itself is the outcome compared: a candidate that truncates (loops) where the baseline stopped loses
+    completion = paired_binary_test([x.verdict == "complete" for x, _ in pairs], [y.verdict == "complete" for _, y in pairs])
     quality = quality_verdict(
         correct_a=sa.correct_fraction, correct_b=sb.correct_fraction, answers=answers, completion=completion,
         checked_pairs=len(checked), min_correct=rules.min_correct, tolerance=rules.tolerance,
@@ -179,7 +182,8 @@ def compare_arms(sa: ArmSummary, sb: ArmSummary, a: Sequence[RequestRecord], b: 
     )  # fmt: skip
     return PairedComparison(
         workload=sa.workload, clients=sa.clients, arm_a=sa.arm, arm_b=sb.arm,
-        basis="time for the same work (identical outputs)" if rules.greedy else "time per output token (sampled)",
+        basis="time for the same work (identical outputs)" if rules.greedy else
+              "time per output token, pairs both complete (sampled: outputs differ by design)",
         speedup=speedup, throughput=throughput, pair_counts=counts, speed=speed, quality=quality,
         answers=answers, completion=completion,
         correct_fraction_a=sa.correct_fraction, correct_fraction_b=sb.correct_fraction,

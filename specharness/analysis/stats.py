@@ -101,8 +101,11 @@ def block_ratio_interval(log_ratios: Sequence[float], order_signs: Sequence[int]
     df = n - 1
     se = float(y.std(ddof=1)) / math.sqrt(n)
     t = float(sps.t.ppf(q, df))
-    return RatioInterval(math.exp(mu), math.exp(mu - t * se), math.exp(mu + t * se), confidence, n, df,
-                         "t, blocks as replicates", **order)  # fmt: skip
+    method = "t, blocks as replicates"
+    if signs is not None and float(signs.sum()) != 0.0:
+        method += "; arm orders unbalanced, so the mean carries part of any order effect"
+    return RatioInterval(math.exp(mu), math.exp(mu - t * se), math.exp(mu + t * se), confidence, n, df, method,
+                         **order)  # fmt: skip
 
 
 def look_confidence(confidence: float, looks: int) -> float:
@@ -149,18 +152,21 @@ def min_samples_for(pct: float) -> int:
     return math.ceil(1.0 / (1.0 - pct / 100.0) - 1e-9)
 
 
-def percentile_table(values_s: Iterable[float], failed: int = 0) -> dict[str, float]:
-    """p50/p95/p99 in ms with failed requests counted as never finishing (+inf: "failed" when a percentile lands on
-    one), NaN where the sample is too small for that percentile; ``n`` and ``failed`` travel with the numbers."""
+def percentile_table(values_s: Iterable[float], failed: int = 0, failed_at_s: float = math.inf) -> dict[str, float]:
+    """p50/p95/p99 in ms with failed requests counted at ``failed_at_s`` (the run's request timeout: the longest a
+    user waits for an answer that never comes), NaN where the sample is too small for that percentile; ``n`` and
+    ``failed`` travel with the numbers, and ``p<k>_failed`` is 1 when that percentile lands on a failure."""
     arr = np.fromiter((math.nan if v is None else v for v in values_s), dtype=float)
     arr = arr[np.isfinite(arr)]
-    full = np.concatenate([arr, np.full(failed, np.inf)])
+    full = np.sort(np.concatenate([arr, np.full(failed, np.inf)]))
     out: dict[str, float] = {"n": float(full.size), "failed": float(failed)}
     for p in PERCENTILES:
         if full.size < min_samples_for(p) or full.size == 0:
             out[f"p{p}"] = math.nan
-        else:
-            out[f"p{p}"] = float(np.percentile(full, p, method="inverted_cdf") * 1000.0)
+            continue
+        value = float(np.percentile(full, p, method="inverted_cdf"))
+        out[f"p{p}_failed"] = float(math.isinf(value))
+        out[f"p{p}"] = (failed_at_s if math.isinf(value) else value) * 1000.0
     return out
 
 

@@ -69,8 +69,9 @@ def _count(items: Iterable[str | None]) -> dict[str, int]:
 
 
 def summarise_arm(arm: str, workload: str, clients: int, requests: Sequence[RequestRecord],
-                  cells: Sequence[CellRecord]) -> ArmSummary:  # fmt: skip
-    """Summarise the measured requests of one arm/cell; ``cells`` give wall time, counters and memory."""
+                  cells: Sequence[CellRecord], failed_at_s: float = 300.0) -> ArmSummary:  # fmt: skip
+    """Summarise the measured requests of one arm/cell; ``cells`` give wall time, counters and memory; a failed
+    request counts at ``failed_at_s`` (the run's request timeout) in the TTFT and E2E percentiles."""
     failed = sum(1 for r in requests if r.verdict == "failed")
     incomplete = sum(1 for r in requests if r.verdict == "incomplete")
     truncated = sum(1 for r in requests if r.verdict == "truncated")
@@ -108,9 +109,9 @@ def summarise_arm(arm: str, workload: str, clients: int, requests: Sequence[Requ
         arm=arm, workload=workload, clients=clients, requests=n, failed=failed, incomplete=incomplete,
         truncated=truncated, complete=complete, checked=len(checked), correct=correct, unchecked=n - len(checked),
         wall_s=wall, output_tokens=tokens,
-        ttft_ms=percentile_table((r.ttft_s for r in ok), failed=not_ok),
+        ttft_ms=percentile_table((r.ttft_s for r in ok), failed=not_ok, failed_at_s=failed_at_s),
         tpot_ms=percentile_table(r.tpot_s for r in ok),
-        itl_ms=percentile_table(itl), e2e_ms=percentile_table((r.e2e_s for r in ok), failed=not_ok),
+        itl_ms=percentile_table(itl), e2e_ms=percentile_table((r.e2e_s for r in ok), failed=not_ok, failed_at_s=failed_at_s),
         output_tok_s=ratio(tokens, wall), requests_s=ratio(len(ok), wall),
         steady_output_tok_s=ratio(steady_tokens, steady_seconds),
         goodput_requests_s=ratio(len(useful), wall), goodput_tok_s=ratio(sum(r.output_tokens for r in useful), wall),

@@ -10,11 +10,14 @@ Speed (from the same-work speedup interval and the declared no-difference band `
 
 Quality (baseline A against candidate B, paired by request):
     holds          no significant loss of right answers and no significant rise in failed requests
-    fails          B loses significantly more paired right answers than it gains (exact McNemar, one-sided,
-                   p < alpha/2) by more than the declared tolerance, or B fails significantly more requests
-                   (same test on completed-vs-failed, p < alpha/2); the two tests share alpha (Bonferroni)
-    not assessable the baseline itself is under the declared correct fraction (the workload is no fair test of
-                   this model), or no case has a rubric; the failed-request test still applies
+    fails          B finishes significantly fewer requests by itself than A (failed, cut off or looping to the cap;
+                   exact McNemar on complete-vs-not, one-sided, p < alpha/2), or B loses significantly more paired
+                   right answers than it gains (same test, p < alpha/2) by more than the declared tolerance; the two
+                   tests share alpha (Bonferroni). Both are checked before anything else.
+    not assessable no significant loss, and the baseline itself is under the declared correct fraction (the
+                   workload is no fair test of this model) or no case has a rubric
+    holds          neither test finds a loss; the evidence names the largest loss the run cannot rule out (the
+                   95% upper bound), which with few pairs is large: "holds" is "no loss detected", not "no loss"
     invalid        a cell is missing, or its engine died
 """
 
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 from specharness.analysis.stats import PairedBinaryTest, RatioInterval
 
 __all__ = [
+    "DEFAULT_MARGIN",
     "QUALITY_VERDICTS",
     "SPEED_VERDICTS",
     "Verdict",
@@ -37,6 +41,7 @@ __all__ = [
 SPEED_VERDICTS = ("helps", "hurts", "equivalent", "inconclusive", "not comparable", "invalid")
 QUALITY_VERDICTS = ("holds", "fails", "not assessable", "invalid")
 ALPHA = 0.05
+DEFAULT_MARGIN = 0.10  # the band of a run whose manifest declares none (schema 1 runs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +88,7 @@ def quality_verdict(*, correct_a: float, correct_b: float, answers: PairedBinary
         return Verdict("invalid", invalid_reason or "a cell of this comparison is missing or invalid")
     alpha = ALPHA / 2
     if completion.pvalue_b_worse < alpha:
-        return Verdict("fails", f"{arm_b} failed {completion.a_only} requests that {arm_a} completed (and "
+        return Verdict("fails", f"{arm_b} did not finish {completion.a_only} requests that {arm_a} completed (and "
                                 f"{completion.b_only} the other way; exact McNemar p={completion.pvalue_b_worse:.3f})")  # fmt: skip
     evidence = (f"paired answers: {arm_b} lost {answers.a_only}, gained {answers.b_only} of {checked_pairs} "
                 f"(exact McNemar p={answers.pvalue_b_worse:.2f}); correct {correct_a:.0%} / {correct_b:.0%}")  # fmt: skip

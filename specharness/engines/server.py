@@ -38,8 +38,8 @@ _LOG_ERROR_MARK = re.compile(r"\b(?:ERROR|CRITICAL)\b|^Traceback|\b[A-Z]\w*(?:Er
 @dataclass(frozen=True, slots=True)
 class ArmSpec:
     """What distinguishes one arm: its name, speculative config (None for none), async scheduling choice, prefix
-    caching, and ``client_slowdown`` (the known-effect control: the client holds each request until it has taken
-    this factor times its time; 1.0 for every real arm)."""
+    caching, and ``client_slowdown`` (the known-effect control: the client records every time of each request
+    multiplied by this factor; 1.0 for every real arm)."""
 
     name: str
     speculative_config: dict[str, Any] | None = None

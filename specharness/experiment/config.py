@@ -56,6 +56,9 @@ class RunConfig:
             ("--gpu-memory-utilization", gpu, gpu is None or (finite(gpu) and 0 < gpu <= 1), "a fraction above 0, at most 1"),
             ("--port", self.port, 0 <= self.port <= 65535, "0 (pick free ports) or a TCP port up to 65535"),
         ]  # fmt: skip
+        if self.profile.prefix_caching == "reset" and self.host not in ("127.0.0.1", "localhost", "::1"):
+            raise ConfigError(f"--prefix-caching reset with --host {self.host}: resetting needs vLLM's dev endpoints, "
+                              "which specharness enables on a loopback host only; use --prefix-caching off")  # fmt: skip
         for flag, value, ok, need in rules:
             if not ok:
                 raise ConfigError(f"{flag} {value}: must be {need}")

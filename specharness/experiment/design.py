@@ -95,8 +95,8 @@ PROFILES: dict[str, Profile] = {
     # A/A control: two identical baseline engines through the same pipeline; the right verdict is "equivalent".
     "aa": Profile("aa", blocks=4, workloads=("copy", "transform"), clients=(1, 4), requests_per_cell=6,
                   warmups_per_cell=1, arms=("baseline", "baseline-b"), max_tokens_cap=48, min_correct_fraction=0.0),
-    # Both controls in one run: the A/A twin, and baseline-slow, an identical engine whose every request the client
-    # holds until it has taken `known_slowdown` times its time (a known true speedup of 1/1.25 = 0.80).
+    # Both controls in one run: the A/A twin, and baseline-slow, an identical engine whose every request's recorded
+    # times the client multiplies by `known_slowdown` (a known true speedup of 1/1.25 = 0.80 at any concurrency).
     "control": Profile("control", blocks=4, workloads=("copy", "transform"), clients=(1, 4), requests_per_cell=6,
                        warmups_per_cell=1, arms=("baseline", "baseline-b", "baseline-slow"), max_tokens_cap=48,
                        min_correct_fraction=0.0),

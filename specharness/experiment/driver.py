@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from specharness._errors import EngineDied, RunDirError
+from specharness._errors import ConfigError, EngineDied, RunDirError
 from specharness.engines.counters import CounterSnapshot, acceptance_figures, reconcile_tokens, scrape
 from specharness.engines.memory import MemoryProbe, PeakSampler
 from specharness.engines.model import resolve_model
@@ -66,6 +66,14 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def slowed(record: RequestRecord, factor: float) -> RequestRecord:
+    """The record as if the request had taken ``factor`` times as long: TTFT, chunk arrivals and end-to-end time
+    scaled alike, so TPOT and the same-work ratio move by exactly ``factor`` at any concurrency (the engine's load
+    is untouched: only what the control arm reports changes). Failed requests keep their NaN times."""
+    return replace(record, ttft_s=record.ttft_s * factor, e2e_s=record.e2e_s * factor,
+                   chunk_arrival_s=[t * factor for t in record.chunk_arrival_s])  # fmt: skip
 
 
 class _Experiment:
@@ -153,13 +161,9 @@ class _Experiment:
             if self.progress and not warmup:
                 self.progress(1)
 
-        async def held(record: RequestRecord) -> None:
-            """The known-effect control: hold the request until it has taken ``slowdown`` times its time."""
-            try:
-                if record.error_kind is None and record.e2e_s > 0:
-                    await asyncio.sleep((slowdown - 1.0) * record.e2e_s)
-            finally:
-                sink(replace(record, e2e_s=record.e2e_s * slowdown))
+        def held(record: RequestRecord) -> None:
+            """The known-effect control: every recorded time of the request taken ``slowdown`` times as long."""
+            sink(slowed(record, slowdown))
 
         async def worker() -> None:
             while True:
@@ -170,13 +174,8 @@ class _Experiment:
                 meta = RequestMeta(arm=arm, block=plan.block, workload=plan.workload, clients=plan.clients,
                                    warmup=warmup, cell=cell_id, seq=seq)  # fmt: skip
                 body = build_body(case, self.model_name, self.config.sampling)
-                got: list[RequestRecord] = []
-                try:
-                    await send_request(client, server.base_url, case, body, meta, got.append if slowdown > 1 else sink,
-                                       timeout_s=self.config.request_timeout_s, headers=self.headers())  # fmt: skip
-                finally:
-                    for record in got:
-                        await held(record)
+                await send_request(client, server.base_url, case, body, meta, held if slowdown > 1 else sink,
+                                   timeout_s=self.config.request_timeout_s, headers=self.headers())  # fmt: skip
 
         await asyncio.gather(*(worker() for _ in range(min(plan.clients, len(cases)))))
         return records
@@ -194,7 +193,10 @@ class _Experiment:
                 asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
             async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
                 if reset:
-                    await client.post(server.base_url + "/reset_prefix_cache", headers=self.headers())
+                    reply = await client.post(server.base_url + "/reset_prefix_cache", headers=self.headers())
+                    if reply.status_code != 200:
+                        raise ConfigError(f"--prefix-caching reset: the {arm} engine answered /reset_prefix_cache with "
+                                          f"HTTP {reply.status_code}; it needs vLLM's dev endpoints (a loopback --host)")  # fmt: skip
                 if warm_cases:
                     await self._run_requests(server, plan, arm, warm_cases, True, client)
                 mem_warm = self.probe.as_fields("after_warmup", server.pids())

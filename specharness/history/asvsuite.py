@@ -6,7 +6,7 @@ rise is bad).
 Environment knobs (read when ``setup_cache`` runs):
     SPECHARNESS_ASV_PROFILE   quick (default), standard, or smoke (one tiny cell, for CI)
     SPECHARNESS_ASV_RUNS      where run folders go (default ~/.cache/specharness/asv-runs)
-    SPECHARNESS_ASV_ENGINE    extra engine options as CLI words, e.g. "--gpu-memory-utilization 0.3"
+    SPECHARNESS_ASV_ENGINE    engine options as CLI words, e.g. "--gpu-memory-utilization 0.3 --start-one-by-one"
 """
 
 from __future__ import annotations
@@ -79,6 +79,9 @@ def _engine_options() -> dict[str, Any]:
         elif words[i] == "--kv-cache-gib":
             opts["kv_cache_gib"] = int(words[i + 1])
             i += 2
+        elif words[i] == "--start-one-by-one":
+            opts["start_together"] = False
+            i += 1
         else:
             extra.append(words[i])
             i += 1

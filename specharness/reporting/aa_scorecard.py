@@ -18,7 +18,6 @@ import numpy as np
 from scipy import stats as sps
 
 from specharness._errors import RunDirError
-from specharness.analysis.stats import ORDER_TERM_BLOCKS
 from specharness.reporting.report import load_report
 
 __all__ = ["ControlCell", "ControlScore", "instance_offset_sd", "score_control_runs", "suggest_margin"]
@@ -41,6 +40,15 @@ class ControlCell:
     speed: str
     quality: str
     blocks: int
+    df: int = 0
+    confidence: float = 0.95
+
+    @property
+    def se_log(self) -> float:
+        """The standard error of the cell's log estimate, from its own interval, degrees of freedom and level."""
+        if not (self.low > 0 and math.isfinite(self.high) and self.df >= 1):
+            return math.nan
+        return math.log(self.high / self.low) / 2 / float(sps.t.ppf(1 - (1 - self.confidence) / 2, self.df))
 
     @property
     def width(self) -> float:
@@ -91,30 +99,36 @@ class ControlScore:
                   f"{sum(c.quality == 'fails' for c in aa)}); CI width (high/low) median "
                   f"{np.median(widths) if widths else math.nan:.3f}, max {max(widths) if widths else math.nan:.3f}; "
                   f"point estimates {min((c.estimate for c in aa), default=math.nan):.3f}–"
-                  f"{max((c.estimate for c in aa), default=math.nan):.3f}; instance-offset spread (log sd, beyond the cells' "
-                  f"own noise) {instance_offset_sd(aa):.3f}; suggested band ±{suggest_margin(aa):.0%} (covers 95% of "
-                  "instance offsets, rounded up to 1%, at least 5%)."]  # fmt: skip
+                  f"{max((c.estimate for c in aa), default=math.nan):.3f}; instance-offset spread between runs (log sd, "
+                  f"beyond the runs' own noise, {len({c.run for c in aa})} runs) {instance_offset_sd(aa):.3f}; suggested "
+                  f"band ±{suggest_margin(aa):.0%} (covers 95% of such offsets, rounded up to 1%, at least 5%)."]  # fmt: skip
         if self.known:
             k = len(self.known)
-            lines.append(f"**Known effect** (baseline-slow: every request {self.known_slowdown:.2f}× slower, a true "
-                         f"speedup of {1 / self.known_slowdown:.3f}), {k} cells: detected as hurts in {self.detected} "
-                         f"of {k}; other verdicts: {', '.join(sorted({c.speed for c in self.known if c.speed != 'hurts'})) or 'none'}.")  # fmt: skip
+            by_clients = ", ".join(f"{sum(c.speed == 'hurts' for c in self.known if c.clients == n)} of "
+                                   f"{sum(c.clients == n for c in self.known)} at {n} client{'s' if n > 1 else ''}"
+                                   for n in sorted({c.clients for c in self.known}))  # fmt: skip
+            covered = sum(c.low <= 1 / self.known_slowdown <= c.high for c in self.known)
+            lines.append(f"**Known effect** (baseline-slow: every request's times {self.known_slowdown:.2f}× longer, a "
+                         f"true speedup of {1 / self.known_slowdown:.3f}), {k} cells: detected as hurts in "
+                         f"{self.detected} of {k} ({by_clients}); the interval holds the true value in {covered} of {k}; "
+                         f"other verdicts: {', '.join(sorted({c.speed for c in self.known if c.speed != 'hurts'})) or 'none'}.")  # fmt: skip
         return "\n".join(lines) + "\n"
 
 
 def instance_offset_sd(cells: list[ControlCell]) -> float:
-    """The spread of engine-instance offsets between identical engines, on the log scale: the variance of the A/A
-    cells' log point estimates less the part their own intervals explain (method of moments,
-    tau^2 = max(0, var(log estimate) - mean(se^2)), se from each cell's CI half-width and its t quantile)."""
-    logs, se2 = [], []
+    """The spread of engine-instance offsets between identical engines, on the log scale. Every cell of one run
+    shares that run's engine pair, so the offset is drawn once per *run*: tau^2 = max(0, var over runs of the runs'
+    mean log estimates - the mean of their own squared standard errors) (method of moments). Needs 2 runs; with
+    few runs it is weak evidence, and a small tau does not rule out offsets of the size of the runs' own noise."""
+    by_run: dict[str, list[ControlCell]] = {}
     for c in cells:
-        if c.estimate > 0 and c.low > 0 and math.isfinite(c.high) and c.blocks >= 2:
-            df = c.blocks - 2 if c.blocks >= ORDER_TERM_BLOCKS else c.blocks - 1
-            logs.append(math.log(c.estimate))
-            se2.append((math.log(c.high / c.low) / 2 / float(sps.t.ppf(0.975, df))) ** 2)
-    if len(logs) < 2:
+        if c.estimate > 0 and math.isfinite(c.se_log):
+            by_run.setdefault(c.run, []).append(c)
+    if len(by_run) < 2:
         return math.nan
-    return math.sqrt(max(0.0, float(np.var(logs, ddof=1)) - float(np.mean(se2))))
+    means = [float(np.mean([math.log(c.estimate) for c in cs])) for cs in by_run.values()]
+    se2 = [float(np.mean([c.se_log**2 for c in cs])) / len(cs) for cs in by_run.values()]
+    return math.sqrt(max(0.0, float(np.var(means, ddof=1)) - float(np.mean(se2))))
 
 
 def suggest_margin(cells: list[ControlCell]) -> float:
@@ -144,7 +158,8 @@ def score_control_runs(run_dirs: list[Path]) -> ControlScore:
             score.cells.append(ControlCell(
                 run=run_dir.name, workload=c["workload"], clients=c["clients"], twin=c["arm_b"],
                 estimate=_num(s["estimate"]), low=_num(s["low"]), high=_num(s["high"]), speed=c["speed"]["verdict"],
-                quality=c["quality"]["verdict"], blocks=int(s["blocks"]),
+                quality=c["quality"]["verdict"], blocks=int(s["blocks"]), df=int(s.get("df", 0)),
+                confidence=float(s.get("confidence", 0.95)),
             ))  # fmt: skip
     return score
 

@@ -15,7 +15,7 @@ from typing import Any
 from specharness.analysis.analyse import Analysis, sequential_looks
 from specharness.analysis.comparison import PairedComparison
 from specharness.analysis.stats import RatioInterval
-from specharness.analysis.verdict import band_edges
+from specharness.analysis.verdict import DEFAULT_MARGIN, band_edges
 
 __all__ = ["render_markdown"]
 
@@ -41,7 +41,11 @@ def _interval(r: RatioInterval) -> str:
 
 
 def _pcts(d: dict[str, float], digits: int = 0) -> str:
-    return f"{_f(d['p50'], digits)}/{_f(d['p95'], digits)}/{_f(d['p99'], digits)} (n={d.get('n', math.nan):.0f})"
+    def one(p: str) -> str:
+        return "fail" if d.get(f"{p}_failed") else _f(d[p], digits)
+
+    failed = f", {d['failed']:.0f} failed" if d.get("failed") else ""
+    return f"{one('p50')}/{one('p95')}/{one('p99')} (n={d.get('n', math.nan):.0f}{failed})"
 
 
 def _order(c: PairedComparison) -> str:
@@ -104,7 +108,7 @@ def _quality(a: Analysis) -> list[str]:
 
 def _rules(a: Analysis) -> list[str]:
     prof = a.manifest["config"]["profile"]
-    margin = float(prof.get("equivalence_margin", 0.10))
+    margin = float(prof.get("equivalence_margin") or DEFAULT_MARGIN)
     down, up = band_edges(margin)
     looks = sequential_looks(prof)
     conf = a.comparisons[0].speedup.confidence if a.comparisons else 0.95
@@ -145,8 +149,8 @@ def _per_arm(a: Analysis) -> list[str]:
             f"{acc['drafts']:.0f} | {acc['accepted_tokens']:.0f}/{acc['draft_tokens']:.0f} | {hits} | {mem or '—'} | "
             f"{_pct(s.harness_cpu_fraction)} |"
         )  # fmt: skip
-    lines += ["", "Percentiles count a failed or unfinished request as never finishing (TTFT, E2E: shown as *fail* "
-              "when the percentile lands on one); TPOT is over finished requests. A percentile needs at least one "
+    lines += ["", "Percentiles count a failed or unfinished request at the request timeout (TTFT, E2E: shown as *fail* "
+              "when the percentile lands on one; report.json holds the timeout value and a flag); TPOT is over finished requests. A percentile needs at least one "
               "sample beyond it (p95: 20 requests, p99: 100), else it shows —. Inter-chunk latency is in report.json; "
               "it understates speculation (one chunk can carry several tokens). Harness CPU = the client's CPU time "
               "over the cell's wall time.", ""]  # fmt: skip

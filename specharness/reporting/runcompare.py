@@ -1,7 +1,9 @@
 """Compare two runs (e.g. two vLLM versions): every comparison's speedup and verdicts, and per-arm metrics.
 
 A speedup change is tested on the two runs' block data (Welch's t on block log speedups,
-:func:`specharness.analysis.stats.ratio_change`); per-arm absolute metrics carry no interval across runs and are
+:func:`specharness.analysis.stats.ratio_change`) and called significant only when its whole interval also lies
+outside the no-difference band of run B: the block data of two runs do not see the engine-instance offset between
+their engine pairs, which is what the band absorbs. Per-arm absolute metrics carry no interval across runs and are
 shown with their ratio only ("n/a": absolute latencies move between runs and machines, see the README).
 """
 
@@ -12,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specharness.analysis.stats import ratio_change
+from specharness.analysis.verdict import DEFAULT_MARGIN, band_edges
 from specharness.reporting.report import load_report
 
 __all__ = ["MetricChange", "compare_runs", "format_changes"]
@@ -46,7 +49,8 @@ def compare_runs(run_a: Path, run_b: Path) -> list[MetricChange]:
             continue
         cell = f"{key[0]}/c{key[1]} {key[3]} vs {key[2]}"
         test = ratio_change(a["block_speedups"], c["block_speedups"])
-        sig = None if math.isnan(test.pvalue) else test.significant
+        down, up = band_edges(float(rb["manifest"]["config"]["profile"].get("equivalence_margin") or DEFAULT_MARGIN))
+        sig = None if math.isnan(test.pvalue) else test.significant and (test.low > up or test.high < down)
         detail = (f"change {test.change:.3f} [{test.low:.3f}, {test.high:.3f}], Welch p={test.pvalue:.3f}; verdicts "
                   f"{a['speed']['verdict']}/{a['quality']['verdict']} -> {c['speed']['verdict']}/{c['quality']['verdict']}")  # fmt: skip
         va, vb = _num(a["speedup"]["estimate"]), _num(c["speedup"]["estimate"])

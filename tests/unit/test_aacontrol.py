@@ -13,8 +13,8 @@ from specharness.experiment.synthetic import write_synthetic_run
 from specharness.reporting.aa_scorecard import ControlCell, instance_offset_sd, score_control_runs, suggest_margin
 
 
-def cell(estimate: float, low: float, high: float, speed: str, quality: str = "holds") -> ControlCell:
-    return ControlCell("r", "copy", 1, "baseline-b", estimate, low, high, speed, quality, 4)
+def cell(estimate: float, low: float, high: float, speed: str, quality: str = "holds", run: str = "r") -> ControlCell:
+    return ControlCell(run, "copy", 1, "baseline-b", estimate, low, high, speed, quality, 4, df=3)
 
 
 def test_only_helps_hurts_and_quality_fails_are_false_for_identical_engines() -> None:
@@ -24,17 +24,19 @@ def test_only_helps_hurts_and_quality_fails_are_false_for_identical_engines() ->
     assert cell(1.0, 0.8, 1.25, "inconclusive").width == pytest.approx(1.5625)
 
 
-def test_suggested_margin_covers_offsets_beyond_each_cells_noise() -> None:
-    # tight cells whose points spread: the spread is instance offsets, and the band must cover it
+def test_suggested_margin_covers_offsets_between_runs_beyond_their_noise() -> None:
+    # one engine pair per run: tight cells, runs whose means spread; the spread is instance offsets
     spread = [0.90, 0.95, 1.0, 1.05, 1.10, 0.92, 1.08, 1.0]
-    tight = [cell(e, e / 1.005, e * 1.005, "equivalent") for e in spread]
+    tight = [cell(e * f, e * f / 1.005, e * f * 1.005, "equivalent", run=f"run{i}")
+             for i, e in enumerate(spread) for f in (0.999, 1.001)]  # fmt: skip
     tau = float(np.std(np.log(spread), ddof=1))
     assert instance_offset_sd(tight) == pytest.approx(tau, rel=0.02)
     assert suggest_margin(tight) == math.ceil((math.exp(1.96 * tau) - 1) * 100) / 100
-    # the same points with wide intervals: their spread is what their own noise predicts, so only the floor remains
-    wide = [cell(e, e / 1.4, e * 1.4, "inconclusive") for e in spread]
+    # the same run means with wide intervals: their spread is what their own noise predicts: only the floor remains
+    wide = [cell(e, e / 1.6, e * 1.6, "inconclusive", run=f"run{i}") for i, e in enumerate(spread)]
     assert instance_offset_sd(wide) == 0.0 and suggest_margin(wide) == 0.05
-    assert math.isnan(suggest_margin([cell(1.01, 1.0, 1.02, "equivalent")]))  # one cell says nothing of a spread
+    # cells of one run are one draw of the offset: their spread is no evidence of offsets between engine pairs
+    assert math.isnan(suggest_margin([cell(e, e / 1.005, e * 1.005, "equivalent") for e in spread]))
 
 
 def test_scores_both_controls_of_every_run(tmp_path: Path) -> None:

@@ -189,7 +189,7 @@ def test_more_failed_requests_fail_quality_by_a_test_not_a_raw_comparison() -> N
     assert compare(base, (one_failure, cand[1])).quality.verdict == "holds"
     many = [r if r.seq > 1 else fake_request("ngram", r.block, r.seq, 50, 1.0, error="timeout") for r in cand[0]]
     verdict = compare(base, (many, cand[1])).quality
-    assert verdict.verdict == "fails" and "failed 8 requests" in verdict.reason
+    assert verdict.verdict == "fails" and "did not finish 8 requests" in verdict.reason
 
 
 def test_invalid_cell_gets_no_verdict() -> None:
@@ -212,3 +212,57 @@ def _fields(r: RequestRecord) -> dict:
     d.pop("kind")
     d.pop("schema")
     return d
+
+
+def test_sampled_runs_never_time_a_loop() -> None:
+    """Sampled outputs differ by design, so time per token is compared, but only over pairs both arms finished by
+    themselves: a candidate looping to the cap (4x the tokens in 2x the time) has no such pair."""
+    rng = np.random.default_rng(10)
+    base = fake_arm("baseline", 1.0, rng, tokens=50)
+    reqs = [fake_request("ngram", b, s, 200, 2.0 * (1 + s / 10), digest=f"loop-{s}", finish="length")
+            for b in range(4) for s in range(8)]  # fmt: skip
+    cells = [CellRecord(arm="ngram", block=b, workload="copy", clients=1, cell=f"b{b}/copy/c1/ngram#s0",
+                        requests=8, wall_s=sum(r.e2e_s for r in reqs if r.block == b)) for b in range(4)]  # fmt: skip
+    sampled = ComparisonRules(margin=0.10, min_correct=0.5, greedy=False)
+    result = compare(base, (reqs, cells), sampled)
+    assert result.speed.verdict == "not comparable" and "sampled" in result.basis
+    assert result.quality.verdict == "fails"  # it finished none of the requests the baseline finished
+
+
+def test_a_candidate_that_loops_on_some_cases_fails_quality_even_without_a_rubric() -> None:
+    """The candidate loops to the cap on 3 of 8 cases in every block; the rest is the same work (62% of pairs, above
+    the 50% floor). Speed is measured on the cases both did alike; the loops are judged by quality."""
+    rng = np.random.default_rng(11)
+    base = fake_arm("baseline", 1.0, rng)
+    reqs, cells = fake_arm("ngram", 0.5, rng)
+    looped = [RequestRecord(**{**_fields(r), "verdict": "truncated", "finish_reason": "length",
+                               "output_digest": "loop", "check_detail": "unchecked", "correct": None})
+              if r.seq < 3 else RequestRecord(**{**_fields(r), "check_detail": "unchecked", "correct": None})
+              for r in reqs]  # fmt: skip
+    unchecked = [RequestRecord(**{**_fields(r), "check_detail": "unchecked", "correct": None}) for r in base[0]]
+    result = compare((unchecked, base[1]), (looped, cells))
+    assert result.pair_counts.same_work == 20 and result.speed.verdict == "helps"
+    assert result.quality.verdict == "fails" and "did not finish 12 requests" in result.quality.reason
+
+
+def test_schema_1_records_compare_by_text_and_percentiles_count_failures_at_the_timeout() -> None:
+    rng = np.random.default_rng(12)
+    base, fast = fake_arm("baseline", 1.0, rng), fake_arm("ngram", 0.5, rng)
+    old = [RequestRecord(**{**_fields(r), "output_digest": None, "text": f"text {r.seq}"}) for r in base[0]]
+    old_fast = [RequestRecord(**{**_fields(r), "output_digest": None,
+                                 "text": f"text {r.seq}" if r.seq else "other"}) for r in fast[0]]  # fmt: skip
+    result = compare((old, base[1]), (old_fast, fast[1]))
+    assert result.pair_counts.divergent == 4 and result.pair_counts.same_work == 28
+    table = percentile_table([0.1] * 17 + [0.2], failed=2, failed_at_s=300.0)
+    assert table["p95"] == 300_000.0 and table["p95_failed"] == 1.0 and table["p50_failed"] == 0.0
+
+
+def test_the_known_effect_arm_scales_every_time_of_a_request() -> None:
+    from specharness.experiment.driver import slowed
+
+    r = fake_request("baseline-slow", 0, 0, 50, 1.0)
+    s = slowed(r, 1.25)
+    assert (s.ttft_s, s.e2e_s, *s.chunk_arrival_s) == pytest.approx((0.0625, 1.25, 0.0625, 1.25))
+    assert s.tpot_s == pytest.approx(r.tpot_s * 1.25)
+    failed = slowed(fake_request("baseline-slow", 0, 1, 50, 1.0, error="timeout"), 1.25)
+    assert math.isnan(failed.e2e_s) and failed.error_kind == "timeout"
