@@ -6,6 +6,7 @@ Schema history:
     1 — first version (request, cell, engine and run records).
     2 — request: ``output_digest`` (sha256 of the generated token ids, so two arms' outputs compare without text),
         cell: ``order_index`` (the arm's place in its block) and prefix-cache counters.
+        request: ``tool_calls`` (the streamed tool calls, ``{"name", "arguments"}`` each; empty when none).
         Schema 1 journals still read: their outputs compare by text.
 """
 
@@ -94,6 +95,7 @@ class RequestRecord:
     spec_accepted_tokens: int | None = None
     resumed: bool = False
     output_digest: str | None = None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def output_identity(self) -> str:

@@ -1,13 +1,16 @@
-"""Answer checkers, fixed in advance per case: exact, contains, regex, json_keys, abstains.
+"""Answer checkers, fixed in advance per case: exact, contains, regex, json_keys, abstains (here), reference
+(:mod:`~specharness.traffic.reference`), json_schema and tool_call (:mod:`~specharness.traffic.structured`).
 
 A check is a small dict from the workload (``{"type": "contains", "values": [...]}``); ``parse_check`` validates it
-once, when the workload is loaded, so a bad rubric fails before any request is sent.
+once, when the workload is loaded, so a bad rubric fails before any request is sent. The client judges a response
+with :meth:`Check.evaluate_response` (its text and its tool calls); every check but tool_call reads the text only.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +39,7 @@ DEFAULT_ABSTAIN_PHRASES = (
     "i will not",
 )
 
-CHECK_TYPES = ("exact", "contains", "regex", "json_keys", "abstains", "reference")
+CHECK_TYPES = ("exact", "contains", "regex", "json_keys", "abstains", "reference", "json_schema", "tool_call")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +59,11 @@ class Check:
     keys: tuple[str, ...] = ()
     case_sensitive: bool = False
     phrases: tuple[str, ...] = field(default=DEFAULT_ABSTAIN_PHRASES)
+
+    def evaluate_response(self, text: str, tool_calls: Sequence[Mapping[str, Any]] = ()) -> CheckResult:
+        """Judge a whole response: its content text and its tool calls (``{"name", "arguments"}`` dicts, in order).
+        Only the tool_call check reads the tool calls; the others judge the text."""
+        return self.evaluate(text)
 
     def evaluate(self, text: str) -> CheckResult:
         if self.type == "exact":
@@ -130,6 +138,10 @@ def parse_check(raw: Any, where: str) -> Check:
         from specharness.traffic.reference import parse_reference_check
 
         return parse_reference_check(raw, where)
+    if kind in ("json_schema", "tool_call"):  # likewise structured.py, which also keeps jsonschema off plain loads
+        from specharness.traffic.structured import parse_structured_check
+
+        return parse_structured_check(raw, where)
     case_sensitive = raw.get("case_sensitive", False)
     if not isinstance(case_sensitive, bool):
         raise WorkloadError(f"{where}: check.case_sensitive must be true or false")

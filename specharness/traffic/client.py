@@ -4,11 +4,18 @@ One ``perf_counter()`` at send and one per network read; every event in a read s
 TTFT and inter-chunk gaps come from the same clock readings. Tokens per chunk come from ``token_ids`` (vLLM's
 ``return_token_ids``), else from continuous usage, else count as one; the final usage chunk gives
 ``completion_tokens`` and, with ``--per-request-spec-decode-metrics``, the request's own drafts and acceptances.
+
+Tool calls stream as ``choices[0].delta.tool_calls`` items: each has an ``index``; the first for an index usually
+brings ``id``, ``type`` and ``function.name``, later ones ``function.arguments`` fragments (one delta may hold several
+items, even two for the same index). Fragments are concatenated per index, name and arguments alike (as the OpenAI
+client does), into the record's ``tool_calls``; the record's text stays the content text (null content adds
+nothing). A chunk that carries tool-call text counts as an arrival like a content chunk.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import hashlib
 import math
 import time
@@ -67,7 +74,13 @@ def build_body(case: Case, model: str, sampling: Sampling) -> dict[str, Any]:
         body["seed"] = sampling.seed
     if case.messages is not None:
         body["messages"] = [dict(m) for m in case.messages]
-    else:
+        if case.response_format is not None:
+            body["response_format"] = copy.deepcopy(case.response_format)
+        if case.tools is not None:
+            body["tools"] = copy.deepcopy(list(case.tools))
+        if case.tool_choice is not None:
+            body["tool_choice"] = copy.deepcopy(case.tool_choice)
+    else:  # a raw-prompt case never carries response_format, tools or tool_choice (refused when it is parsed)
         body["prompt"] = case.prompt
     return body
 
@@ -90,6 +103,30 @@ class _StreamState:
         self._usage_seen = 0
         self.token_digest = hashlib.sha256()
         self.token_ids_seen = False
+        self._tool_parts: dict[int, tuple[list[str], list[str]]] = {}  # index -> (name fragments, argument fragments)
+
+    @property
+    def tool_calls(self) -> list[dict[str, Any]]:
+        """The streamed tool calls so far, by index: ``{"name": ..., "arguments": ...}``."""
+        return [{"name": "".join(name), "arguments": "".join(args)} for _, (name, args) in sorted(self._tool_parts.items())]
+
+    def _take_tool_calls(self, items: Any) -> bool:
+        """Merge one delta's tool-call items; True when they carried any name or argument text."""
+        carried = False
+        for position, item in enumerate(items if isinstance(items, list) else ()):
+            if not isinstance(item, dict):
+                continue
+            index = item.get("index", position)
+            function = item.get("function")
+            if not isinstance(index, int) or not isinstance(function, dict):
+                continue
+            name, args = self._tool_parts.setdefault(index, ([], []))
+            for key, parts in (("name", name), ("arguments", args)):
+                piece = function.get(key)
+                if isinstance(piece, str) and piece:
+                    parts.append(piece)
+                    carried = True
+        return carried
 
     def take(self, payload: str, now: float) -> None:
         if payload == DONE:
@@ -110,9 +147,11 @@ class _StreamState:
         usage = obj.get("usage") or None
         running_tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
         for choice in obj.get("choices") or []:
-            piece = choice.get("text") if "text" in choice else (choice.get("delta") or {}).get("content")
+            delta = choice.get("delta") or {}
+            piece = choice.get("text") if "text" in choice else delta.get("content")
             token_ids = choice.get("token_ids")
-            if piece or token_ids:
+            tool_text = self._take_tool_calls(delta.get("tool_calls")) if isinstance(delta, dict) else False
+            if piece or token_ids or tool_text:
                 if token_ids is not None:
                     count = len(token_ids)
                     self.token_ids_seen = True
@@ -213,8 +252,9 @@ def _to_record(
     verdict = completeness(error_kind=state.error_kind, saw_done=state.saw_done, finish_reason=state.finish_reason)
     correct: bool | None = None
     detail = "unchecked"
+    tool_calls = state.tool_calls
     if case.check is not None:
-        result = case.check.evaluate(text)
+        result = case.check.evaluate_response(text, tool_calls)
         correct, detail = result.correct, result.detail
     arrivals = [t - t_send for t in state.arrivals]
     return RequestRecord(
@@ -230,4 +270,5 @@ def _to_record(
         correct=correct, check_detail=detail,
         spec_draft_tokens=state.spec_draft, spec_accepted_tokens=state.spec_accepted,
         output_digest=state.token_digest.hexdigest()[:32] if state.token_ids_seen else None,
+        tool_calls=tool_calls,
     )  # fmt: skip

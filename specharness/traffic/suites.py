@@ -2,7 +2,8 @@
 
 Rubrics are fixed here, in advance of any run: copy and transform tasks are input-grounded (the answer can be
 checked against the input), free generation has only a length rubric, abstain is a negative control whose right
-answer is to decline.
+answer is to decline. Structured cases ask for JSON under a ``response_format`` schema or for a forced tool call;
+every value their rubric expects is written in the prompt, to be copied (which gives prompt lookup its drafts).
 """
 
 from __future__ import annotations
@@ -167,7 +168,168 @@ def _abstain() -> list[dict[str, Any]]:
              "check": {"type": "abstains"}} for i, q in enumerate(_ABSTAIN)]
 
 
-_BUILDERS = {"copy": _copy, "transform": _transform, "free": _free, "abstain": _abstain}
+# Structured cases. Every schema is "strict" in OpenAI's sense: all properties required, no others allowed. Only
+# keywords that vLLM's structured-output backends support are used (no pattern, format or numeric bounds).
+_STR: dict[str, Any] = {"type": "string"}
+_INT: dict[str, Any] = {"type": "integer"}
+_BOOL: dict[str, Any] = {"type": "boolean"}
+
+
+def _obj(properties: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
+
+
+def _enum(*values: str) -> dict[str, Any]:
+    return {"type": "string", "enum": list(values)}
+
+
+def _list(item: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "array", "items": item, "minItems": 1}
+
+
+_ORDER_SCHEMA = _obj({
+    "customer": _obj({"name": _STR, "email": _STR}),
+    "items": _list(_obj({"sku": _STR, "quantity": _INT})),
+    "delivery_date": _STR,
+    "address": _obj({"street": _STR, "city": _STR, "postcode": _STR}),
+    "shipping": _enum("standard", "express", "pickup"),
+})  # fmt: skip
+_ORDER_ASK = ("Extract the order in this message as JSON with the fields customer (name, email), items (sku, "
+              "quantity), delivery_date (YYYY-MM-DD), address (street, city, postcode) and shipping (standard, "
+              "express or pickup). Output only the JSON.")  # fmt: skip
+
+# (key, message, values the answer must hold)
+_ORDERS: list[tuple[str, str, dict[str, Any]]] = [
+    ("bakery", "Hello, this is Mara Quill (mara.quill@example.org). Please send 3 x TB-118 and 12 x PL-007 to "
+     "14 Harbour Lane, Karrow, KR2 9PX by 2026-03-14. Express shipping, please.",
+     {"customer.name": "Mara Quill", "customer.email": "mara.quill@example.org", "items[0].sku": "TB-118",
+      "items[0].quantity": 3, "items[1].sku": "PL-007", "items[1].quantity": 12, "address.postcode": "KR2 9PX",
+      "delivery_date": "2026-03-14", "shipping": "express"}),
+    ("chestnut", "Order from Tomas Reyes, tomas.reyes@example.net: 5 x CH-450. Deliver on 2026-11-02 to "
+     "7 Market Square, Hollin, HL4 1AB, standard shipping.",
+     {"customer.name": "Tomas Reyes", "items[0].sku": "CH-450", "items[0].quantity": 5,
+      "address.street": "7 Market Square", "address.city": "Hollin", "delivery_date": "2026-11-02",
+      "shipping": "standard"}),
+    ("beads", "Ana Lund (ana.lund@example.com) orders 2 x BG-031 and 4 x SS-210. Shipping: pickup, on 2026-07-19, "
+     "at the shop at 3 Wren Road, Elsby, EL9 6QT.",
+     {"customer.email": "ana.lund@example.com", "items[0].sku": "BG-031", "items[0].quantity": 2,
+      "items[1].sku": "SS-210", "items[1].quantity": 4, "address.postcode": "EL9 6QT", "shipping": "pickup"}),
+    ("lemon", "Please deliver 1 x LT-900 and 6 x CP-115 to Ruth Okafor, ruth.okafor@example.org, 22 Ferry Street, "
+     "Elsby, EL2 3RS, on 2026-04-30 by express shipping.",
+     {"customer.name": "Ruth Okafor", "items[0].sku": "LT-900", "items[0].quantity": 1, "items[1].quantity": 6,
+      "address.street": "22 Ferry Street", "delivery_date": "2026-04-30", "shipping": "express"}),
+]
+
+# (key, instruction, passage, schema, values): one flat record each, with enums, integers and booleans
+_RECORDS: list[tuple[str, str, str, dict[str, Any], dict[str, Any]]] = [
+    ("ferry", "vessel, destination, departs (HH:MM), bicycles_free (true or false), capacity and day (monday to "
+     "sunday)", "Timetable note: the ferry Gull Wing leaves for Elsby at 07:15 every Saturday. It carries up to "
+     "240 passengers, and bicycles travel free.",
+     _obj({"vessel": _STR, "destination": _STR, "departs": _STR, "bicycles_free": _BOOL, "capacity": _INT,
+           "day": _enum("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")}),
+     {"vessel": "Gull Wing", "destination": "Elsby", "departs": "07:15", "bicycles_free": True, "capacity": 240,
+      "day": "saturday"}),
+    ("book", "title, author, year, format (hardback, paperback or ebook) and pages",
+     "Tide Clocks by Ines Faro, first printed in 2011, is now out as a paperback of 312 pages.",
+     _obj({"title": _STR, "author": _STR, "year": _INT, "format": _enum("hardback", "paperback", "ebook"),
+           "pages": _INT}),
+     {"title": "Tide Clocks", "author": "Ines Faro", "year": 2011, "format": "paperback", "pages": 312}),
+    ("flight", "flight, origin, destination, seats and cabin (economy, premium or business)",
+     "Booking: 2 seats in business on flight KL 1402 from AMS to OSL.",
+     _obj({"flight": _STR, "origin": _STR, "destination": _STR, "seats": _INT,
+           "cabin": _enum("economy", "premium", "business")}),
+     {"flight": "KL 1402", "origin": "AMS", "destination": "OSL", "seats": 2, "cabin": "business"}),
+    ("room", "guest, arrival (YYYY-MM-DD), nights, room_type (single, double or suite) and breakfast (true or false)",
+     "Reservation for Ines Faro: a double room for 3 nights from 2026-08-21, breakfast not included.",
+     _obj({"guest": _STR, "arrival": _STR, "nights": _INT, "room_type": _enum("single", "double", "suite"),
+           "breakfast": _BOOL}),
+     {"guest": "Ines Faro", "arrival": "2026-08-21", "nights": 3, "room_type": "double", "breakfast": False}),
+]
+
+
+def _tool(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
+
+
+_BOOK_MEETING = _tool("book_meeting", "Book a meeting room for a meeting.", _obj({
+    "topic": _STR, "attendees": _list(_STR), "date": _STR, "start_time": _STR, "duration_minutes": _INT, "room": _STR,
+}))  # fmt: skip
+_SEND_EMAIL = _tool("send_email", "Send an email.", _obj({"to": _list(_STR), "subject": _STR, "body": _STR}))
+_CREATE_REMINDER = _tool("create_reminder", "Create a reminder.", _obj({
+    "text": _STR, "date": _STR, "time": _STR, "priority": _enum("low", "normal", "high"),
+}))  # fmt: skip
+
+# (key, request, values of the book_meeting arguments)
+_MEETINGS: list[tuple[str, str, dict[str, Any]]] = [
+    ("budget", "Please set up 'Q3 budget review' with Ana Lund and Ruth Okafor on 2026-05-06 at 09:30 for 45 "
+     "minutes in room Linden.",
+     {"topic": "Q3 budget review", "attendees[0]": "Ana Lund", "attendees[1]": "Ruth Okafor", "date": "2026-05-06",
+      "start_time": "09:30", "duration_minutes": 45, "room": "Linden"}),
+    ("launch", "'Ferry app launch' with Tomas Reyes, Mara Quill and Ines Faro, 2026-06-11 at 14:00, 60 minutes, "
+     "room Sorrel.",
+     {"topic": "Ferry app launch", "attendees[0]": "Tomas Reyes", "attendees[2]": "Ines Faro", "date": "2026-06-11",
+      "start_time": "14:00", "duration_minutes": 60, "room": "Sorrel"}),
+    ("interview", "Book 'Night market survey interview' with Bruno Vale on 2026-09-02 at 11:15 for 30 minutes in "
+     "room Amber.",
+     {"topic": "Night market survey interview", "attendees[0]": "Bruno Vale", "date": "2026-09-02",
+      "start_time": "11:15", "duration_minutes": 30, "room": "Amber"}),
+    ("retro", "'Sprint 12 retro' with Ana Lund and Bruno Vale on 2026-10-20 at 16:45, 90 minutes, room Vale.",
+     {"topic": "Sprint 12 retro", "attendees[0]": "Ana Lund", "attendees[1]": "Bruno Vale", "date": "2026-10-20",
+      "start_time": "16:45", "duration_minutes": 90, "room": "Vale"}),
+]
+
+# (key, function forced, request, values of its arguments): two tools offered, one forced
+_PAIRS: list[tuple[str, str, str, dict[str, Any]]] = [
+    ("timetable", "send_email", "Email mara.quill@example.org and tomas.reyes@example.net with the subject "
+     "'Ferry timetable for June' and the body 'The 07:15 ferry to Elsby runs every Saturday in June.'",
+     {"to[0]": "mara.quill@example.org", "to[1]": "tomas.reyes@example.net", "subject": "Ferry timetable for June",
+      "body": "The 07:15 ferry to Elsby runs every Saturday in June."}),
+    ("invoice", "send_email", "Send an email to ruth.okafor@example.org, subject 'Invoice 2026-0412', body "
+     "'Invoice 2026-0412 for 6 copper pots is attached.'",
+     {"to[0]": "ruth.okafor@example.org", "subject": "Invoice 2026-0412",
+      "body": "Invoice 2026-0412 for 6 copper pots is attached."}),
+    ("bolts", "create_reminder", "Remind me to 'check the footbridge bolts' on 2026-12-01 at 08:00, priority high.",
+     {"text": "check the footbridge bolts", "date": "2026-12-01", "time": "08:00", "priority": "high"}),
+    ("lemon", "create_reminder", "Set a reminder 'water the lemon tree' for 2026-07-04 at 05:00 with low priority.",
+     {"text": "water the lemon tree", "date": "2026-07-04", "time": "05:00", "priority": "low"}),
+]
+
+
+def _json_case(case_id: str, group: str, max_tokens: int, prompt: str, name: str, schema: dict[str, Any],
+               values: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+    return {"id": case_id, "group": group, "max_tokens": max_tokens, "messages": _user(prompt),
+            "response_format": {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}},
+            "check": {"type": "json_schema", "values": values}}  # fmt: skip
+
+
+def _tool_case(case_id: str, group: str, max_tokens: int, prompt: str, tools: list[dict[str, Any]], name: str,
+               values: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+    return {"id": case_id, "group": group, "max_tokens": max_tokens, "messages": _user(prompt), "tools": tools,
+            "tool_choice": {"type": "function", "function": {"name": name}},
+            "check": {"type": "tool_call", "values": values}}  # fmt: skip
+
+
+def _structured() -> list[dict[str, Any]]:
+    cases: list[dict[str, Any]] = []
+    for key, message, values in _ORDERS:
+        cases.append(_json_case(f"order-{key}", "json-extract", 192, f"{_ORDER_ASK}\n\n{message}", "order",
+                                _ORDER_SCHEMA, values))  # fmt: skip
+    for key, fields, passage, schema, values in _RECORDS:
+        cases.append(_json_case(f"record-{key}", "json-record", 128, f"Turn this note into JSON with the fields "
+                                f"{fields}. Output only the JSON.\n\n{passage}", key, schema, values))  # fmt: skip
+    for key, request, values in _MEETINGS:
+        cases.append(_tool_case(f"meeting-{key}", "tool-call", 160, "Book this meeting with the book_meeting tool, "
+                                "copying the topic, attendees, date (YYYY-MM-DD), start time (HH:MM), duration in "
+                                f"minutes and room from the request.\n\nRequest: {request}", [_BOOK_MEETING],
+                                "book_meeting", values))  # fmt: skip
+    for key, function, request, values in _PAIRS:
+        cases.append(_tool_case(f"pair-{key}", "tool-pair", 192, f"Use the {function} tool for this request, copying "
+                                f"its values exactly.\n\nRequest: {request}", [_SEND_EMAIL, _CREATE_REMINDER],
+                                function, values))  # fmt: skip
+    return cases
+
+
+_BUILDERS = {"copy": _copy, "transform": _transform, "free": _free, "abstain": _abstain, "structured": _structured}
 
 
 def builtin_cases(name: str) -> list[dict[str, Any]]:

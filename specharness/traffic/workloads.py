@@ -1,12 +1,15 @@
-"""Workload cases: the built-in suites (copy, transform, free, abstain) and user JSONL files.
+"""Workload cases: the built-in suites (copy, transform, free, abstain, structured) and user JSONL files.
 
 A case is one prompt with a rubric fixed before anything runs. A user file has one JSON object a line:
 ``{"id": "...", "messages": [...]} or {"id": "...", "prompt": "..."}``, plus ``max_tokens``, optional ``group``
 and optional ``check`` (see :mod:`specharness.traffic.checks`). A case without a check is reported as unchecked.
+A chat case may also carry ``response_format``, ``tools`` and ``tool_choice``, sent as they are (see
+:mod:`specharness.traffic.structured` for what is accepted).
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +19,7 @@ import orjson
 from specharness._errors import WorkloadError
 from specharness.traffic import suites as _suites
 from specharness.traffic.checks import Check, parse_check
+from specharness.traffic.structured import bind_check, parse_response_format, parse_tool_choice, parse_tools
 
 __all__ = [
     "BUILTIN_WORKLOADS",
@@ -30,7 +34,9 @@ __all__ = [
     "warmup_cases",
 ]
 
-BUILTIN_WORKLOADS = ("copy", "transform", "free", "abstain")
+BUILTIN_WORKLOADS = ("copy", "transform", "free", "abstain", "structured")
+CASE_FIELDS = ("id", "messages", "prompt", "max_tokens", "group", "check", "response_format", "tools", "tool_choice")
+STRUCTURED_FIELDS = ("response_format", "tools", "tool_choice")
 MAX_TOKENS_LIMIT = 32768
 
 
@@ -44,6 +50,9 @@ class Case:
     messages: tuple[dict[str, str], ...] | None = None
     prompt: str | None = None
     check: Check | None = None
+    response_format: dict[str, Any] | None = None  # chat only, like tools and tool_choice
+    tools: tuple[dict[str, Any], ...] | None = None
+    tool_choice: str | dict[str, Any] | None = None
 
     @property
     def endpoint(self) -> str:
@@ -63,9 +72,9 @@ def parse_case(obj: Any, where: str) -> Case:
     case_id = obj.get("id")
     if not isinstance(case_id, str) or not case_id:
         raise WorkloadError(f"{where}: field 'id' must be a non-empty string")
-    unknown = set(obj) - {"id", "messages", "prompt", "max_tokens", "group", "check"}
+    unknown = set(obj) - set(CASE_FIELDS)
     if unknown:
-        raise WorkloadError(f"{where}: unknown field {sorted(unknown)[0]!r}; allowed: id, messages, prompt, max_tokens, group, check")
+        raise WorkloadError(f"{where}: unknown field {sorted(unknown)[0]!r}; allowed: {', '.join(CASE_FIELDS)}")
     messages, prompt = obj.get("messages"), obj.get("prompt")
     if (messages is None) == (prompt is None):
         raise WorkloadError(f"{where}: give exactly one of 'messages' (chat) or 'prompt' (raw completion)")
@@ -85,10 +94,21 @@ def parse_case(obj: Any, where: str) -> Case:
     group = obj.get("group", "default")
     if not isinstance(group, str) or not group:
         raise WorkloadError(f"{where}: field 'group' must be a non-empty string")
+    if prompt is not None:
+        carried = next((name for name in STRUCTURED_FIELDS if obj.get(name) is not None), None)
+        if carried is not None:
+            raise WorkloadError(f"{where}: field {carried!r} needs a chat case ('messages'); a raw 'prompt' case "
+                                "cannot carry it")  # fmt: skip
+    response_format = parse_response_format(obj["response_format"], where) if obj.get("response_format") is not None else None
+    tools = parse_tools(obj["tools"], where) if obj.get("tools") is not None else None
+    tool_choice = parse_tool_choice(obj["tool_choice"], tools, where) if obj.get("tool_choice") is not None else None
     check = parse_check(obj["check"], where) if obj.get("check") is not None else None
+    if check is not None:
+        check = bind_check(check, response_format=response_format, tools=tools, tool_choice=tool_choice, where=where)
     return Case(
         id=case_id, max_tokens=max_tokens, group=group, prompt=prompt, check=check,
         messages=tuple({"role": m["role"], "content": m["content"]} for m in messages) if messages else None,
+        response_format=response_format, tools=tools, tool_choice=tool_choice,
     )  # fmt: skip
 
 
@@ -163,6 +183,12 @@ def case_to_dict(case: Case) -> dict[str, Any]:
         out["messages"] = [dict(m) for m in case.messages]
     else:
         out["prompt"] = case.prompt
+    if case.response_format is not None:
+        out["response_format"] = copy.deepcopy(case.response_format)
+    if case.tools is not None:
+        out["tools"] = copy.deepcopy(list(case.tools))
+    if case.tool_choice is not None:
+        out["tool_choice"] = copy.deepcopy(case.tool_choice)
     if case.check is not None:
         out["check"] = case.check.to_dict()
     return out

@@ -83,10 +83,22 @@ _json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
     max_leaves=10,
 )
+_schemas = _json_values | st.just({"type": "object", "properties": {"n": {"type": "integer"}}})
 _case_like = st.fixed_dictionaries(
     {}, optional={"id": _json_values | st.text(min_size=1, max_size=5), "prompt": _json_values | st.just("p"),
-                  "messages": _json_values, "max_tokens": _json_values | st.integers(1, 10), "group": _json_values,
-                  "check": _json_values | st.just({"type": "contains", "values": ["x"]})},
+                  "messages": _json_values | st.just([{"role": "user", "content": "x"}]),
+                  "max_tokens": _json_values | st.integers(1, 10), "group": _json_values,
+                  "check": _json_values | st.just({"type": "contains", "values": ["x"]})
+                  | st.fixed_dictionaries({"type": st.sampled_from(["json_schema", "tool_call"])},
+                                          optional={"schema": _schemas, "values": _json_values, "name": _json_values}),
+                  "response_format": _json_values | st.fixed_dictionaries({
+                      "type": st.sampled_from(["json_schema", "json_object"]),
+                      "json_schema": st.fixed_dictionaries({"name": st.just("r"), "schema": _schemas})}),
+                  "tools": _json_values | st.lists(st.fixed_dictionaries({
+                      "type": st.just("function"),
+                      "function": st.fixed_dictionaries({"name": st.sampled_from(["f", "g"])},
+                                                        optional={"parameters": _schemas})}), max_size=2),
+                  "tool_choice": _json_values | st.sampled_from(["auto", {"type": "function", "function": {"name": "f"}}])},
 )  # fmt: skip
 
 
@@ -98,6 +110,25 @@ def test_any_file_loads_or_fails_with_a_located_workload_error(tmp_path: Path, l
         load_workload(spec)
     except WorkloadError as exc:
         assert str(exc).startswith(spec) and "\n" not in str(exc)
+
+
+def test_structured_fields_are_chat_only_and_round_trip(tmp_path: Path) -> None:
+    from specharness.traffic.workloads import case_to_dict
+
+    spec = write(tmp_path, [
+        '{"id": "a", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, '
+        '"tools": [{"type": "function", "function": {"name": "f"}}], '
+        '"tool_choice": {"type": "function", "function": {"name": "f"}}, "check": {"type": "tool_call"}}',
+        '{"id": "b", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, '
+        '"response_format": {"type": "json_object"}}',
+    ])  # fmt: skip
+    a, b = load_workload(spec).cases
+    assert a.tools == ({"type": "function", "function": {"name": "f"}},) and a.response_format is None
+    assert b.response_format == {"type": "json_object"} and b.tools is None and b.tool_choice is None
+    assert case_to_dict(a)["tool_choice"] == {"type": "function", "function": {"name": "f"}}
+    assert set(case_to_dict(b)) == {"id", "max_tokens", "group", "messages", "response_format"}
+    with pytest.raises(WorkloadError, match=r":1: field 'tool_choice' needs a chat case"):
+        load_workload(write(tmp_path, ['{"id": "c", "prompt": "p", "max_tokens": 1, "tool_choice": "auto"}']))
 
 
 def test_interleave_covers_every_group_in_any_prefix() -> None:
