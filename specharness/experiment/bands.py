@@ -22,7 +22,9 @@ class Band:
 
 
 BANDS = {
-    "cpu": Band(0.10, "2-core CPU A/A: 0.96-1.16 over 40 cells (reports/cpu-aa, 2026-12-03, earlier statistics)"),
+    "cpu": Band(0.10, "2-core CPU A/A, vLLM CPU 0.32.0, 40 cells in 5 runs (2026-12-04, reports/cpu-aa/20261204): 0 "
+                "false verdicts, points 0.92-1.05, offsets between runs within their noise; kept at 10% since 5 engine "
+                "pairs cannot rule out offsets of a few percent"),
     "gpu": Band(0.10, "H200 A/A, vLLM 0.26.0, 18 cells (2026-12-04, reports/gpu-h200-vllm0.26.0/20261204): 0 false "
                 "verdicts; point spread 0.91-1.18 all within the cells' own noise (offset spread 0), so the band stays "
                 "at 10% and the H200 needs more blocks (12 decided a known 0.80 effect, 4 did not)"),
