@@ -25,6 +25,7 @@ __all__ = [
     "EngineRecord",
     "RequestRecord",
     "base_key",
+    "cell_id",
     "cell_key",
     "completeness",
 ]
@@ -54,6 +55,11 @@ def completeness(*, error_kind: str | None, saw_done: bool, finish_reason: str |
 def cell_key(block: int, workload: str, clients: int, arm: str) -> str:
     """The one format of a cell's key, ``b<block>/<workload>/c<clients>/<arm>``; journaled cell ids add ``#s<segment>``."""
     return f"b{block}/{workload}/c{clients}/{arm}"
+
+
+def cell_id(key: str, segment: int) -> str:
+    """A journaled cell id: the cell key and the run segment that measured it (``#s<segment>``)."""
+    return f"{key}#s{segment}"
 
 
 def base_key(cell_id: str) -> str:
@@ -136,8 +142,8 @@ class RequestRecord:
 
     @property
     def useful(self) -> bool:
-        """Counts toward goodput: complete and checked correct."""
-        return self.verdict == COMPLETE and self.correct is True
+        """Counts toward goodput: a right answer (the same rule as :attr:`counts_correct`)."""
+        return self.counts_correct
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": "request", "schema": SCHEMA_VERSION, **dataclasses.asdict(self)}

@@ -36,7 +36,7 @@ from specharness.experiment.rundir import (
     read_manifest,
     write_manifest,
 )
-from specharness.records import SCHEMA_VERSION, CellRecord, EngineRecord, RequestRecord
+from specharness.records import SCHEMA_VERSION, CellRecord, EngineRecord, RequestRecord, cell_id
 from specharness.traffic.client import RequestMeta, build_body, send_request
 from specharness.traffic.workloads import (
     Case,
@@ -150,7 +150,7 @@ class _Experiment:
         for seq, case in enumerate(cases):
             queue.put_nowait((seq, case))
         records: list[RequestRecord] = []
-        cell_id = f"{plan.key(arm)}#s{self.segment}"
+        this_cell = cell_id(plan.key(arm), self.segment)
         slowdown = server.arm.client_slowdown
 
         def sink(record: RequestRecord) -> None:
@@ -172,7 +172,7 @@ class _Experiment:
                 except asyncio.QueueEmpty:
                     return
                 meta = RequestMeta(arm=arm, block=plan.block, workload=plan.workload, clients=plan.clients,
-                                   warmup=warmup, cell=cell_id, seq=seq)  # fmt: skip
+                                   warmup=warmup, cell=this_cell, seq=seq)  # fmt: skip
                 body = build_body(case, self.model_name, self.config.sampling)
                 await send_request(client, server.base_url, case, body, meta, held if slowdown > 1 else sink,
                                    timeout_s=self.config.request_timeout_s, headers=self.headers())  # fmt: skip
@@ -240,7 +240,7 @@ class _Experiment:
             self.journal.write({"kind": "mismatch", "schema": SCHEMA_VERSION, "cell": plan.key(arm), "message": mismatch})
         cell = CellRecord(
             arm=arm, block=plan.block, workload=plan.workload, clients=plan.clients,
-            cell=f"{plan.key(arm)}#s{self.segment}", wall_s=wall, requests=len(records),
+            cell=cell_id(plan.key(arm), self.segment), wall_s=wall, requests=len(records),
             harness_cpu_s=self._last_cpu_s, counters=counters,
             accepted_per_position=delta.accepted_per_position, memory={**mem_warm, **peak},
             resumed=self.segment > 0, order_index=plan.arm_order.index(arm),
@@ -250,7 +250,7 @@ class _Experiment:
 
     def _dead_cell(self, plan: CellPlan, arm: str, reason: str) -> CellRecord:
         cell = CellRecord(arm=arm, block=plan.block, workload=plan.workload, clients=plan.clients,
-                          cell=f"{plan.key(arm)}#s{self.segment}", wall_s=float("nan"), requests=0, valid=False,
+                          cell=cell_id(plan.key(arm), self.segment), wall_s=float("nan"), requests=0, valid=False,
                           invalid_reason=reason, resumed=self.segment > 0)  # fmt: skip
         self.journal.write(cell)
         return cell
