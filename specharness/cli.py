@@ -37,7 +37,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--profile", default="quick", help="quick (default), standard, aa (A/A control) or control (A/A and "
                    "a known slowdown)")
     r.add_argument("--model", default="default", help="'default' (embedded SmolLM2-135M-Instruct), a HF directory or a .gguf")
-    r.add_argument("--workloads", type=_names, help="comma-separated: copy, transform, free, abstain, structured (JSON schema and forced tool calls; tool calls need --engine-arg --enable-auto-tool-choice --engine-arg --tool-call-parser --engine-arg hermes) or .jsonl paths")
+    r.add_argument("--workloads", type=_names, help="comma-separated: copy, transform, free, abstain, structured (JSON schema and forced tool calls; tool calls need --engine-arg=--enable-auto-tool-choice --engine-arg=--tool-call-parser --engine-arg=hermes) or .jsonl paths")
     r.add_argument("--clients", type=_ints, help="client counts, e.g. 1,8")
     r.add_argument("--blocks", type=int, help="paired blocks, even (mirrored arm orders AB BA BA AB ...)")
     r.add_argument("--until-decided", action="store_true", help="add block pairs to cells whose speed verdict is "
