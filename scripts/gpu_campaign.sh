@@ -8,6 +8,7 @@
 #   scripts/gpu_campaign.sh control           the controls: baseline vs baseline-b (A/A) and vs baseline-slow (known
 #                                             1.25x slowdown), 4 workloads x 1, 8 clients, 4 blocks
 #   scripts/gpu_campaign.sh standard          the standard profile (copy, transform x 1, 8 clients), no ASV
+#   scripts/gpu_campaign.sh structured        the structured workload (JSON schema, forced tool calls), 1 client
 set -uo pipefail
 MODE="$1"; COMMIT="${2:-}"
 ROOT="$PWD"
@@ -50,6 +51,12 @@ case "$MODE" in
     timeout "${STANDARD_LIMIT_S:-560}" "$PY" -m specharness run --profile standard --gpu-memory-utilization 0.3 \
       --no-progress ${START:-} --out /tmp/standard 2>&1 | tee "$OUT/standard.log"
     tar -C /tmp --exclude='*.log' -cJf "$OUT/standard.tar.xz" standard ;;
+  structured)
+    timeout "${STRUCTURED_LIMIT_S:-480}" "$PY" -m specharness run --workloads structured --clients 1 --blocks 2 \
+      --requests 16 --warmups 1 --max-tokens-cap 256 --engine-arg=--enable-auto-tool-choice \
+      --engine-arg=--tool-call-parser --engine-arg=hermes --gpu-memory-utilization 0.3 --no-progress ${START:-} \
+      --out /tmp/structured 2>&1 | tee "$OUT/structured.log"
+    tar -C /tmp --exclude='*.log' -cJf "$OUT/structured.tar.xz" structured ;;
   crosscheck)
     timeout "${CROSS_LIMIT_S:-540}" "$PY" -m specharness crosscheck --out /tmp/cross --num-prompts 16 --max-tokens 64 --gpu-memory-utilization 0.3 \
       2>&1 | tee "$OUT/crosscheck.log"
