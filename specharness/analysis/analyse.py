@@ -14,6 +14,7 @@ from specharness.analysis.comparison import ComparisonRules, PairedComparison, c
 from specharness.analysis.stats import look_confidence
 from specharness.analysis.summary import ArmSummary, summarise_arm
 from specharness.analysis.verdict import DEFAULT_MARGIN
+from specharness.experiment.design import possible_looks
 from specharness.experiment.journal import JournalContents, read_journal
 from specharness.records import CellRecord, RequestRecord, base_key, cell_key
 
@@ -34,9 +35,9 @@ def comparison_pairs(arms: tuple[str, ...]) -> list[tuple[str, str]]:
 def sequential_looks(profile: dict[str, Any]) -> int:
     """How many looks a run may take at a cell: 1 for a fixed design; with ``until_decided``, one after the first
     ``blocks`` and one after each further pair of blocks up to ``max_blocks``."""
-    if not profile.get("until_decided"):
-        return 1
-    return 1 + max(0, (int(profile.get("max_blocks") or profile["blocks"]) - int(profile["blocks"])) // 2)
+    max_blocks = profile.get("max_blocks")
+    return possible_looks(int(profile["blocks"]), None if max_blocks is None else int(max_blocks),
+                          bool(profile.get("until_decided")))  # fmt: skip
 
 
 def rules_for(profile: dict[str, Any], sampling: dict[str, Any]) -> ComparisonRules:
@@ -53,6 +54,7 @@ def rules_for(profile: dict[str, Any], sampling: dict[str, Any]) -> ComparisonRu
 class Analysis:
     manifest: dict[str, Any]
     contents: JournalContents
+    rules: ComparisonRules = field(default_factory=ComparisonRules)
     summaries: dict[tuple[str, int, str], ArmSummary] = field(default_factory=dict)
     comparisons: list[PairedComparison] = field(default_factory=list)
     groups: list[dict[str, Any]] = field(default_factory=list)
@@ -99,7 +101,7 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
                 for c in profile["clients"] for a in arms]  # fmt: skip
     result.missing_cells = [k for k in expected if k not in valid]
     position = {id(c): i for i, c in enumerate(contents.cells)}
-    rules = rules_for(profile, manifest["config"]["sampling"])
+    rules = result.rules = rules_for(profile, manifest["config"]["sampling"])
 
     for workload in workload_names:
         for clients in profile["clients"]:

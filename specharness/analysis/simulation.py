@@ -53,6 +53,7 @@ from scipy import stats as sps
 
 from specharness.analysis.stats import RatioInterval, block_ratio_interval, look_confidence
 from specharness.analysis.verdict import band_edges, speed_verdict
+from specharness.experiment.design import possible_looks
 
 __all__ = [
     "METHODS",
@@ -115,7 +116,7 @@ class Scenario:
 
     @property
     def looks(self) -> int:
-        return 1 if self.max_blocks is None else 1 + (self.max_blocks - self.blocks) // 2
+        return possible_looks(self.blocks, self.max_blocks)
 
     @property
     def inside_band(self) -> bool:

@@ -17,7 +17,19 @@ from specharness._errors import ConfigError
 from specharness.engines.server import ArmSpec, validate_speculative_config
 from specharness.records import cell_key
 
-__all__ = ["ARM_NAMES", "PREFIX_CACHING", "PROFILES", "CellPlan", "Profile", "block_orders", "build_arms", "get_profile", "plan_cells"]
+__all__ = [
+    "ARM_NAMES",
+    "BLOCKS_PER_LOOK",
+    "PREFIX_CACHING",
+    "PROFILES",
+    "CellPlan",
+    "Profile",
+    "block_orders",
+    "build_arms",
+    "get_profile",
+    "plan_cells",
+    "possible_looks",
+]
 
 ARM_NAMES = ("baseline", "ngram", "baseline-sync", "baseline-b", "baseline-slow")
 PREFIX_CACHING = ("off", "on", "reset")
@@ -175,6 +187,17 @@ class CellPlan:
 
     def key(self, arm: str) -> str:
         return cell_key(self.block, self.workload, self.clients, arm)
+
+
+BLOCKS_PER_LOOK = 2  # --until-decided adds one mirrored pair of blocks between looks
+
+
+def possible_looks(blocks: int, max_blocks: int | None, until_decided: bool = True) -> int:
+    """Looks a sequential design may take at a cell: one after the first ``blocks``, then one after each further
+    pair of blocks up to ``max_blocks``; a fixed design (or no ``max_blocks``) looks once."""
+    if not until_decided or max_blocks is None:
+        return 1
+    return 1 + max(0, (max_blocks - blocks) // BLOCKS_PER_LOOK)
 
 
 def order_plan_text(arms: tuple[str, ...]) -> str:

@@ -25,7 +25,14 @@ from specharness.engines.model import resolve_model
 from specharness.engines.server import EngineServer, EngineSettings, stop_all
 from specharness.experiment.bands import band_for
 from specharness.experiment.config import RunConfig
-from specharness.experiment.design import CellPlan, block_orders, build_arms, plan_cells, validate_profile
+from specharness.experiment.design import (
+    BLOCKS_PER_LOOK,
+    CellPlan,
+    block_orders,
+    build_arms,
+    plan_cells,
+    validate_profile,
+)
 from specharness.experiment.journal import Journal
 from specharness.experiment.rundir import (
     JOURNAL,
@@ -280,9 +287,9 @@ class _Experiment:
                                 "undecided": sorted(f"{w}/c{c}" for w, c in open_cells)})  # fmt: skip
             if not open_cells:
                 return
-            more = [plan for plan in plan_cells(p, range(blocks, blocks + 2)) if (plan.workload, plan.clients) in open_cells]
+            more = [plan for plan in plan_cells(p, range(blocks, blocks + BLOCKS_PER_LOOK)) if (plan.workload, plan.clients) in open_cells]
             self._run_plans(more)
-            blocks += 2
+            blocks += BLOCKS_PER_LOOK
         self.journal.write({"kind": "look", "schema": SCHEMA_VERSION, "blocks": blocks,
                             "undecided": sorted(f"{w}/c{c}" for w, c in undecided(self.config.out_dir))})  # fmt: skip
 

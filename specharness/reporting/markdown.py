@@ -15,7 +15,7 @@ from typing import Any
 from specharness.analysis.analyse import Analysis, sequential_looks
 from specharness.analysis.comparison import PairedComparison
 from specharness.analysis.stats import RatioInterval
-from specharness.analysis.verdict import DEFAULT_MARGIN, band_edges
+from specharness.analysis.verdict import band_edges
 
 __all__ = ["render_markdown"]
 
@@ -108,10 +108,10 @@ def _quality(a: Analysis) -> list[str]:
 
 def _rules(a: Analysis) -> list[str]:
     prof = a.manifest["config"]["profile"]
-    margin = float(prof.get("equivalence_margin") or DEFAULT_MARGIN)
+    margin = a.rules.margin
     down, up = band_edges(margin)
     looks = sequential_looks(prof)
-    conf = a.comparisons[0].speedup.confidence if a.comparisons else 0.95
+    conf = a.rules.confidence
     source = prof.get("band_source") or "declared"
     design = prof.get("order_plan") or "arm order alternating by block (schema 1)"
     return ["", "**Rules, declared before the run.** Speedup = arm A's summed request time over arm B's for the same "

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 
 from specharness.analysis.analyse import Analysis, analyse
-from specharness.analysis.verdict import DEFAULT_MARGIN, band_edges
+from specharness.analysis.verdict import band_edges
 from specharness.experiment.rundir import read_manifest
 from specharness.reporting.markdown import render_markdown
 
@@ -67,7 +67,7 @@ def _plots(a: Analysis, plot_dir: Path) -> None:
     if points:
         ax.errorbar(range(len(points)), points, yerr=[lows, highs], fmt="o", capsize=4)
         ax.set_xticks(range(len(points)), labels, fontsize=7)
-    margin = float(a.manifest["config"]["profile"].get("equivalence_margin") or DEFAULT_MARGIN)
+    margin = a.rules.margin
     down, up = band_edges(margin)
     ax.axhspan(down, up, color="grey", alpha=0.2, label=f"no-difference band ±{margin:.0%}")
     ax.axhline(1.0, color="grey", linestyle="--")
