@@ -24,13 +24,13 @@ export SPECHARNESS_DEFAULT_GGUF=/tmp/stage/smollm2-135m-instruct-q4_1.gguf SPECH
 export SPECHARNESS_ASV_RUNS=/tmp/asvruns SPECHARNESS_ASV_ENGINE="--gpu-memory-utilization 0.3 --start-one-by-one"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 case "$MODE" in
-  asv|sweep)
+  asv|sweep|load)
     # ASV saves results from an existing environment only with --set-commit-hash, and needs the commit in a repo:
     # clone the carried git bundle so the hash is the real one.
     rm -rf /tmp/repo && git clone -q -b main .stage/repo.bundle /tmp/repo && cd /tmp/repo && git checkout -q "$COMMIT" || exit 4
     export ASV_PYTHONPATH="/tmp/site:/tmp/repo"
     "$PY" -m asv machine --yes --machine h200 >/dev/null
-    bench='PairedNgram'; [ "$MODE" = sweep ] && bench='NgramConfigSweep'
+    bench='PairedNgram'; [ "$MODE" = sweep ] && bench='NgramConfigSweep'; [ "$MODE" = load ] && bench='LoadSweep'
     export SPECHARNESS_ASV_PROFILE=standard
     start=$(date +%s)
     timeout "${ASV_LIMIT_S:-540}" "$PY" -m asv run -E "existing:$PY" --set-commit-hash "$COMMIT" --machine h200 --bench "$bench" --show-stderr \

@@ -13,7 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from specharness._errors import ConfigError, SpecharnessError
-from specharness.experiment.design import get_profile, override
+from specharness.engines.attached import parse_attach
+from specharness.experiment.design import ARM_NAMES, get_profile, override
+from specharness.records import rate_text
+from specharness.traffic.arrivals import parse_rates
 from specharness.traffic.client import Sampling
 
 __all__ = ["main"]
@@ -26,6 +29,26 @@ def _ints(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"{text!r}: give comma-separated integers, e.g. 1,8") from None
 
 
+def _floats(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give comma-separated numbers, e.g. 0.25,0.5,1,1.5") from None
+
+
+def _slo(text: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for item in (x.strip() for x in text.split(",") if x.strip()):
+        name, sep, value = item.partition("=")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{item!r}: give name=milliseconds, e.g. ttft_ms=1000,tpot_ms=50") from None
+        if not sep:
+            raise argparse.ArgumentTypeError(f"{item!r}: give name=milliseconds, e.g. ttft_ms=1000,tpot_ms=50")
+    return out
+
+
 def _names(text: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in text.split(",") if x.strip())
 
@@ -33,12 +56,24 @@ def _names(text: str) -> tuple[str, ...]:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="specharness", description="Does vLLM n-gram speculation make this workload faster, without making answers worse?")
     sub = p.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run", help="run a paired baseline vs prompt-lookup experiment on real vLLM servers")
-    r.add_argument("--profile", default="quick", help="quick (default), standard, aa (A/A control) or control (A/A and "
-                   "a known slowdown)")
+    r = argparse.ArgumentParser(add_help=False)  # the options run and sweep share
     r.add_argument("--model", default="default", help="'default' (embedded SmolLM2-135M-Instruct), a HF directory or a .gguf")
     r.add_argument("--workloads", type=_names, help="comma-separated: copy, transform, free, abstain, structured (JSON schema and forced tool calls; tool calls need --engine-arg=--enable-auto-tool-choice --engine-arg=--tool-call-parser --engine-arg=hermes) or .jsonl paths")
-    r.add_argument("--clients", type=_ints, help="client counts, e.g. 1,8")
+    r.add_argument("--clients", type=_ints, help="closed-loop client counts, e.g. 1,8")
+    r.add_argument("--rates", help="open-loop request rates per second, e.g. 0.5,2,inf (inf: all at once); with "
+                   "--rates alone the run has no closed-loop cells")
+    r.add_argument("--burstiness", type=float, help="gamma shape of the gaps between arrivals: 1 = Poisson "
+                   "(default), below 1 burstier, above 1 more regular")
+    r.add_argument("--arrival-seed", type=int, help="seed of the arrival schedules (each block draws its own; both "
+                   "arms of a block get the same)")
+    r.add_argument("--max-concurrency", type=int, help="open loop: most requests in flight (a request waiting for a "
+                   "slot is sent late and counted late)")
+    r.add_argument("--slo", type=_slo, help="per-request SLOs in ms, e.g. ttft_ms=1000,tpot_ms=50 (latency from the "
+                   "scheduled send); SLO goodput counts right answers within every bound")
+    r.add_argument("--slo-fraction", type=float, help="share of requests that must meet the SLOs for a load to be "
+                   "sustained (default 0.9)")
+    r.add_argument("--attach", help="drive engines started elsewhere: baseline=URL,ngram=URL; nothing is started or "
+                   "stopped, counters come from each URL's /metrics")
     r.add_argument("--blocks", type=int, help="paired blocks, even (mirrored arm orders AB BA BA AB ...)")
     r.add_argument("--until-decided", action="store_true", help="add block pairs to cells whose speed verdict is "
                    "inconclusive, up to --max-blocks (error rate held by Bonferroni over the looks)")
@@ -78,6 +113,15 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--out", type=Path, help="run folder (default runs/<profile>-<time>)")
     r.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish the missing cells of an interrupted run")
     r.add_argument("--no-progress", action="store_true")
+    run = sub.add_parser("run", parents=[r], help="run a paired baseline vs prompt-lookup experiment on real vLLM servers")
+    run.add_argument("--profile", default="quick", help="quick (default), standard, sweep, aa (A/A control) or control "
+                     "(A/A and a known slowdown)")
+    sweep = sub.add_parser("sweep", parents=[r], help="saturation sweep: probe each arm's peak request rate, then "
+                           "open-loop levels from light to past saturation, every level a paired cell; crossover and "
+                           "SLO capacity in the report")
+    sweep.add_argument("--profile", default="sweep", help=argparse.SUPPRESS)
+    sweep.add_argument("--levels", type=_floats, help="sweep levels as multiples of the baseline's peak request rate "
+                       "(default 0.25,0.5,1,1.5; 'all at once' is always added on top)")
     rep = sub.add_parser("report", help="rebuild report.md/report.json/plots from a run folder's journal alone")
     rep.add_argument("run_dir", type=Path)
     cmp_ = sub.add_parser("compare", help="compare two runs, e.g. two vLLM versions")
@@ -161,8 +205,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         resume = True
     else:
         profile = get_profile(args.profile)
+        rates = tuple(rate_text(x) for x in parse_rates(args.rates)) if args.rates else None
+        clients = args.clients if args.clients is not None or rates is None else ()
+        levels = getattr(args, "levels", None)
+        if args.command == "sweep" and levels is None and (args.clients or rates):
+            levels = ()  # the user's own ladder (concurrencies or rates) instead of levels of the probed peak
         profile = override(
-            profile, workloads=args.workloads, clients=args.clients, blocks=args.blocks,
+            profile, workloads=args.workloads, clients=clients, blocks=args.blocks, rates=rates,
+            burstiness=args.burstiness, arrival_seed=args.arrival_seed, max_concurrency=args.max_concurrency,
+            slo=args.slo, slo_fraction=args.slo_fraction, sweep_levels=levels,
             requests_per_cell=args.requests, warmups_per_cell=args.warmups, arms=args.arms,
             max_tokens_cap=args.max_tokens_cap, min_correct_fraction=args.min_correct,
             equivalence_margin=args.equivalence_margin, until_decided=args.until_decided or None,
@@ -178,6 +229,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             kv_cache_gib=args.kv_cache_gib, gpu_memory_utilization=args.gpu_memory_utilization,
             start_timeout_s=args.start_timeout, api_key=api_key, python=args.python,
             extra_engine_args=tuple(args.engine_arg), start_together=not args.start_one_by_one,
+            attach=parse_attach(args.attach, ARM_NAMES, required_arms=profile.arms) if args.attach else {},
         )  # fmt: skip
         resume = False
     total = config.profile.measured_requests()
@@ -309,7 +361,7 @@ def cmd_crosscheck(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    handler = {"run": cmd_run, "report": cmd_report, "compare": cmd_compare, "aa-summary": cmd_aa_summary, "import": cmd_import, "simulate": cmd_simulate, "site": cmd_site,
+    handler = {"run": cmd_run, "sweep": cmd_run, "report": cmd_report, "compare": cmd_compare, "aa-summary": cmd_aa_summary, "import": cmd_import, "simulate": cmd_simulate, "site": cmd_site,
                "release-compare": cmd_release_compare, "crosscheck": cmd_crosscheck}[args.command]
     try:
         return handler(args)

@@ -8,6 +8,10 @@ Schema history:
         cell: ``order_index`` (the arm's place in its block) and prefix-cache counters.
         request: ``tool_calls`` (the streamed tool calls, ``{"name", "arguments"}`` each; empty when none).
         Schema 1 journals still read: their outputs compare by text.
+    3 — open-loop load: request and cell ``rate`` (requests per second as text, ``"inf"`` for all at once, ``""`` for
+        a closed loop), request ``scheduled_s`` and ``send_lateness_s`` (its planned send offset from the cell's start
+        and how late it was sent), cell ``delivery`` (how faithfully the schedule was delivered). Cell keys of
+        open-loop cells carry ``r<rate>`` where closed-loop cells carry ``c<clients>``.
 """
 
 from __future__ import annotations
@@ -28,10 +32,12 @@ __all__ = [
     "cell_id",
     "cell_key",
     "completeness",
+    "load_label",
+    "rate_text",
 ]
 
-SCHEMA_VERSION = 2
-READABLE_SCHEMAS = (1, 2)
+SCHEMA_VERSION = 3
+READABLE_SCHEMAS = (1, 2, 3)
 
 COMPLETE = "complete"
 TRUNCATED = "truncated"
@@ -52,9 +58,22 @@ def completeness(*, error_kind: str | None, saw_done: bool, finish_reason: str |
     return COMPLETE
 
 
-def cell_key(block: int, workload: str, clients: int, arm: str) -> str:
-    """The one format of a cell's key, ``b<block>/<workload>/c<clients>/<arm>``; journaled cell ids add ``#s<segment>``."""
-    return f"b{block}/{workload}/c{clients}/{arm}"
+def rate_text(rate_rps: float) -> str:
+    """The one text form of an open-loop rate (requests per second): ``"0.5"``, ``"2"``, ``"inf"`` (all at once).
+    Journals and JSON carry the text, since JSON has no infinity; ``float(rate_text(r))`` gives the rate back."""
+    return "inf" if math.isinf(rate_rps) else f"{rate_rps:g}"
+
+
+def load_label(clients: int, rate: str = "") -> str:
+    """The one name of a cell's load: ``c<clients>`` for a closed loop of that many clients, ``r<rate>`` for an
+    open loop at that rate (:func:`rate_text`)."""
+    return f"r{rate}" if rate else f"c{clients}"
+
+
+def cell_key(block: int, workload: str, load: str, arm: str) -> str:
+    """The one format of a cell's key, ``b<block>/<workload>/<load>/<arm>`` with ``load`` from :func:`load_label`
+    (``c4``, ``r2``); journaled cell ids add ``#s<segment>``."""
+    return f"b{block}/{workload}/{load}/{arm}"
 
 
 def cell_id(key: str, segment: int) -> str:
@@ -102,6 +121,14 @@ class RequestRecord:
     resumed: bool = False
     output_digest: str | None = None
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    rate: str = ""
+    scheduled_s: float = math.nan
+    send_lateness_s: float = math.nan
+
+    @property
+    def load(self) -> str:
+        """The cell's load, ``c<clients>`` or ``r<rate>`` (:func:`load_label`)."""
+        return load_label(self.clients, self.rate)
 
     @property
     def output_identity(self) -> str:
@@ -188,6 +215,13 @@ class CellRecord:
     invalid_reason: str = ""
     resumed: bool = False
     order_index: int = -1  # the arm's place in its block's arm order (0 = first); -1: not recorded (schema 1)
+    rate: str = ""
+    delivery: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def load(self) -> str:
+        """The cell's load, ``c<clients>`` or ``r<rate>`` (:func:`load_label`)."""
+        return load_label(self.clients, self.rate)
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": "cell", "schema": SCHEMA_VERSION, **dataclasses.asdict(self)}

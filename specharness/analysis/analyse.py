@@ -6,7 +6,7 @@ Only measured requests of *valid* cells count; a cell re-run by ``--resume`` rep
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ from specharness.analysis.comparison import ComparisonRules, PairedComparison, c
 from specharness.analysis.stats import look_confidence
 from specharness.analysis.summary import ArmSummary, summarise_arm
 from specharness.analysis.verdict import DEFAULT_MARGIN
-from specharness.experiment.design import possible_looks
+from specharness.experiment.design import Load, Profile, possible_looks
 from specharness.experiment.journal import JournalContents, read_journal
 from specharness.records import CellRecord, RequestRecord, base_key, cell_key
 
@@ -55,7 +55,7 @@ class Analysis:
     manifest: dict[str, Any]
     contents: JournalContents
     rules: ComparisonRules = field(default_factory=ComparisonRules)
-    summaries: dict[tuple[str, int, str], ArmSummary] = field(default_factory=dict)
+    summaries: dict[tuple[str, str, str], ArmSummary] = field(default_factory=dict)  # (workload, load, arm)
     comparisons: list[PairedComparison] = field(default_factory=list)
     groups: list[dict[str, Any]] = field(default_factory=list)
     reconciliation: list[dict[str, Any]] = field(default_factory=list)
@@ -63,7 +63,8 @@ class Analysis:
     missing_cells: list[str] = field(default_factory=list)
     resumed_cells: list[str] = field(default_factory=list)
     counts: dict[str, Any] = field(default_factory=dict)
-    measured: dict[tuple[str, int, str], list[RequestRecord]] = field(default_factory=dict)
+    measured: dict[tuple[str, str, str], list[RequestRecord]] = field(default_factory=dict)
+    loads: dict[str, tuple[Load, ...]] = field(default_factory=dict)  # workload -> its load levels, in order
 
 
 def _key(cell: CellRecord | RequestRecord) -> str:
@@ -91,40 +92,47 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
 
     requests = contents.requests
     measured = [r for r in requests if not r.warmup and r.cell in valid_ids]
-    by_cell: dict[tuple[str, int, str], list[RequestRecord]] = {}
+    by_cell: dict[tuple[str, str, str], list[RequestRecord]] = {}
     for r in measured:
-        by_cell.setdefault((r.workload, r.clients, r.arm), []).append(r)
+        by_cell.setdefault((r.workload, r.load, r.arm), []).append(r)
     result.measured = by_cell
+    declared = Profile.from_dict(profile)
+    if declared.sweep_levels:  # the rates a sweep's peak probe resolved: the manifest's, else the journal's plan
+        planned = {e["workload"]: tuple(e["rates"]) for e in contents.events if e.get("kind") == "sweep_plan"}
+        declared = replace(declared, workload_rates={**planned, **declared.workload_rates})
+    result.loads = {w: declared.loads(w) for w in workload_names}
+    slo = dict(profile.get("slo") or {})
 
     # the first ``blocks`` blocks are expected everywhere; --until-decided adds blocks to undecided cells only
-    expected = [cell_key(b, w, c, a) for b in range(profile["blocks"]) for w in workload_names
-                for c in profile["clients"] for a in arms]  # fmt: skip
+    expected = [cell_key(b, w, load.label, a) for b in range(profile["blocks"]) for w in workload_names
+                for load in result.loads[w] for a in arms]  # fmt: skip
     result.missing_cells = [k for k in expected if k not in valid]
     position = {id(c): i for i, c in enumerate(contents.cells)}
     rules = result.rules = rules_for(profile, manifest["config"]["sampling"])
 
     for workload in workload_names:
-        for clients in profile["clients"]:
+        for load in result.loads[workload]:
+            lk = load.label
             for arm in arms:
-                cells = [c for c in valid.values() if c.workload == workload and c.clients == clients and c.arm == arm]
-                result.summaries[(workload, clients, arm)] = summarise_arm(
-                    arm, workload, clients, by_cell.get((workload, clients, arm), []), cells,
-                    failed_at_s=float(manifest["config"].get("request_timeout_s", 300.0)),
-                )
+                cells = [c for c in valid.values() if c.workload == workload and c.load == lk and c.arm == arm]
+                result.summaries[(workload, lk, arm)] = summarise_arm(
+                    arm, workload, load.clients, by_cell.get((workload, lk, arm), []), cells,
+                    failed_at_s=float(manifest["config"].get("request_timeout_s", 300.0)), rate=load.rate, slo=slo,
+                )  # fmt: skip
             extra = {c.block for c in valid.values()
-                     if c.workload == workload and c.clients == clients and c.block >= profile["blocks"]}  # fmt: skip
+                     if c.workload == workload and c.load == lk and c.block >= profile["blocks"]}  # fmt: skip
             for a, b in comparison_pairs(arms):
                 # declared blocks must all be there; an extra block (--until-decided) counts once both arms have it,
                 # so one cut short by an interrupt waits for --resume instead of invalidating the cell
                 blocks = sorted(set(range(profile["blocks"])) | {
                     blk for blk in extra
-                    if all(cell_key(blk, workload, clients, arm) in valid for arm in (a, b))})  # fmt: skip
-                keys = [cell_key(blk, workload, clients, arm) for blk in blocks for arm in (a, b)]
+                    if all(cell_key(blk, workload, lk, arm) in valid for arm in (a, b))})  # fmt: skip
+                keys = [cell_key(blk, workload, lk, arm) for blk in blocks for arm in (a, b)]
                 missing = [k for k in keys if k not in valid]
                 reason = f"cell {missing[0]} has no valid measurement" if missing else ""
                 order = {}
                 for blk in blocks:
-                    ca, cb = valid.get(cell_key(blk, workload, clients, a)), valid.get(cell_key(blk, workload, clients, b))
+                    ca, cb = valid.get(cell_key(blk, workload, lk, a)), valid.get(cell_key(blk, workload, lk, b))
                     if ca is not None and cb is not None:
                         if ca.order_index >= 0 and cb.order_index >= 0:
                             order[blk] = ca.order_index < cb.order_index
@@ -132,9 +140,9 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
                             order[blk] = position[id(ca)] < position[id(cb)]
                 kept = set(blocks)
                 result.comparisons.append(compare_arms(
-                    result.summaries[(workload, clients, a)], result.summaries[(workload, clients, b)],
-                    [r for r in by_cell.get((workload, clients, a), []) if r.block in kept],
-                    [r for r in by_cell.get((workload, clients, b), []) if r.block in kept],
+                    result.summaries[(workload, lk, a)], result.summaries[(workload, lk, b)],
+                    [r for r in by_cell.get((workload, lk, a), []) if r.block in kept],
+                    [r for r in by_cell.get((workload, lk, b), []) if r.block in kept],
                     order, rules, valid=not missing, invalid_reason=reason,
                 ))  # fmt: skip
 

@@ -85,6 +85,8 @@ class PairedComparison:
     goodput_ratio: float
     tpot_p50_ratio: float
     block_speedups: list[float] = field(default_factory=list)
+    load: str = ""  # the cell's load label, c<clients> or r<rate>
+    rate: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -189,5 +191,5 @@ def compare_arms(sa: ArmSummary, sb: ArmSummary, a: Sequence[RequestRecord], b: 
         correct_fraction_a=sa.correct_fraction, correct_fraction_b=sb.correct_fraction,
         goodput_ratio=ratio(sb.goodput_tok_s, sa.goodput_tok_s),
         tpot_p50_ratio=ratio(sb.tpot_ms["p50"], sa.tpot_ms["p50"]),
-        block_speedups=[math.exp(speed_logs[k]) for k in sorted(speed_logs)],
+        block_speedups=[math.exp(speed_logs[k]) for k in sorted(speed_logs)], load=sa.load, rate=sa.rate,
     )  # fmt: skip

@@ -16,7 +16,7 @@ from specharness.experiment.rundir import read_manifest
 __all__ = ["undecided_cells"]
 
 
-def undecided_cells(run_dir: Path) -> set[tuple[str, int]]:
-    """(workload, clients) cells of a run whose speed verdict is still inconclusive."""
+def undecided_cells(run_dir: Path) -> set[tuple[str, str]]:
+    """(workload, load label) cells of a run whose speed verdict is still inconclusive."""
     a = analyse(run_dir, read_manifest(run_dir))
-    return {(c.workload, c.clients) for c in a.comparisons if c.speed.verdict == "inconclusive"}
+    return {(c.workload, c.load) for c in a.comparisons if c.speed.verdict == "inconclusive"}

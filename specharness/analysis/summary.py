@@ -8,9 +8,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+
+from specharness.analysis.slo import meets_slo, within_slo
 from specharness.analysis.stats import percentile_table
 from specharness.analysis.throughput import steady_throughput
-from specharness.records import CellRecord, RequestRecord
+from specharness.records import CellRecord, RequestRecord, load_label
+from specharness.traffic.openloop import delivered
 
 __all__ = ["ArmSummary", "ratio", "summarise_arm"]
 
@@ -55,9 +59,21 @@ class ArmSummary:
     error_kinds: dict[str, int] = field(default_factory=dict)
     harness_cpu_fraction: float = math.nan
     prefix_cache: dict[str, float] = field(default_factory=dict)
+    rate: str = ""  # open loop: requests per second as text ("inf": all at once); "" for a closed loop
+    load: str = ""  # the cell's load label, c<clients> or r<rate>
+    delivery: dict[str, float] = field(default_factory=dict)
+    slo: dict[str, float] = field(default_factory=dict)
+    slo_goodput: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def offered(self) -> float:
+        """The load on its own axis: requests per second (open loop) or clients."""
+        return float(self.rate) if self.rate else float(self.clients)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out["offered"] = self.offered
+        return out
 
 
 def _count(items: Iterable[str | None]) -> dict[str, int]:
@@ -68,10 +84,47 @@ def _count(items: Iterable[str | None]) -> dict[str, int]:
     return out
 
 
+def _delivery(requests: Sequence[RequestRecord], cells: Sequence[CellRecord], wall: float) -> dict[str, float]:
+    """Open-loop delivery over an arm's cells: the share of requests sent within the tolerance, the worst cell's
+    share, late requests, p95 and max lateness, the mean sent rate, and whether every cell was delivered."""
+    figures = [c.delivery for c in cells if c.delivery]
+    if not figures:
+        return {}
+    lateness = [r.send_lateness_s for r in requests if math.isfinite(r.send_lateness_s)]
+    tolerance = float(figures[0].get("late_tolerance_s", 0.005))
+    spans = []  # per cell: (sends - 1, span of the actual sends), over cells whose schedule had a span
+    by_cell: dict[str, list[tuple[float, float]]] = {}
+    for r in requests:
+        if math.isfinite(r.scheduled_s) and math.isfinite(r.send_lateness_s):
+            by_cell.setdefault(r.cell, []).append((r.scheduled_s, r.scheduled_s + r.send_lateness_s))
+    for sends in by_cell.values():
+        actual = [a for _, a in sends]
+        if len(sends) > 1 and max(s for s, _ in sends) > 0:  # a schedule with a span (not all at once)
+            spans.append((len(sends) - 1, max(actual) - min(actual)))
+    on_time = [float(f["on_time_fraction"]) for f in figures if isinstance(f.get("on_time_fraction"), (int, float))]
+    return {
+        "on_time_fraction": ratio(sum(1 for x in lateness if x <= tolerance), len(lateness)),
+        "worst_cell_on_time_fraction": min(on_time, default=math.nan),
+        "late_requests": float(sum(1 for x in lateness if x > tolerance)),
+        "p95_lateness_ms": 1000.0 * float(np.percentile(lateness, 95)) if lateness else math.nan,
+        "max_lateness_ms": 1000.0 * max(lateness, default=math.nan),
+        # pooled over cells: sends after the first / their span (NaN for "all at once": no span)
+        "sent_rps": ratio(sum(n for n, _ in spans), sum(t for _, t in spans)) if spans else math.nan,
+        "completed_rps": ratio(sum(1 for r in requests if r.error_kind is None), wall),
+        # recomputed from each cell's counts by the one rule (journals keep the counts)
+        "delivered": float(all(delivered(int(f.get("late_requests", 0)), int(f.get("requests", 0)),
+                                         float(f.get("max_lateness_s") or 0.0), float(f.get("late_tolerance_s", 0.005)),
+                                         float(f.get("min_on_time_fraction", 0.95))) for f in figures)),
+        "cells": float(len(figures)), "late_tolerance_ms": 1000.0 * tolerance,
+    }  # fmt: skip
+
+
 def summarise_arm(arm: str, workload: str, clients: int, requests: Sequence[RequestRecord],
-                  cells: Sequence[CellRecord], failed_at_s: float = 300.0) -> ArmSummary:  # fmt: skip
+                  cells: Sequence[CellRecord], failed_at_s: float = 300.0, *, rate: str = "",
+                  slo: dict[str, float] | None = None) -> ArmSummary:  # fmt: skip
     """Summarise the measured requests of one arm/cell; ``cells`` give wall time, counters and memory; a failed
-    request counts at ``failed_at_s`` (the run's request timeout) in the TTFT and E2E percentiles."""
+    request counts at ``failed_at_s`` (the run's request timeout) in the TTFT and E2E percentiles. ``rate`` names an
+    open-loop cell's rate; ``slo`` the declared per-request SLOs (:mod:`specharness.analysis.slo`)."""
     failed = sum(1 for r in requests if r.verdict == "failed")
     incomplete = sum(1 for r in requests if r.verdict == "incomplete")
     truncated = sum(1 for r in requests if r.verdict == "truncated")
@@ -128,4 +181,16 @@ def summarise_arm(arm: str, workload: str, clients: int, requests: Sequence[Requ
         error_kinds=_count(r.error_kind for r in requests if r.error_kind),
         harness_cpu_fraction=ratio(sum(c.harness_cpu_s for c in cells), wall),
         prefix_cache={k: totals[k] for k in ("prefix_cache_queries", "prefix_cache_hits") if k in totals},
+        rate=rate, load=load_label(clients, rate), delivery=_delivery(requests, cells, wall), slo=dict(slo or {}),
+        slo_goodput=_slo_goodput(requests, slo or {}, wall),
     )  # fmt: skip
+
+
+def _slo_goodput(requests: Sequence[RequestRecord], slo: dict[str, float], wall: float) -> dict[str, float]:
+    """SLO goodput of one arm: requests right and within every SLO (per second of measured wall time, and as a
+    share of all requests), and, apart, the share within the latency SLOs whatever the answer."""
+    n = len(requests)
+    good = sum(1 for r in requests if meets_slo(r, slo))
+    timely = sum(1 for r in requests if within_slo(r, slo))
+    return {"requests": float(n), "met": float(good), "fraction": ratio(good, n), "rps": ratio(good, wall),
+            "latency_met": float(timely), "latency_fraction": ratio(timely, n)}  # fmt: skip

@@ -34,6 +34,7 @@ class RunConfig:
     extra_engine_args: tuple[str, ...] = ()
     fsync: bool = True
     start_together: bool = True  # spawn every engine before waiting for any (False: one after another)
+    attach: dict[str, str] = field(default_factory=dict)  # arm -> base URL of an engine started elsewhere
 
     def __post_init__(self) -> None:
         self.validate()
@@ -59,6 +60,9 @@ class RunConfig:
         if self.profile.prefix_caching == "reset" and self.host not in ("127.0.0.1", "localhost", "::1"):
             raise ConfigError(f"--prefix-caching reset with --host {self.host}: resetting needs vLLM's dev endpoints, "
                               "which specharness enables on a loopback host only; use --prefix-caching off")  # fmt: skip
+        if self.attach and sorted(self.attach) != sorted(self.profile.arms):
+            raise ConfigError(f"--attach names {', '.join(sorted(self.attach))} but the run's arms are "
+                              f"{', '.join(self.profile.arms)}; give one URL per arm (or --arms to match)")  # fmt: skip
         for flag, value, ok, need in rules:
             if not ok:
                 raise ConfigError(f"{flag} {value}: must be {need}")
@@ -71,6 +75,7 @@ class RunConfig:
             "gpu_memory_utilization": self.gpu_memory_utilization, "start_timeout_s": self.start_timeout_s,
             "api_key": "set" if self.api_key else "unset", "python": self.python,
             "extra_engine_args": list(self.extra_engine_args), "start_together": self.start_together,
+            "attach": dict(self.attach),
         }  # fmt: skip
 
     @classmethod
@@ -84,5 +89,5 @@ class RunConfig:
             max_model_len=raw["max_model_len"], kv_cache_gib=raw["kv_cache_gib"],
             gpu_memory_utilization=raw["gpu_memory_utilization"], start_timeout_s=raw["start_timeout_s"],
             api_key=api_key, python=raw.get("python", ""), extra_engine_args=tuple(raw.get("extra_engine_args", ())),
-            start_together=raw.get("start_together", True),
+            start_together=raw.get("start_together", True), attach=dict(raw.get("attach", {})),
         )  # fmt: skip

@@ -9,20 +9,23 @@ estimated rather than left in the verdict. Block counts are therefore even.
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from specharness._errors import ConfigError
 from specharness.engines.server import ArmSpec, validate_speculative_config
-from specharness.records import cell_key
+from specharness.records import cell_key, load_label, rate_text
 
 __all__ = [
     "ARM_NAMES",
     "BLOCKS_PER_LOOK",
     "PREFIX_CACHING",
     "PROFILES",
+    "SLO_METRICS",
     "CellPlan",
+    "Load",
     "Profile",
     "block_orders",
     "build_arms",
@@ -33,6 +36,29 @@ __all__ = [
 
 ARM_NAMES = ("baseline", "ngram", "baseline-sync", "baseline-b", "baseline-slow")
 PREFIX_CACHING = ("off", "on", "reset")
+SLO_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms")  # what --slo may bound, per request
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    """One load level of a cell: a closed loop of ``clients`` clients (``rate`` empty), or an open loop at ``rate``
+    requests per second (text, ``"inf"``: all at once) with at most ``clients`` in flight (0: no cap)."""
+
+    clients: int
+    rate: str = ""
+
+    @property
+    def label(self) -> str:
+        return load_label(self.clients, self.rate)
+
+    @property
+    def open_loop(self) -> bool:
+        return bool(self.rate)
+
+    @property
+    def offered(self) -> float:
+        """The load as a number on its own axis: requests per second (open loop) or clients (closed loop)."""
+        return float(self.rate) if self.rate else float(self.clients)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,12 +88,45 @@ class Profile:
     speculative: dict[str, Any] = field(
         default_factory=lambda: {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
     )
+    # open loop (--rates): rates as text (rate_text), gamma gaps of shape `burstiness` (1 = Poisson), a seed per
+    # block from `arrival_seed`, at most `max_concurrency` in flight; a cell is delivered when at least
+    # `min_on_time_fraction` of its requests left within `late_tolerance_s` of their scheduled time
+    rates: tuple[str, ...] = ()
+    burstiness: float = 1.0
+    arrival_seed: int = 0
+    max_concurrency: int | None = None
+    late_tolerance_s: float = 0.005
+    min_on_time_fraction: float = 0.95
+    # SLOs per request (ttft_ms, tpot_ms, e2e_ms; latency from the *scheduled* send) and the share of requests that
+    # must be right and within them for a load to count as sustained
+    slo: dict[str, float] = field(default_factory=dict)
+    slo_fraction: float = 0.9
+    # a saturation sweep: open-loop levels as fractions of the baseline's measured peak request rate, plus inf;
+    # `workload_rates` holds the rates the peak probe resolved them to (journaled and saved, so --resume keeps them)
+    sweep_levels: tuple[float, ...] = ()
+    workload_rates: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def loads(self, workload: str) -> tuple[Load, ...]:
+        """The load levels of one workload: closed loops first, then open-loop rates in the order given."""
+        cap = self.max_concurrency or 0
+        rates = self.workload_rates.get(workload, self.rates)
+        return tuple(Load(c) for c in self.clients) + tuple(Load(cap, r) for r in rates)
+
+    def _requests_per_load(self, warmup: bool) -> int:
+        total = 0
+        for w in self.workloads:
+            loads = self.loads(w)
+            if self.sweep_levels and w not in self.workload_rates:  # rates known once the peak is probed
+                loads += (Load(0, "1"),) * (len(self.sweep_levels) + 1)
+            for load in loads:
+                total += self.warmups_per_cell * warm_round(load) if warmup else self.requests_per_cell
+        return total
 
     def measured_requests(self) -> int:
-        return self.blocks * len(self.workloads) * len(self.clients) * self.requests_per_cell * len(self.arms)
+        return self.blocks * self._requests_per_load(False) * len(self.arms)
 
     def warmup_requests(self) -> int:
-        return self.blocks * len(self.workloads) * sum(self.clients) * self.warmups_per_cell * len(self.arms)
+        return self.blocks * self._requests_per_load(True) * len(self.arms)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -79,6 +138,11 @@ class Profile:
             "min_same_work_fraction": self.min_same_work_fraction, "prefix_caching": self.prefix_caching,
             "order_seed": self.order_seed, "order_plan": order_plan_text(self.arms), "until_decided": self.until_decided,
             "max_blocks": self.max_blocks, "known_slowdown": self.known_slowdown, "speculative": dict(self.speculative),
+            "rates": list(self.rates), "burstiness": self.burstiness, "arrival_seed": self.arrival_seed,
+            "max_concurrency": self.max_concurrency, "late_tolerance_s": self.late_tolerance_s,
+            "min_on_time_fraction": self.min_on_time_fraction, "slo": dict(self.slo), "slo_fraction": self.slo_fraction,
+            "sweep_levels": list(self.sweep_levels),
+            "workload_rates": {w: list(r) for w, r in self.workload_rates.items()},
         }  # fmt: skip
 
     @classmethod
@@ -93,6 +157,12 @@ class Profile:
             prefix_caching=raw.get("prefix_caching", "on"), order_seed=raw.get("order_seed", 0),
             until_decided=raw.get("until_decided", False), max_blocks=raw.get("max_blocks"),
             known_slowdown=raw.get("known_slowdown", 1.25), speculative=dict(raw["speculative"]),
+            rates=tuple(raw.get("rates", ())), burstiness=raw.get("burstiness", 1.0),
+            arrival_seed=raw.get("arrival_seed", 0), max_concurrency=raw.get("max_concurrency"),
+            late_tolerance_s=raw.get("late_tolerance_s", 0.005), min_on_time_fraction=raw.get("min_on_time_fraction", 0.95),
+            slo=dict(raw.get("slo", {})), slo_fraction=raw.get("slo_fraction", 0.9),
+            sweep_levels=tuple(raw.get("sweep_levels", ())),
+            workload_rates={w: tuple(r) for w, r in raw.get("workload_rates", {}).items()},
         )  # fmt: skip
 
 
@@ -112,7 +182,36 @@ PROFILES: dict[str, Profile] = {
     "control": Profile("control", blocks=4, workloads=("copy", "transform"), clients=(1, 4), requests_per_cell=6,
                        warmups_per_cell=1, arms=("baseline", "baseline-b", "baseline-slow"), max_tokens_cap=48,
                        min_correct_fraction=0.0),
+    # A saturation sweep: each arm's peak request rate is probed (a cell's 16 requests at once), then open-loop
+    # Poisson levels at 0.25, 0.5, 1, 1.5 and 2 times the baseline's peak (at 2x the queue grows by half the cell),
+    # and all at once. SLOs: the first token within 1 s and 50 ms per output token after it (20 tokens/s, faster than
+    # people read), from the scheduled send; the 2-core CPU baseline writes 30-33 ms per token at 1-4 clients.
+    "sweep": Profile("sweep", blocks=4, workloads=("copy", "transform"), clients=(), requests_per_cell=16,
+                     warmups_per_cell=1, max_tokens_cap=96, sweep_levels=(0.25, 0.5, 1.0, 1.5, 2.0),
+                     slo={"ttft_ms": 1000.0, "tpot_ms": 50.0}),
 }
+
+
+def warm_round(load: Load) -> int:
+    """Requests in one warmup round of a load: one per client (closed loop), four (open loop), at the cell's load."""
+    return load.clients if not load.open_loop else OPEN_LOOP_WARM_ROUND
+
+
+OPEN_LOOP_WARM_ROUND = 4
+
+
+def sweep_rates(levels: tuple[float, ...], peak_rps: float) -> tuple[str, ...]:
+    """The open-loop rates of a sweep: each level times the baseline's peak request rate, two significant digits,
+    then ``inf`` (all at once: past saturation). Levels that round to the same rate are kept once."""
+    if not (math.isfinite(peak_rps) and peak_rps > 0):
+        raise ConfigError(f"the sweep's peak probe measured {peak_rps!r} requests/s; every probe request failed? "
+                          "read the engine logs under logs/")  # fmt: skip
+    out: list[str] = []
+    for level in levels:
+        text = rate_text(float(f"{level * peak_rps:.2g}"))
+        if text not in out:
+            out.append(text)
+    return (*out, "inf")
 
 
 def get_profile(name: str) -> Profile:
@@ -142,8 +241,29 @@ def validate_profile(p: Profile) -> None:
         raise ConfigError(f"--min-same-work {p.min_same_work_fraction}: must be a fraction from 0 to 1")
     if not p.known_slowdown > 1.0:
         raise ConfigError(f"--known-slowdown {p.known_slowdown}: must be a factor above 1, e.g. 1.25")
-    if not p.clients or any(c < 1 for c in p.clients):
+    if any(c < 1 for c in p.clients):
         raise ConfigError(f"--clients {','.join(map(str, p.clients))}: each client count must be a positive integer")
+    if not p.clients and not p.rates and not p.sweep_levels:
+        raise ConfigError("--clients/--rates: give client counts (closed loop, e.g. --clients 1,4), rates (open loop, "
+                          "e.g. --rates 0.5,2,inf) or both")  # fmt: skip
+    for level in p.sweep_levels:
+        if not (math.isfinite(level) and level > 0):
+            raise ConfigError(f"--levels {level!r}: each sweep level is a positive multiple of the baseline's peak rate")
+    for r in p.rates:
+        if not (r == "inf" or (math.isfinite(float(r)) and float(r) > 0)):
+            raise ConfigError(f"--rates {r!r}: a rate is requests per second, positive, or inf")
+    if not (math.isfinite(p.burstiness) and p.burstiness > 0):
+        raise ConfigError(f"--burstiness {p.burstiness}: must be a positive finite number (1 = Poisson arrivals)")
+    if p.max_concurrency is not None and p.max_concurrency < 1:
+        raise ConfigError(f"--max-concurrency {p.max_concurrency}: must be a positive integer (leave it out for no cap)")
+    unknown_slo = [k for k in p.slo if k not in SLO_METRICS]
+    if unknown_slo:
+        raise ConfigError(f"--slo {unknown_slo[0]}: unknown; bound any of {', '.join(SLO_METRICS)}, e.g. --slo ttft_ms=1000,tpot_ms=50")
+    bad_slo = [k for k, v in p.slo.items() if not (math.isfinite(v) and v > 0)]
+    if bad_slo:
+        raise ConfigError(f"--slo {bad_slo[0]}={p.slo[bad_slo[0]]}: must be a positive number of milliseconds")
+    if not 0.0 < p.slo_fraction <= 1.0:
+        raise ConfigError(f"--slo-fraction {p.slo_fraction}: must be a fraction above 0, at most 1")
     if p.requests_per_cell < 1:
         raise ConfigError(f"--requests {p.requests_per_cell}: need at least 1 request per cell")
     if p.warmups_per_cell < 0:
@@ -182,11 +302,15 @@ def build_arms(profile: Profile) -> list[ArmSpec]:
 class CellPlan:
     block: int
     workload: str
-    clients: int
+    load: Load
     arm_order: tuple[str, ...]
 
+    @property
+    def clients(self) -> int:
+        return self.load.clients
+
     def key(self, arm: str) -> str:
-        return cell_key(self.block, self.workload, self.clients, arm)
+        return cell_key(self.block, self.workload, self.load.label, arm)
 
 
 BLOCKS_PER_LOOK = 2  # --until-decided adds one mirrored pair of blocks between looks
@@ -221,8 +345,8 @@ def block_orders(arms: tuple[str, ...], blocks: int, seed: int = 0) -> list[tupl
 
 
 def plan_cells(profile: Profile, blocks: range | None = None) -> list[CellPlan]:
-    """Blocks in order; within a block every workload x client count, arms in the block's mirrored order."""
+    """Blocks in order; within a block every workload x load, arms in the block's mirrored order."""
     which = blocks if blocks is not None else range(profile.blocks)
     orders = block_orders(profile.arms, max(which.stop, 1), profile.order_seed)
-    return [CellPlan(block, workload, clients, orders[block]) for block in which for workload in profile.workloads
-            for clients in profile.clients]  # fmt: skip
+    return [CellPlan(block, workload, load, orders[block]) for block in which for workload in profile.workloads
+            for load in profile.loads(workload)]  # fmt: skip

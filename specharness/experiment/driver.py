@@ -15,10 +15,12 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from specharness._errors import ConfigError, EngineDied, RunDirError
+from specharness.engines.attached import AttachedEngine, check_speculation
 from specharness.engines.counters import CounterSnapshot, acceptance_figures, reconcile_tokens, scrape
 from specharness.engines.memory import MemoryProbe, PeakSampler
 from specharness.engines.model import resolve_model
@@ -28,10 +30,13 @@ from specharness.experiment.config import RunConfig
 from specharness.experiment.design import (
     BLOCKS_PER_LOOK,
     CellPlan,
+    Load,
     block_orders,
     build_arms,
     plan_cells,
+    sweep_rates,
     validate_profile,
+    warm_round,
 )
 from specharness.experiment.journal import Journal
 from specharness.experiment.rundir import (
@@ -44,7 +49,9 @@ from specharness.experiment.rundir import (
     write_manifest,
 )
 from specharness.records import SCHEMA_VERSION, CellRecord, EngineRecord, RequestRecord, cell_id
+from specharness.traffic.arrivals import ArrivalSpec, block_seed, schedule
 from specharness.traffic.client import RequestMeta, build_body, send_request
+from specharness.traffic.openloop import run_open_loop
 from specharness.traffic.workloads import (
     Case,
     Workload,
@@ -58,7 +65,8 @@ __all__ = ["run_experiment"]
 
 
 ProgressFn = Callable[[int], None]
-UndecidedFn = Callable[[Path], set[tuple[str, int]]]  # run folder -> (workload, clients) cells still undecided
+UndecidedFn = Callable[[Path], set[tuple[str, str]]]  # run folder -> (workload, load label) cells still undecided
+WARMUP_SEED_OFFSET = 1_000_003  # warmup schedules draw from other seeds than the measured ones
 
 
 @contextlib.contextmanager
@@ -87,8 +95,9 @@ class _Experiment:
     """State of one run segment (a first run or a resume)."""
 
     def __init__(self, config: RunConfig, workloads: list[Workload], segment: int, done: set[str],
-                 journal: Journal, progress: ProgressFn | None) -> None:  # fmt: skip
+                 journal: Journal, progress: ProgressFn | None, manifest: dict[str, Any]) -> None:  # fmt: skip
         self.config = config
+        self.manifest = manifest  # the run's manifest, rewritten when the sweep's rates are resolved
         # plan by workload name: the profile may list a user workload by its file path
         self.profile = replace(config.profile, workloads=tuple(w.name for w in workloads))
         self.workloads = {w.name: w for w in workloads}
@@ -98,9 +107,41 @@ class _Experiment:
         self.journal = journal
         self.progress = progress
         self.probe = MemoryProbe()
-        self.servers: dict[str, EngineServer] = {}
+        self.servers: dict[str, EngineServer | AttachedEngine] = {}
         self.model_name = "model"
         self._last_cpu_s = float("nan")
+        self._last_delivery: dict[str, float | bool] = {}
+
+    def attach_engines(self) -> str:
+        """Engines started elsewhere (``--attach``): wait for each URL's /health, read its version and served model;
+        nothing is started, and :meth:`stop` leaves them running. Returns the served model's name."""
+        c = self.config
+        engines = []
+        for arm in build_arms(self.profile):
+            engine = AttachedEngine(arm, c.attach[arm.name], c.out_dir / "logs" / f"{arm.name}.s{self.segment}.log",
+                                    api_key=c.api_key, start_timeout_s=c.start_timeout_s)  # fmt: skip
+            engine.spawn()
+            self.servers[arm.name] = engine
+            engines.append(engine)
+        models = set()
+        for engine in engines:
+            engine.wait_ready()
+            models.add(engine.served_model())
+            warning = check_speculation(engine, engine.arm.speculative_config is not None)
+            if warning:
+                self.journal.write({"kind": "attach_warning", "schema": SCHEMA_VERSION, "arm": engine.arm.name,
+                                    "message": warning})  # fmt: skip
+            self.journal.write(EngineRecord(
+                arm=engine.arm.name, command=[], log_path=str(engine.log_path.relative_to(c.out_dir)),
+                port=engine.port, vllm_version=engine.version, start_s=engine.start_s, pid=-1,
+                async_scheduling=None, speculative_config=engine.arm.speculative_config,
+                effective_settings=engine.effective_settings(), memory={},
+            ))  # fmt: skip
+        if len(models) != 1:
+            raise ConfigError(f"--attach: the engines serve different models ({', '.join(sorted(models))}); a paired "
+                              "comparison needs the same model behind every URL")  # fmt: skip
+        self.model_name = models.pop()
+        return self.model_name
 
     def start_engines(self, model_path: str, model_name: str) -> None:
         self.model_name = model_name
@@ -115,11 +156,12 @@ class _Experiment:
             settings = replace(settings, python=c.python)
         before = self.probe.as_fields("before_start", [])
         arms = build_arms(self.profile)
+        started: dict[str, EngineServer] = {}
         for arm in arms:  # spawn every engine first, so their starts overlap
             if c.port:
                 settings = replace(settings, port=c.port + len(self.servers))
             server = EngineServer(settings, arm, c.out_dir / "logs" / f"{arm.name}.s{self.segment}.log")
-            self.servers[arm.name] = server
+            self.servers[arm.name] = started[arm.name] = server
             server.on_spawn = lambda pid, name=arm.name: self.journal.write(
                 {"kind": "engine_spawned", "schema": SCHEMA_VERSION, "arm": name, "pid": pid, "segment": self.segment}
             )
@@ -127,7 +169,7 @@ class _Experiment:
             if not c.start_together:
                 server.wait_ready()
         for arm in arms:
-            server = self.servers[arm.name]
+            server = started[arm.name]
             server.wait_ready()  # returns at once for a server that is already up
             effective = server.effective_settings()
             memory = {**before, **self.probe.as_fields("engine_ready", server.pids())}
@@ -148,29 +190,49 @@ class _Experiment:
         p = self.profile
         measured = [cases[i % len(cases)] for i in range(p.requests_per_cell)]
         spare = list(cases[p.requests_per_cell:]) or list(warmup_cases())
-        warm = [spare[i % len(spare)] for i in range(p.warmups_per_cell * plan.clients)]
+        warm = [spare[i % len(spare)] for i in range(p.warmups_per_cell * warm_round(plan.load))]
         return measured, warm
 
-    async def _run_requests(self, server: EngineServer, plan: CellPlan, arm: str, cases: list[Case], warmup: bool,
+    async def _run_requests(self, server: EngineServer | AttachedEngine, plan: CellPlan, arm: str, cases: list[Case], warmup: bool,
                             client: httpx.AsyncClient) -> list[RequestRecord]:  # fmt: skip
-        queue: asyncio.Queue[tuple[int, Case]] = asyncio.Queue()
-        for seq, case in enumerate(cases):
-            queue.put_nowait((seq, case))
+        """Send the cases at the cell's load: a closed loop of ``clients`` workers, or an open loop on the block's
+        arrival schedule (the same for every arm of the block). Open loop: the delivery figures go to
+        ``self._last_delivery``."""
         records: list[RequestRecord] = []
         this_cell = cell_id(plan.key(arm), self.segment)
         slowdown = server.arm.client_slowdown
+        load = plan.load
 
         def sink(record: RequestRecord) -> None:
             if self.segment:
                 record = replace(record, resumed=True)
+            if slowdown > 1:  # the known-effect control: every recorded time taken `slowdown` times as long
+                record = slowed(record, slowdown)
             self.journal.write(record)
             records.append(record)
             if self.progress and not warmup:
                 self.progress(1)
 
-        def held(record: RequestRecord) -> None:
-            """The known-effect control: every recorded time of the request taken ``slowdown`` times as long."""
-            sink(slowed(record, slowdown))
+        async def send(seq: int, case: Case, scheduled_s: float = float("nan"), lateness_s: float = float("nan")) -> None:
+            meta = RequestMeta(arm=arm, block=plan.block, workload=plan.workload, clients=plan.clients, warmup=warmup,
+                               cell=this_cell, seq=seq, rate=load.rate, scheduled_s=scheduled_s,
+                               send_lateness_s=lateness_s)  # fmt: skip
+            body = build_body(case, self.model_name, self.config.sampling)
+            await send_request(client, server.base_url, case, body, meta, sink,
+                               timeout_s=self.config.request_timeout_s, headers=self.headers())  # fmt: skip
+
+        if load.open_loop:
+            stats = await run_open_loop(cases, self.arrivals(plan, len(cases), warmup), send,
+                                        max_concurrency=self.profile.max_concurrency,
+                                        late_tolerance_s=self.profile.late_tolerance_s,
+                                        min_on_time_fraction=self.profile.min_on_time_fraction)  # fmt: skip
+            if not warmup:
+                self._last_delivery = stats.figures()
+            return records
+
+        queue: asyncio.Queue[tuple[int, Case]] = asyncio.Queue()
+        for seq, case in enumerate(cases):
+            queue.put_nowait((seq, case))
 
         async def worker() -> None:
             while True:
@@ -178,19 +240,28 @@ class _Experiment:
                     seq, case = queue.get_nowait()
                 except asyncio.QueueEmpty:
                     return
-                meta = RequestMeta(arm=arm, block=plan.block, workload=plan.workload, clients=plan.clients,
-                                   warmup=warmup, cell=this_cell, seq=seq)  # fmt: skip
-                body = build_body(case, self.model_name, self.config.sampling)
-                await send_request(client, server.base_url, case, body, meta, held if slowdown > 1 else sink,
-                                   timeout_s=self.config.request_timeout_s, headers=self.headers())  # fmt: skip
+                await send(seq, case)
 
         await asyncio.gather(*(worker() for _ in range(min(plan.clients, len(cases)))))
         return records
 
+    def arrivals(self, plan: CellPlan, n: int, warmup: bool) -> tuple[float, ...]:
+        """The send offsets of an open-loop cell: drawn from the block's seed, so every arm of the block gets the
+        identical schedule (and every block, workload and rate its own)."""
+        p = self.profile
+        rate = float(plan.load.rate)
+        seed = block_seed(p.arrival_seed, plan.block + (WARMUP_SEED_OFFSET if warmup else 0), plan.workload, rate)
+        return schedule(ArrivalSpec(rate, burstiness=p.burstiness, seed=seed, max_concurrency=p.max_concurrency), n)
+
     def run_cell(self, plan: CellPlan, arm: str) -> CellRecord:
         server = self.servers[arm]
         measured_cases, warm_cases = self.cell_cases(plan)
-        limits = httpx.Limits(max_connections=plan.clients + 4, max_keepalive_connections=plan.clients + 4)
+        if plan.load.open_loop:  # an open loop never waits for a connection: no pool limit unless a cap is set
+            cap = self.profile.max_concurrency
+            limits = httpx.Limits(max_connections=cap + 4 if cap else None, max_keepalive_connections=cap + 4 if cap else None)
+        else:
+            limits = httpx.Limits(max_connections=plan.clients + 4, max_keepalive_connections=plan.clients + 4)
+        self._last_delivery = {}
         timeout = httpx.Timeout(self.config.request_timeout_s, connect=10.0)
         reset = self.profile.prefix_caching == "reset"
 
@@ -250,7 +321,8 @@ class _Experiment:
             cell=cell_id(plan.key(arm), self.segment), wall_s=wall, requests=len(records),
             harness_cpu_s=self._last_cpu_s, counters=counters,
             accepted_per_position=delta.accepted_per_position, memory={**mem_warm, **peak},
-            resumed=self.segment > 0, order_index=plan.arm_order.index(arm),
+            resumed=self.segment > 0, order_index=plan.arm_order.index(arm), rate=plan.load.rate,
+            delivery=self._last_delivery,
         )  # fmt: skip
         self.journal.write(cell)
         return cell
@@ -258,7 +330,7 @@ class _Experiment:
     def _dead_cell(self, plan: CellPlan, arm: str, reason: str) -> CellRecord:
         cell = CellRecord(arm=arm, block=plan.block, workload=plan.workload, clients=plan.clients,
                           cell=cell_id(plan.key(arm), self.segment), wall_s=float("nan"), requests=0, valid=False,
-                          invalid_reason=reason, resumed=self.segment > 0)  # fmt: skip
+                          invalid_reason=reason, resumed=self.segment > 0, rate=plan.load.rate)  # fmt: skip
         self.journal.write(cell)
         return cell
 
@@ -276,6 +348,8 @@ class _Experiment:
     def run_plan(self, undecided: UndecidedFn | None) -> None:
         """The declared blocks; then, with --until-decided, two more blocks (a mirrored pair) at a time for the
         cells ``undecided`` names, up to --max-blocks. Every look is journaled."""
+        if self.profile.sweep_levels:
+            self.resolve_sweep()
         p = self.profile
         self._run_plans(plan_cells(p))
         if not p.until_decided or undecided is None or p.max_blocks is None:
@@ -284,14 +358,60 @@ class _Experiment:
         while blocks < p.max_blocks:
             open_cells = undecided(self.config.out_dir)
             self.journal.write({"kind": "look", "schema": SCHEMA_VERSION, "blocks": blocks,
-                                "undecided": sorted(f"{w}/c{c}" for w, c in open_cells)})  # fmt: skip
+                                "undecided": sorted(f"{w}/{load}" for w, load in open_cells)})  # fmt: skip
             if not open_cells:
                 return
-            more = [plan for plan in plan_cells(p, range(blocks, blocks + BLOCKS_PER_LOOK)) if (plan.workload, plan.clients) in open_cells]
+            more = [plan for plan in plan_cells(p, range(blocks, blocks + BLOCKS_PER_LOOK))
+                    if (plan.workload, plan.load.label) in open_cells]  # fmt: skip
             self._run_plans(more)
             blocks += BLOCKS_PER_LOOK
         self.journal.write({"kind": "look", "schema": SCHEMA_VERSION, "blocks": blocks,
-                            "undecided": sorted(f"{w}/c{c}" for w, c in undecided(self.config.out_dir))})  # fmt: skip
+                            "undecided": sorted(f"{w}/{load}" for w, load in undecided(self.config.out_dir))})  # fmt: skip
+
+    def resolve_sweep(self) -> None:
+        """A sweep's open-loop rates, per workload: each arm's peak request rate is probed (all of a cell's
+        requests at once, after a warmup round; journaled as warmup, so never analysed), then the levels are taken
+        of the reference arm's peak (:func:`~specharness.experiment.design.sweep_rates`). The rates are journaled
+        and saved in the manifest, so a resumed run keeps them."""
+        p = self.profile
+        resolved = dict(p.workload_rates)
+        reference = p.arms[0]
+        for workload in p.workloads:
+            if workload in resolved:
+                continue
+            peaks: dict[str, float] = {}
+            probe = CellPlan(-1, workload, Load(0, "inf"), p.arms)
+            measured, warm = self.cell_cases(probe)
+            for arm in p.arms:
+                peaks[arm] = self.probe_peak(probe, arm, measured, warm)
+            rates = sweep_rates(p.sweep_levels, peaks[reference])
+            resolved[workload] = rates
+            self.journal.write({"kind": "sweep_plan", "schema": SCHEMA_VERSION, "workload": workload,
+                                "reference_arm": reference, "peak_rps": peaks, "levels": list(p.sweep_levels),
+                                "rates": list(rates)})  # fmt: skip
+        self.profile = replace(p, workload_rates=resolved)
+        self.manifest["config"]["profile"]["workload_rates"] = {w: list(r) for w, r in resolved.items()}
+        write_manifest(self.config.out_dir, self.manifest)
+
+    def probe_peak(self, probe: CellPlan, arm: str, measured: list[Case], warm: list[Case]) -> float:
+        """One arm's peak request rate: a warmup round, then every measured case at once; completed requests per
+        second of the burst. Journaled as warmup requests and a ``peak_probe`` event."""
+        server = self.servers[arm]
+
+        async def go() -> tuple[list[RequestRecord], float]:
+            timeout = httpx.Timeout(self.config.request_timeout_s, connect=10.0)
+            async with httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(max_connections=None)) as client:
+                await self._run_requests(server, probe, arm, warm, True, client)
+                t0 = time.perf_counter()
+                records = await self._run_requests(server, probe, arm, measured, True, client)
+                return records, time.perf_counter() - t0
+
+        records, wall = asyncio.run(go())
+        ok = sum(1 for r in records if r.error_kind is None)
+        peak = ok / wall if wall > 0 else float("nan")
+        self.journal.write({"kind": "peak_probe", "schema": SCHEMA_VERSION, "workload": probe.workload, "arm": arm,
+                            "requests": len(records), "ok": ok, "wall_s": wall, "peak_rps": peak})  # fmt: skip
+        return peak
 
     def stop(self) -> None:
         for server in self.servers.values():
@@ -317,7 +437,6 @@ def run_experiment(config: RunConfig, *, resume: bool = False, progress: Progres
         out.mkdir(parents=True, exist_ok=True)
         manifest = {}
         done, segment = set(), 0
-    model = resolve_model(config.model)
     probe = MemoryProbe()
     hardware = hardware_info(probe)
     if config.profile.equivalence_margin is None:  # declared before the run: the machine's band from its own A/A
@@ -328,11 +447,16 @@ def run_experiment(config: RunConfig, *, resume: bool = False, progress: Progres
         "harness_version": harness_version(),
         "block_orders": {str(b): list(o) for b, o in enumerate(block_orders(config.profile.arms, config.profile.max_blocks or config.profile.blocks, config.profile.order_seed))},
         "hardware": hardware,
-        "model": {"name": model.name, "path": str(model.serve_path), "source": str(model.source_path),
-                  "sha256": model.revision_sha256, "origin": model.origin},
         "workloads": {w.name: {"source": w.source, "cases": [case_to_dict(c) for c in w.cases]} for w in workloads},
         "status": "running",
     })  # fmt: skip
+    if config.attach:  # the engines run elsewhere: the model is whatever they serve (named once they answer)
+        manifest["attached"] = dict(config.attach)
+        manifest.setdefault("model", {"name": "(read from the attached engines)", "origin": "attached"})
+    else:
+        model = resolve_model(config.model)
+        manifest["model"] = {"name": model.name, "path": str(model.serve_path), "source": str(model.source_path),
+                             "sha256": model.revision_sha256, "origin": model.origin}  # fmt: skip
     manifest.setdefault("started_unix_s", time.time())
     manifest.setdefault("segments", []).append({"segment": segment, "started_unix_s": time.time(), "resume": resume})
     write_manifest(out, manifest)
@@ -341,11 +465,18 @@ def run_experiment(config: RunConfig, *, resume: bool = False, progress: Progres
     with Journal(out / JOURNAL, fsync=config.fsync) as journal, _sigterm_as_interrupt():
         journal.write({"kind": "segment", "schema": SCHEMA_VERSION, "segment": segment, "resume": resume,
                        "started_unix_s": time.time(), "skipped_cells": sorted(done)})  # fmt: skip
-        experiment = _Experiment(config, workloads, segment, done, journal, progress)
+        experiment = _Experiment(config, workloads, segment, done, journal, progress, manifest)
         try:
-            say(f"starting {len(config.profile.arms)} engines ({', '.join(config.profile.arms)})")
-            experiment.start_engines(str(model.serve_path), "smollm2" if model.origin == "embedded-default" else model.name)
-            say("engines ready: " + ", ".join(f"{a} {s.start_s:.0f} s" for a, s in experiment.servers.items()))
+            if config.attach:
+                say("attaching to " + ", ".join(f"{a} at {u}" for a, u in config.attach.items()))
+                served = experiment.attach_engines()
+                manifest["model"] = {"name": served, "origin": "attached", "served_by": dict(config.attach)}
+                write_manifest(out, manifest)
+                say(f"engines answering, serving {served}; nothing will be started or stopped")
+            else:
+                say(f"starting {len(config.profile.arms)} engines ({', '.join(config.profile.arms)})")
+                experiment.start_engines(str(model.serve_path), "smollm2" if model.origin == "embedded-default" else model.name)
+                say("engines ready: " + ", ".join(f"{a} {s.start_s:.0f} s" for a, s in experiment.servers.items()))
             experiment.run_plan(undecided)
             status = "complete"
         except KeyboardInterrupt as exc:

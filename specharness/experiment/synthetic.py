@@ -15,7 +15,7 @@ from specharness.experiment.config import RunConfig
 from specharness.experiment.design import Profile, block_orders, get_profile, override
 from specharness.experiment.journal import Journal
 from specharness.experiment.rundir import write_manifest
-from specharness.records import CellRecord, RequestRecord, cell_id, cell_key
+from specharness.records import CellRecord, RequestRecord, cell_id, cell_key, load_label
 
 __all__ = ["write_synthetic_run"]
 
@@ -41,7 +41,7 @@ def write_synthetic_run(out_dir: Path, records: int, seed: int = 7, profile_name
             for workload in profile.workloads:
                 for clients in profile.clients:
                     for order_index, arm in enumerate(orders[block]):
-                        cell = cell_id(cell_key(block, workload, clients, arm), 0)
+                        cell = cell_id(cell_key(block, workload, load_label(clients), arm), 0)
                         speed = speeds.get(arm, 1.0) * rng.uniform(0.97, 1.03)
                         tokens_total, start = 0, clock
                         for seq in range(per_cell):

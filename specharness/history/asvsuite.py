@@ -22,11 +22,11 @@ from specharness.engines.model import cache_dir
 from specharness.experiment.config import RunConfig
 from specharness.experiment.design import Profile, get_profile, override
 from specharness.experiment.driver import run_experiment
-from specharness.history.metrics import asv_metrics
+from specharness.history.metrics import asv_metrics, load_metrics
 from specharness.reporting.report import load_report, write_report
 from specharness.traffic.client import Sampling
 
-__all__ = ["ASV_GRID", "SWEEP_GRID", "grid_experiment", "sweep_experiments", "vllm_version"]
+__all__ = ["ASV_GRID", "SWEEP_GRID", "grid_experiment", "load_sweep_experiment", "sweep_experiments", "vllm_version"]
 
 _SMOKE = {"workloads": ("copy",), "clients": (1,), "blocks": 2, "requests_per_cell": 2, "warmups_per_cell": 1,
           "max_tokens_cap": 32}  # fmt: skip
@@ -99,7 +99,26 @@ def _run(profile: Profile, label: str) -> dict[str, Any]:
                        **_engine_options())  # fmt: skip
     run_experiment(config, on_finish=write_report)
     report = load_report(out)
-    return {"metrics": asv_metrics(report), "run_dir": str(out), "vllm_version": vllm_version()}
+    metrics = {**asv_metrics(report), **load_metrics(report)}
+    return {"metrics": metrics, "run_dir": str(out), "vllm_version": vllm_version()}
+
+
+# The ASV load sweep, by SPECHARNESS_ASV_PROFILE: quick (default) is the sweep profile made lighter (3 levels + all
+# at once, 8 requests per cell: about 10 minutes a release on a 2-core CPU); standard is the sweep profile (the
+# GPU); smoke is one level + all at once, 2 blocks of 2 requests, copy only (CI).
+_LOAD: dict[str, dict[str, Any]] = {
+    "quick": {"requests_per_cell": 8, "sweep_levels": (0.5, 1.0, 2.0)},
+    "standard": {},
+    "smoke": {"workloads": ("copy",), "blocks": 2, "requests_per_cell": 2, "sweep_levels": (1.0,), "max_tokens_cap": 32},
+}
+
+
+def load_sweep_experiment() -> dict[str, Any]:
+    """One saturation sweep (baseline vs ngram, open loop) over copy and transform: crossover and SLO capacity."""
+    name = os.environ.get("SPECHARNESS_ASV_PROFILE", "quick")
+    if name not in _LOAD:
+        raise ConfigError(f"SPECHARNESS_ASV_PROFILE={name!r}: the load sweep knows {', '.join(_LOAD)}")
+    return _run(override(get_profile("sweep"), **_LOAD[name]), "asv-load")
 
 
 def grid_experiment() -> dict[str, Any]:

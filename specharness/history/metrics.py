@@ -3,7 +3,7 @@
 ASV flags every *rise* as a regression and has no "higher is better", so each value is oriented so that a rise is
 bad: slowdown (1 / same-work speedup) and its interval ends, goodput loss (baseline goodput / ngram goodput),
 latency percentiles and ms per token per arm, rejection rate (1 - acceptance), verify steps per token
-(1 / mean acceptance length), incorrect fraction, peak memory. Keys are ``<workload>/c<clients>/<name>``; a cell a
+(1 / mean acceptance length), incorrect fraction, peak memory. Keys are ``<workload>/<load>/<name>`` (load ``c<clients>`` or ``r<rate>``); a cell a
 profile did not run is absent, and a lookup of it gives NaN ("n/a" in ASV).
 """
 
@@ -12,7 +12,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["asv_metrics", "lookup"]
+from specharness.records import load_label
+
+__all__ = ["asv_metrics", "load_metrics", "lookup"]
 
 
 def _inv(v: Any) -> float:
@@ -27,7 +29,7 @@ def asv_metrics(report: dict[str, Any], candidate: str = "ngram", reference: str
     """The tracked values of one run, keyed ``workload/cN/name``."""
     out: dict[str, float] = {}
     for s in report["summaries"]:
-        k, arm = f"{s['workload']}/c{s['clients']}", s["arm"]
+        k, arm = f"{s['workload']}/{load_label(s['clients'], s.get('rate', ''))}", s["arm"]
         if arm not in (candidate, reference):
             continue
         for name, value in (
@@ -43,11 +45,35 @@ def asv_metrics(report: dict[str, Any], candidate: str = "ngram", reference: str
     for c in report["comparisons"]:
         if (c["arm_a"], c["arm_b"]) != (reference, candidate):
             continue
-        k, s = f"{c['workload']}/c{c['clients']}", c["speedup"]
+        k, s = f"{c['workload']}/{load_label(c['clients'], c.get('rate', ''))}", c["speedup"]
         out[f"{k}/slowdown"] = _inv(s["estimate"])
         out[f"{k}/slowdown_ci_low"] = _inv(s["high"])
         out[f"{k}/slowdown_ci_high"] = _inv(s["low"])
         out[f"{k}/goodput_loss"] = _inv(c["goodput_ratio"])
+    return out
+
+
+def load_metrics(report: dict[str, Any]) -> dict[str, float]:
+    """The tracked values of a load sweep, keyed ``workload/load/name``, each oriented so that a rise is bad:
+
+    ``crossover_gap_s``     1 / the heaviest offered rate (requests/s) up to which ngram still helps: the mean gap
+                            between requests where speculation stops paying. A rise = ngram stops helping at a
+                            lighter load. 0 when it helps at every level, all at once included; NaN when it helps
+                            not even at the lightest level (the report says so).
+    ``capacity_loss``       baseline / ngram max sustainable load under the SLO goodput rule (NaN when either arm
+                            sustains not even the lightest level).
+    ``capacity_loss_latency`` the same under the latency SLOs alone (right or not).
+    ``peak_rate_loss``      baseline / ngram peak request rate from the sweep's probe.
+    """
+    out: dict[str, float] = {}
+    for sw in report.get("sweeps", []):
+        k = f"{sw['workload']}/load"
+        helps = _num(sw.get("helps_up_to"))
+        out[f"{k}/crossover_gap_s"] = 0.0 if helps == math.inf else _inv(helps)
+        out[f"{k}/capacity_loss"] = _inv(sw["goodput_capacity"]["ratio"])
+        out[f"{k}/capacity_loss_latency"] = _inv(sw["latency_capacity"]["ratio"])
+        peaks = sw.get("peak_rps", {})
+        out[f"{k}/peak_rate_loss"] = _num(peaks.get("baseline")) * _inv(peaks.get("ngram"))
     return out
 
 

@@ -14,7 +14,9 @@ from typing import Any
 
 from specharness.analysis.analyse import Analysis, sequential_looks
 from specharness.analysis.comparison import PairedComparison
+from specharness.analysis.slo import slo_text
 from specharness.analysis.stats import RatioInterval
+from specharness.analysis.sweep import Capacity, WorkloadSweep, offered_text
 from specharness.analysis.verdict import band_edges
 
 __all__ = ["render_markdown"]
@@ -48,6 +50,14 @@ def _pcts(d: dict[str, float], digits: int = 0) -> str:
     return f"{one('p50')}/{one('p95')}/{one('p99')} (n={d.get('n', math.nan):.0f}{failed})"
 
 
+def load_text(load: str) -> str:
+    """``c4`` -> ``4 clients``, ``r2`` -> ``2 req/s``, ``rinf`` -> ``all at once``."""
+    if load.startswith("r"):
+        return "all at once" if load == "rinf" else f"{load[1:]} req/s"
+    n = load[1:]
+    return f"{n} client{'s' if n != '1' else ''}"
+
+
 def _order(c: PairedComparison) -> str:
     r = c.speedup
     if not math.isfinite(r.order_effect):
@@ -57,29 +67,31 @@ def _order(c: PairedComparison) -> str:
 
 def _decision(a: Analysis) -> list[str]:
     lines = ["## Decision", "",
-             "| workload | clients | comparison | speed verdict | same-work speedup [CI] | quality verdict | "
+             "| workload | load | comparison | speed verdict | same-work speedup [CI] | quality verdict | "
              "acceptance | mean accept len | speed evidence | quality evidence |",
              "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for c in a.comparisons:
-        sb = a.summaries[(c.workload, c.clients, c.arm_b)]
+        sa, sb = a.summaries[(c.workload, c.load, c.arm_a)], a.summaries[(c.workload, c.load, c.arm_b)]
+        undelivered = [s.arm for s in (sa, sb) if s.delivery and not s.delivery.get("delivered")]
+        warning = f" **The load was not delivered to {', '.join(undelivered)}** (see Load delivered)." if undelivered else ""
         lines.append(
-            f"| {c.workload} | {c.clients} | {c.arm_b} vs {c.arm_a} | **{c.speed.verdict}** | {_interval(c.speedup)} | "
+            f"| {c.workload} | {load_text(c.load)} | {c.arm_b} vs {c.arm_a} | **{c.speed.verdict}** | {_interval(c.speedup)} | "
             f"**{c.quality.verdict}** | {_pct(sb.acceptance['acceptance_rate'])} | "
-            f"{_f(sb.acceptance['mean_acceptance_length'])} | {c.speed.reason} | {c.quality.reason} |"
+            f"{_f(sb.acceptance['mean_acceptance_length'])} | {c.speed.reason}{warning} | {c.quality.reason} |"
         )  # fmt: skip
     return lines
 
 
 def _speed(a: Analysis) -> list[str]:
     lines = ["## Speed: time for the same work", "",
-             "| workload | clients | comparison | speedup [CI] | blocks (df) | CI width | order effect [CI] | "
+             "| workload | load | comparison | speedup [CI] | blocks (df) | CI width | order effect [CI] | "
              "pairs | same work (of which truncated) | divergent | unstable | failed | steady throughput ratio [CI] | "
              "per-block speedups |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for c in a.comparisons:
         n = c.pair_counts
         lines.append(
-            f"| {c.workload} | {c.clients} | {c.arm_b} vs {c.arm_a} | {_interval(c.speedup)} | {c.speedup.blocks} "
+            f"| {c.workload} | {load_text(c.load)} | {c.arm_b} vs {c.arm_a} | {_interval(c.speedup)} | {c.speedup.blocks} "
             f"({c.speedup.df}) | {_f(c.speedup.width, 3)} | {_order(c)} | {n.pairs} | {n.same_work} "
             f"({n.same_work_truncated}) | {n.divergent} | {n.unstable} | {n.failed} | {_interval(c.throughput)} | "
             f"{', '.join(_f(v) for v in c.block_speedups)} |"
@@ -89,15 +101,15 @@ def _speed(a: Analysis) -> list[str]:
 
 def _quality(a: Analysis) -> list[str]:
     lines = ["## Quality", "",
-             "| workload | clients | comparison | quality verdict | correct A / B | paired answers lost / gained (p) | "
+             "| workload | load | comparison | quality verdict | correct A / B | paired answers lost / gained (p) | "
              "loss upper bound | failed A / B (p) | identical outputs |",
              "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for c in a.comparisons:
-        sa = a.summaries[(c.workload, c.clients, c.arm_a)]
-        sb = a.summaries[(c.workload, c.clients, c.arm_b)]
+        sa = a.summaries[(c.workload, c.load, c.arm_a)]
+        sb = a.summaries[(c.workload, c.load, c.arm_b)]
         ans, comp = c.answers, c.completion
         lines.append(
-            f"| {c.workload} | {c.clients} | {c.arm_b} vs {c.arm_a} | **{c.quality.verdict}** | "
+            f"| {c.workload} | {load_text(c.load)} | {c.arm_b} vs {c.arm_a} | **{c.quality.verdict}** | "
             f"{_pct(c.correct_fraction_a)} / {_pct(c.correct_fraction_b)} | {ans.a_only} / {ans.b_only} "
             f"(p={_f(ans.pvalue_b_worse)}) | {_pct(ans.loss_upper)} | {sa.failed + sa.incomplete} / "
             f"{sb.failed + sb.incomplete} (p={_f(comp.pvalue_b_worse)}) | "
@@ -133,17 +145,17 @@ def _rules(a: Analysis) -> list[str]:
 
 def _per_arm(a: Analysis) -> list[str]:
     lines = ["## Per arm", "",
-             "| workload | clients | arm | requests | failed | truncated | correct | TTFT p50/p95/p99 ms | "
+             "| workload | load | arm | requests | failed | truncated | correct | TTFT p50/p95/p99 ms | "
              "TPOT p50/p95/p99 ms | E2E p50/p95/p99 ms | out tok/s | steady tok/s | goodput tok/s | drafts | "
              "accepted/draft tokens | prefix cache hits/queries | peak memory MiB | harness CPU |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    for (workload, clients, arm), s in a.summaries.items():
+    for (workload, load, arm), s in a.summaries.items():
         mem = ", ".join(f"{k.replace('peak_', '').replace('_mib', '')} {v:.0f}" for k, v in s.peak_memory_mib.items())
         acc = s.acceptance
         cache = s.prefix_cache
         hits = f"{cache['prefix_cache_hits']:.0f}/{cache['prefix_cache_queries']:.0f}" if cache else "—"
         lines.append(
-            f"| {workload} | {clients} | {arm} | {s.requests} | {s.failed + s.incomplete} | {s.truncated} | "
+            f"| {workload} | {load_text(load)} | {arm} | {s.requests} | {s.failed + s.incomplete} | {s.truncated} | "
             f"{s.correct}/{s.checked} | {_pcts(s.ttft_ms)} | {_pcts(s.tpot_ms, 1)} | {_pcts(s.e2e_ms)} | "
             f"{_f(s.output_tok_s, 1)} | {_f(s.steady_output_tok_s, 1)} | {_f(s.goodput_tok_s, 1)} | "
             f"{acc['drafts']:.0f} | {acc['accepted_tokens']:.0f}/{acc['draft_tokens']:.0f} | {hits} | {mem or '—'} | "
@@ -200,7 +212,7 @@ def _manifest(a: Analysis, engines: list[dict[str, Any]]) -> list[str]:
              f"{_when(m.get('started_unix_s'))}, ended {_when(m.get('ended_unix_s'))}",
              f"- Design: profile `{prof['name']}`, {prof['blocks']} blocks"
              f"{' (up to ' + str(prof.get('max_blocks')) + ' until decided)' if prof.get('until_decided') else ''} × "
-             f"workloads {prof['workloads']} × clients {prof['clients']} × {prof['requests_per_cell']} requests × "
+             f"workloads {prof['workloads']} × loads {_loads(a)} × {prof['requests_per_cell']} requests × "
              f"arms {prof['arms']}, {prof['warmups_per_cell']} warmup rounds per cell and arm; sampling "
              f"{cfg['sampling']}; arm order seed {prof.get('order_seed', '—')}"]  # fmt: skip
     if m.get("block_orders"):
@@ -215,19 +227,104 @@ def _manifest(a: Analysis, engines: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def render_markdown(a: Analysis, run_dir: Path, engines: list[dict[str, Any]]) -> str:
-    """The whole report.md text."""
+def _delivery(a: Analysis) -> list[str]:
+    rows = [(k, s) for k, s in a.summaries.items() if s.delivery]
+    if not rows:
+        return []
+    prof = a.manifest["config"]["profile"]
+    lines = ["## Load delivered (open loop)", "",
+             f"Arrivals: gamma gaps of shape {prof.get('burstiness', 1.0):g} (1 = Poisson), seed "
+             f"{prof.get('arrival_seed', 0)}, the same schedule for both arms of a block; max concurrency "
+             f"{prof.get('max_concurrency') or 'none'}. A request is on time when sent within "
+             f"{1000 * float(prof.get('late_tolerance_s', 0.005)):g} ms of its scheduled time; a cell is delivered "
+             f"when at least {float(prof.get('min_on_time_fraction', 0.95)):.0%} are. Latency under SLOs counts from "
+             "the scheduled send.", "",
+             "| workload | load | arm | sent req/s | completed req/s | on time | worst cell on time | late | p95 / max "
+             "lateness ms | delivered | harness CPU |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for (workload, load, arm), s in rows:
+        d = s.delivery
+        lines.append(
+            f"| {workload} | {load_text(load)} | {arm} | {_f(d.get('sent_rps'))} | {_f(d.get('completed_rps'))} | "
+            f"{_pct(d.get('on_time_fraction', math.nan))} | {_pct(d.get('worst_cell_on_time_fraction', math.nan))} | "
+            f"{d.get('late_requests', 0):.0f} | {_f(d.get('p95_lateness_ms'), 1)} / {_f(d.get('max_lateness_ms'), 1)} | "
+            f"{'yes' if d.get('delivered') else '**NO: the load was not delivered**'} | {_pct(s.harness_cpu_fraction)} |"
+        )  # fmt: skip
+    return [*lines, ""]
+
+
+def _capacity(c: Capacity, unit: str) -> str:
+    def one(arm: str) -> str:
+        v = c.max_load.get(arm)
+        if v is None:
+            return f"{arm}: below the lightest tested load"
+        return f"{arm}: {'every tested load, all at once included' if math.isinf(v) else offered_text(v, unit)}"
+
+    return f"{one('baseline')}; {one('ngram')}; ngram / baseline {_f(c.ratio)}"
+
+
+def _sweeps(a: Analysis, found: list[WorkloadSweep]) -> list[str]:
+    if not found:
+        return []
+    prof = a.manifest["config"]["profile"]
+    slo = dict(prof.get("slo") or {})
+    frac = float(prof.get("slo_fraction", 0.9))
+    lines = ["## Load sweep: speedup against load", "",
+             f"SLOs per request: {slo_text(slo)} (from the scheduled send). SLO goodput counts requests that are "
+             f"right (complete, rubric passed) and within every SLO; a load is sustained when at least {frac:.0%} of "
+             "its requests are, and at every lighter level too. Efficiency = speedup / mean acceptance length.", ""]  # fmt: skip
+    for sw in found:
+        peaks = ", ".join(f"{arm} {v:.2f} req/s" for arm, v in sw.peak_rps.items())
+        lines += [f"### {sw.workload}", ""]
+        if peaks:
+            lines += [f"Peak request rate probed (all requests at once): {peaks}.", ""]
+        lines += [f"**Crossover:** {sw.crossover_text}.", "",
+                  f"**Max sustainable load (SLO goodput ≥ {frac:.0%}):** {_capacity(sw.goodput_capacity, sw.unit)}.",
+                  f"**Max load within the latency SLOs (right or not, ≥ {frac:.0%}):** "
+                  f"{_capacity(sw.latency_capacity, sw.unit)}.", ""]  # fmt: skip
+        if sw.skipped:
+            lines += [f"Levels without a speed judgement (invalid or not comparable): {', '.join(sw.skipped)}.", ""]
+        lines += ["| load | speedup [CI] | speed | quality | mean accept len | efficiency | TPOT p50/p95 ms base → ngram "
+                  "| TTFT p95 ms base → ngram | sent req/s | completed req/s base / ngram | SLO goodput base / ngram "
+                  "| delivered |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        for lv in sw.levels:
+            b, n = lv.arms["baseline"], lv.arms["ngram"]
+            delivered = "—" if lv.delivered is None else ("yes" if lv.delivered else "**no**")
+            lines.append(
+                f"| {load_text(lv.load)} | {_interval(lv.speedup)} | **{lv.speed_verdict}** | {lv.quality_verdict} | "
+                f"{_f(lv.mean_acceptance_length)} | {_f(lv.efficiency)} | {_f(b.tpot_p50_ms, 1)}/{_f(b.tpot_p95_ms, 1)} → "
+                f"{_f(n.tpot_p50_ms, 1)}/{_f(n.tpot_p95_ms, 1)} | {_f(b.ttft_p95_ms, 0)} → {_f(n.ttft_p95_ms, 0)} | "
+                f"{_f(b.sent_rps)} | {_f(b.completed_rps)} / {_f(n.completed_rps)} | "
+                f"{_pct(b.slo_goodput_fraction)} / {_pct(n.slo_goodput_fraction)} | {delivered} |"
+            )  # fmt: skip
+        lines.append("")
+    lines += ["Plots: `plots/sweep_speedup.png` (speedup against load with its CI and the band), "
+              "`plots/sweep_latency_throughput.png` (each arm's TPOT p50 and p95 against delivered throughput).", ""]
+    return lines
+
+
+def _loads(a: Analysis) -> str:
+    out = {w: ", ".join(load_text(x.label) for x in loads) for w, loads in a.loads.items()}
+    texts = set(out.values())
+    return f"[{texts.pop()}]" if len(texts) == 1 else "; ".join(f"{w}: [{t}]" for w, t in out.items())
+
+
+def render_markdown(a: Analysis, run_dir: Path, engines: list[dict[str, Any]],
+                    found: list[WorkloadSweep] | None = None) -> str:  # fmt: skip
+    """The whole report.md text; ``found`` the run's load sweeps (:func:`specharness.analysis.sweep.sweeps`)."""
     lines = [f"# specharness decision report — {run_dir.name}", ""]
     status = a.manifest.get("status", "unknown")
     if status != "complete":
         lines += [f"> **PARTIAL REPORT — run status: {status}.** Missing cells: {len(a.missing_cells)}. "
                   f"Finish with `specharness run --resume {run_dir}`.", ""]  # fmt: skip
-    lines += _decision(a) + _rules(a) + _speed(a) + [""] + _quality(a) + [""] + _per_arm(a)
+    lines += _decision(a) + _rules(a) + _sweeps(a, found or []) + _speed(a) + [""] + _quality(a) + [""]
+    lines += _delivery(a) + _per_arm(a)
     lines.append("## Acceptance by draft position")
     lines.append("")
-    for (workload, clients, arm), s in a.summaries.items():
+    for (workload, load, arm), s in a.summaries.items():
         if s.accepted_per_position:
-            lines.append(f"- {workload} c{clients} {arm}: " + ", ".join(
+            lines.append(f"- {workload} {load_text(load)} {arm}: " + ", ".join(
                 f"pos {i}: {_pct(v)}" for i, v in enumerate(s.accepted_per_position)))  # fmt: skip
     lines += ["", "## Correctness by group", "", "| workload | group | arm | requests | complete | correct | unchecked |",
               "|---|---|---|---|---|---|---|"]  # fmt: skip

@@ -9,16 +9,18 @@ from typing import Any
 import orjson
 
 from specharness.analysis.analyse import Analysis, analyse
+from specharness.analysis.sweep import WorkloadSweep, sweeps
 from specharness.analysis.verdict import band_edges
 from specharness.experiment.rundir import read_manifest
-from specharness.reporting.markdown import render_markdown
+from specharness.reporting.markdown import load_text, render_markdown
 
 __all__ = ["REPORT_JSON", "REPORT_MD", "REPORT_SCHEMA", "load_report", "write_report"]
 
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
-# report.json history: 1 — first; 2 — comparisons carry speed and quality verdicts, intervals as objects.
-REPORT_SCHEMA = 2
+# report.json history: 1 — first; 2 — comparisons carry speed and quality verdicts, intervals as objects;
+# 3 — summaries and comparisons carry ``load`` and ``rate``, summaries delivery and SLO goodput; ``sweeps``.
+REPORT_SCHEMA = 3
 
 
 def _engine_rows(a: Analysis) -> list[dict[str, Any]]:
@@ -40,14 +42,14 @@ def _plots(a: Analysis, plot_dir: Path) -> None:
     plot_dir.mkdir(exist_ok=True)
     cells = sorted({(w, c) for (w, c, _arm) in a.summaries})
     fig, axes = plt.subplots(1, max(len(cells), 1), figsize=(4.5 * max(len(cells), 1), 3.6), squeeze=False)
-    for ax, (workload, clients) in zip(axes[0], cells, strict=False):
+    for ax, (workload, load) in zip(axes[0], cells, strict=False):
         for (w, c, arm), rs in a.measured.items():
-            if (w, c) != (workload, clients):
+            if (w, c) != (workload, load):
                 continue
             vals = np.sort([r.tpot_s * 1000 for r in rs if math.isfinite(r.tpot_s)])
             if vals.size:
                 ax.step(vals, np.arange(1, vals.size + 1) / vals.size, where="post", label=arm)
-        ax.set_title(f"{workload}, {clients} clients")
+        ax.set_title(f"{workload}, {load_text(load)}")
         ax.set_xlabel("TPOT (ms)")
         ax.set_ylabel("fraction of requests")
         ax.legend(fontsize=8)
@@ -60,7 +62,7 @@ def _plots(a: Analysis, plot_dir: Path) -> None:
     for comp in a.comparisons:
         r = comp.speedup
         if math.isfinite(r.estimate):
-            labels.append(f"{comp.workload}\nc{comp.clients}\n{comp.arm_b}/{comp.arm_a}\n{comp.speed.verdict}")
+            labels.append(f"{comp.workload}\n{comp.load}\n{comp.arm_b}/{comp.arm_a}\n{comp.speed.verdict}")
             points.append(r.estimate)
             lows.append(r.estimate - r.low if math.isfinite(r.low) else 0)
             highs.append(r.high - r.estimate if math.isfinite(r.high) else 0)
@@ -79,10 +81,10 @@ def _plots(a: Analysis, plot_dir: Path) -> None:
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(6, 3.6))
-    for (workload, clients, arm), s in a.summaries.items():
+    for (workload, load, arm), s in a.summaries.items():
         if s.accepted_per_position:
             ax.plot(range(len(s.accepted_per_position)), s.accepted_per_position, marker="o",
-                    label=f"{workload} c{clients} {arm}")  # fmt: skip
+                    label=f"{workload} {load} {arm}")  # fmt: skip
     ax.set_xlabel("draft position")
     ax.set_ylabel("accepted per draft")
     ax.set_ylim(0, 1.05)
@@ -93,10 +95,68 @@ def _plots(a: Analysis, plot_dir: Path) -> None:
     plt.close(fig)
 
 
+def _sweep_plots(found: list[WorkloadSweep], margin: float, plot_dir: Path) -> None:
+    """Speedup against load with its CI band, and each arm's latency-throughput curve, one column per workload."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not found:
+        return
+    plot_dir.mkdir(exist_ok=True)
+    down, up = band_edges(margin)
+
+    def xs(sw: WorkloadSweep) -> tuple[list[float], list[str]]:
+        finite = [lv.offered for lv in sw.levels if math.isfinite(lv.offered)]
+        top = max(finite, default=1.0) * 1.6  # "all at once" drawn past the highest rate
+        return [lv.offered if math.isfinite(lv.offered) else top for lv in sw.levels], [
+            "all at once" if math.isinf(lv.offered) else f"{lv.offered:g}" for lv in sw.levels]
+
+    fig, axes = plt.subplots(1, len(found), figsize=(5.2 * len(found), 3.8), squeeze=False)
+    for ax, sw in zip(axes[0], found, strict=True):
+        x, labels = xs(sw)
+        est = [lv.speedup.estimate for lv in sw.levels]
+        ax.fill_between(x, [lv.speedup.low for lv in sw.levels], [lv.speedup.high for lv in sw.levels], alpha=0.3,
+                        label="speedup CI")  # fmt: skip
+        ax.plot(x, est, marker="o", label="same-work speedup")
+        ax.axhspan(down, up, color="grey", alpha=0.2, label=f"no-difference band ±{margin:.0%}")
+        ax.axhline(1.0, color="grey", linestyle="--", linewidth=0.8)
+        for xi, lv in zip(x, sw.levels, strict=True):
+            ax.annotate(lv.speed_verdict, (xi, lv.speedup.estimate), fontsize=7, textcoords="offset points", xytext=(0, 6))
+        ax.set_xscale("log")
+        ax.set_xticks(x, labels, fontsize=8)
+        ax.minorticks_off()
+        ax.set_xlabel(f"offered load ({sw.unit})")
+        ax.set_ylabel("ngram speedup (×, log scale)")
+        ax.set_yscale("log")
+        ax.set_title(f"{sw.workload}: {sw.crossover_text[:60]}", fontsize=8)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(plot_dir / "sweep_speedup.png", dpi=90)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, len(found), figsize=(5.2 * len(found), 3.8), squeeze=False)
+    for ax, sw in zip(axes[0], found, strict=True):
+        for arm, color in (("baseline", "tab:blue"), ("ngram", "tab:orange")):
+            tput = [lv.arms[arm].output_tok_s for lv in sw.levels]
+            ax.plot(tput, [lv.arms[arm].tpot_p50_ms for lv in sw.levels], marker="o", color=color, label=f"{arm} p50")
+            ax.plot(tput, [lv.arms[arm].tpot_p95_ms for lv in sw.levels], marker="^", linestyle="--", color=color,
+                    label=f"{arm} p95")  # fmt: skip
+        ax.set_xlabel("delivered output throughput (tokens/s)")
+        ax.set_ylabel("TPOT (ms per output token)")
+        ax.set_title(f"{sw.workload}: latency against throughput, one point per load level", fontsize=8)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(plot_dir / "sweep_latency_throughput.png", dpi=90)
+    plt.close(fig)
+
+
 def write_report(run_dir: Path, *, plots: bool = True) -> dict[str, Any]:
     """Rebuild report.md, report.json and plots from the run folder; returns the JSON report."""
     manifest = read_manifest(run_dir)
     a = analyse(run_dir, manifest)
+    found = sweeps(a)
     engines = _engine_rows(a)
     report = {
         "schema": REPORT_SCHEMA, "status": manifest.get("status"), "manifest": manifest, "engines": engines,
@@ -104,11 +164,13 @@ def write_report(run_dir: Path, *, plots: bool = True) -> dict[str, Any]:
         "comparisons": [c.to_dict() for c in a.comparisons],
         "groups": a.groups, "reconciliation": a.reconciliation, "invalid_cells": a.invalid_cells,
         "missing_cells": a.missing_cells, "resumed_cells": a.resumed_cells, "counts": a.counts,
+        "sweeps": [sw.to_dict() for sw in found],
     }  # fmt: skip
     (run_dir / REPORT_JSON).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
-    (run_dir / REPORT_MD).write_text(render_markdown(a, run_dir, engines))
+    (run_dir / REPORT_MD).write_text(render_markdown(a, run_dir, engines, found))
     if plots:
         _plots(a, run_dir / "plots")
+        _sweep_plots(found, a.rules.margin, run_dir / "plots")
     return report
 
 

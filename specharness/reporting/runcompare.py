@@ -12,9 +12,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from specharness.analysis.stats import ratio_change
 from specharness.analysis.verdict import DEFAULT_MARGIN, band_edges
+from specharness.records import load_label
 from specharness.reporting.report import load_report
 
 __all__ = ["MetricChange", "compare_runs", "format_changes"]
@@ -34,6 +36,10 @@ class MetricChange:
     detail: str = ""
 
 
+def _load(row: dict[str, Any]) -> str:
+    return load_label(row["clients"], row.get("rate", ""))
+
+
 def _num(v: object) -> float:
     return float(v) if isinstance(v, (int, float)) else math.nan
 
@@ -41,9 +47,9 @@ def _num(v: object) -> float:
 def compare_runs(run_a: Path, run_b: Path) -> list[MetricChange]:
     ra, rb = load_report(run_a), load_report(run_b)
     changes: list[MetricChange] = []
-    comps_a = {(c["workload"], c["clients"], c["arm_a"], c["arm_b"]): c for c in ra["comparisons"]}
+    comps_a = {(c["workload"], _load(c), c["arm_a"], c["arm_b"]): c for c in ra["comparisons"]}
     for c in rb["comparisons"]:
-        key = (c["workload"], c["clients"], c["arm_a"], c["arm_b"])
+        key = (c["workload"], _load(c), c["arm_a"], c["arm_b"])
         a = comps_a.get(key)
         if a is None:
             continue
@@ -55,15 +61,15 @@ def compare_runs(run_a: Path, run_b: Path) -> list[MetricChange]:
                   f"{a['speed']['verdict']}/{a['quality']['verdict']} -> {c['speed']['verdict']}/{c['quality']['verdict']}")  # fmt: skip
         va, vb = _num(a["speedup"]["estimate"]), _num(c["speedup"]["estimate"])
         changes.append(MetricChange(cell, "speedup", va, vb, vb / va if va else math.nan, sig, detail))
-    arms_a = {(s["workload"], s["clients"], s["arm"]): s for s in ra["summaries"]}
+    arms_a = {(s["workload"], _load(s), s["arm"]): s for s in ra["summaries"]}
     for s in rb["summaries"]:
-        a = arms_a.get((s["workload"], s["clients"], s["arm"]))
+        a = arms_a.get((s["workload"], _load(s), s["arm"]))
         if a is None:
             continue
         for field, sub, name in _ARM_METRICS:
             va = _num(a[field][sub] if sub else a[field])
             vb = _num(s[field][sub] if sub else s[field])
-            changes.append(MetricChange(f"{s['workload']}/c{s['clients']}/{s['arm']}", name, va, vb,
+            changes.append(MetricChange(f"{s['workload']}/{_load(s)}/{s['arm']}", name, va, vb,
                                         vb / va if va else math.nan, None))  # fmt: skip
     return changes
 

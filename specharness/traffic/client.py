@@ -57,6 +57,9 @@ class RequestMeta:
     warmup: bool
     cell: str
     seq: int
+    rate: str = ""  # open loop: the cell's rate (records.rate_text); "" for a closed loop
+    scheduled_s: float = math.nan  # open loop: the planned send offset from the cell's start
+    send_lateness_s: float = math.nan  # open loop: how late the send began (>= 0)
 
 
 def build_body(case: Case, model: str, sampling: Sampling) -> dict[str, Any]:
@@ -270,5 +273,5 @@ def _to_record(
         correct=correct, check_detail=detail,
         spec_draft_tokens=state.spec_draft, spec_accepted_tokens=state.spec_accepted,
         output_digest=state.token_digest.hexdigest()[:32] if state.token_ids_seen else None,
-        tool_calls=tool_calls,
+        tool_calls=tool_calls, rate=meta.rate, scheduled_s=meta.scheduled_s, send_lateness_s=meta.send_lateness_s,
     )  # fmt: skip

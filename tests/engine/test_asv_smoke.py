@@ -8,6 +8,7 @@ stay as published (the site tests read it).
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -16,6 +17,8 @@ from pathlib import Path
 
 import pytest
 from asv.util import load_json
+
+from specharness.experiment.journal import read_journal
 
 pytestmark = pytest.mark.engine
 
@@ -65,4 +68,36 @@ def test_asv_smoke_run_reports_a_slowdown_from_real_engines(asv_config: Path, tm
     assert re.search(r"^\s*'?copy'?\s+\d+\.\d+", out, re.MULTILINE), out[-4000:]
     runs = list(tmp_path.glob("asv-paired-*/report.json"))
     assert len(runs) == 1, "setup_cache ran the paired experiment exactly once"
+    assert committed_results_changes() == before, "the smoke run must not touch the committed results/"
+
+
+def test_asv_smoke_load_sweep_tracks_the_crossover_from_real_engines(asv_config: Path, tmp_path: Path) -> None:
+    """The load sweep through ASV: the peak probe, open-loop levels, and a crossover value ASV stores."""
+    before = committed_results_changes()
+    env = {**os.environ, "SPECHARNESS_ASV_PROFILE": "smoke", "SPECHARNESS_ASV_RUNS": str(tmp_path)}
+    assert asv(asv_config, "machine", "--yes", "--machine", "ci-smoke").returncode == 0
+    result = asv(asv_config, "run", "-E", f"existing:{sys.executable}", "--bench", r"LoadSweep\.track_peak_rate_loss",
+                 "--quick", "--dry-run", "--show-stderr", "--machine", "ci-smoke", env=env, timeout_s=1500)  # fmt: skip
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out[-4000:]
+    assert "track_peak_rate_loss" in out and "failed" not in out.lower(), out[-4000:]
+    assert re.search(r"^\s*'?copy'?\s+\d+\.\d+", out, re.MULTILINE), out[-4000:]  # a number for copy
+    reports = list(tmp_path.glob("asv-load-*/report.json"))
+    assert len(reports) == 1, "setup_cache ran the sweep exactly once"
+    report = json.loads(reports[0].read_text())
+    (sweep,) = report["sweeps"]
+    assert [lv["load"] for lv in sweep["levels"]][-1] == "rinf" and len(sweep["levels"]) == 2
+    assert set(sweep["peak_rps"]) == {"baseline", "ngram"} and all(v > 0 for v in sweep["peak_rps"].values())
+    # the journal: every open-loop request carries its scheduled send and lateness; both arms of a block got the
+    # identical schedule; every cell says how faithfully its schedule was delivered
+    contents = read_journal(reports[0].parent / "journal.jsonl")
+    measured = [r for r in contents.requests if not r.warmup]
+    assert measured and all(r.rate in ("inf", sweep["levels"][0]["load"][1:]) for r in measured)
+    assert all(math.isfinite(r.scheduled_s) and r.send_lateness_s >= 0 for r in measured)
+    for block in (0, 1):
+        for rate in {r.rate for r in measured}:
+            times = {arm: [r.scheduled_s for r in sorted(measured, key=lambda r: r.seq)
+                           if r.block == block and r.rate == rate and r.arm == arm] for arm in ("baseline", "ngram")}
+            assert times["baseline"] == times["ngram"] and len(times["ngram"]) == 2, (block, rate, times)
+    assert all(c.delivery and c.delivery["requests"] == 2 for c in contents.cells)
     assert committed_results_changes() == before, "the smoke run must not touch the committed results/"

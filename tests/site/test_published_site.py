@@ -113,3 +113,17 @@ def test_release_page_shows_each_release(site: str, browser, tmp_path: Path) -> 
     browser.save_screenshot(str(artifacts(tmp_path) / "releases.png"))
     assert points, "the release page drew no points"
     assert len(releases) >= 3, f"expected the three CPU releases, saw {sorted(releases)}"
+
+
+@pytest.mark.parametrize("metric", ["track_crossover_gap_s", "track_peak_rate_loss", "track_capacity_loss_latency"])
+def test_load_sweep_graphs_plot_points(site: str, browser, tmp_path: Path, metric: str) -> None:  # type: ignore[no-untyped-def]
+    """The load sweep's tracked values (issue 11) are published with points, one series per vLLM release."""
+    browser.get(f"{site}/index.html")
+    assert wait(lambda: browser.find_elements("css selector", "a#nav-li-releases, a[href='releases.html']"))
+    browser.get(f"{site}/#bench_load.LoadSweep.{metric}")
+    points = wait(lambda: browser.execute_script(
+        "var p = $('#main-graph').data('plot'); if (!p) return 0;"
+        "return p.getData().reduce(function (n, s) { return n + s.data.filter(function (d) {"
+        " return d[1] !== null; }).length; }, 0);"))  # fmt: skip
+    browser.save_screenshot(str(artifacts(tmp_path) / f"asv_load_{metric}.png"))
+    assert points and points > 0, f"the {metric} graph has no data points"

@@ -283,3 +283,14 @@ def test_bad_arguments_raise() -> None:
                             ((0.0, 0.0, 0.0), {"max_concurrency": 0})]:  # fmt: skip
         with pytest.raises(ValueError):
             asyncio.run(run_open_loop(_items(3), offsets, send, **kwargs))  # type: ignore[arg-type]
+
+
+def test_one_stray_late_send_is_delivered_a_lagging_client_is_not() -> None:
+    from specharness.traffic.openloop import delivered
+
+    assert delivered(0, 8, 0.001)
+    assert delivered(1, 8, 0.007)  # one wake-up 7 ms late: a stray, the offered load stands
+    assert not delivered(1, 8, 0.030)  # one send 30 ms late in a small cell: not a stray
+    assert not delivered(2, 8, 0.006)  # two late in eight: the client is falling behind
+    assert delivered(2, 40, 0.5)  # 5% of 40 may be late however late
+    assert not delivered(0, 0, float("nan"))

@@ -29,7 +29,7 @@ def _copy_block(run: Path, source: int, target: int, arms: tuple[str, ...]) -> N
                 d = record.to_dict()
                 d.pop("kind"), d.pop("schema")
                 d["block"] = target
-                d["cell"] = cell_key(target, record.workload, record.clients, record.arm) + "#s0"
+                d["cell"] = cell_key(target, record.workload, record.load, record.arm) + "#s0"
                 journal.write(type(record)(**d))
 
 
@@ -57,6 +57,6 @@ def test_undecided_cells_are_the_inconclusive_ones(tmp_path: Path) -> None:
     decided = write_synthetic_run(tmp_path / "fast", records=320, profile_name="quick", ngram_speed=2.0)
     assert undecided_cells(decided) == set()
     close = write_synthetic_run(tmp_path / "close", records=320, profile_name="quick", ngram_speed=1.10, seed=3)
-    verdicts = {(c.workload, c.clients): c.speed.verdict for c in analyse(close, read_manifest(close)).comparisons}
+    verdicts = {(c.workload, c.load): c.speed.verdict for c in analyse(close, read_manifest(close)).comparisons}
     assert undecided_cells(close) == {k for k, v in verdicts.items() if v == "inconclusive"}
     assert undecided_cells(close)  # a 10% speedup against a 10% band cannot be decided in 4 blocks

@@ -1,0 +1,124 @@
+"""``--attach``: the harness drives two real vLLM CPU servers it did not start, and stops neither.
+
+The test starts the servers itself (the default model, the quick profile's arms, both spawned before either is
+waited for), under a served name the harness would never choose: requests only succeed if the run asked /v1/models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+
+from specharness.engines.attached import AttachedEngine, check_speculation
+from specharness.engines.model import resolve_model
+from specharness.engines.server import EngineServer, EngineSettings
+from specharness.experiment.design import build_arms, get_profile
+
+from .conftest import cli, journal_lines
+
+pytestmark = pytest.mark.engine
+
+SERVED_NAME = "attached-smollm2"
+ATTACH_RUN = ["--workloads", "copy", "--clients", "1", "--blocks", "2", "--requests", "2", "--warmups", "1",
+              "--max-tokens-cap", "32", "--no-progress"]  # fmt: skip
+ARMS = ("baseline", "ngram")
+
+
+@pytest.fixture(scope="module")
+def own_engines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, EngineServer]]:
+    """A baseline and an ngram server started by the test, not by the harness; stopped here, in ``finally``."""
+    logs = tmp_path_factory.mktemp("own-engines")
+    settings = EngineSettings(model_path=str(resolve_model("default").serve_path), served_model_name=SERVED_NAME)
+    specs = {arm.name: arm for arm in build_arms(get_profile("quick"))}
+    servers = {name: EngineServer(settings, specs[name], logs / f"{name}.log") for name in ARMS}
+    try:
+        for server in servers.values():  # both starts overlap (about 2 minutes each on 2 CPU cores)
+            server.spawn()
+        for server in servers.values():
+            server.wait_ready()
+        yield servers
+    finally:
+        for server in servers.values():
+            server.stop()
+
+
+def attach_arg(urls: dict[str, str]) -> str:
+    return ",".join(f"{arm}={url}" for arm, url in urls.items())
+
+
+def test_bad_attach_is_one_line_and_starts_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "bad"
+    result = cli("run", "--attach", "baseline=localhost:1", *ATTACH_RUN, "--out", str(out), timeout_s=120)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = [ln for ln in result.stderr.splitlines() if ln.startswith("specharness: error:")]
+    assert len(lines) == 1 and "--attach" in lines[0] and "localhost:1" in lines[0], result.stderr
+    assert not (out / "journal.jsonl").exists()
+
+
+def test_attached_run_stops_neither_engine(own_engines: dict[str, EngineServer], tmp_path: Path) -> None:
+    urls = {arm: own_engines[arm].base_url for arm in ARMS}
+    out = tmp_path / "run"
+    result = cli("run", "--attach", attach_arg(urls), *ATTACH_RUN, "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    # the harness stopped nothing: both servers are the same processes, still answering
+    for arm, server in own_engines.items():
+        assert server.alive(), f"{arm} server process ended ({server.exit_status()})"
+        assert httpx.get(f"{server.base_url}/health", timeout=10).status_code == 200
+
+    manifest = orjson.loads((out / "manifest.json").read_bytes())
+    assert manifest["attached"] == urls
+
+    lines = journal_lines(out)
+    assert not [x for x in lines if x.get("kind") == "engine_spawned"]  # nothing was started
+    engines = {x["arm"]: x for x in lines if x.get("kind") == "engine"}
+    assert set(engines) == set(ARMS)
+    for arm, record in engines.items():
+        assert record["command"] == [] and record["pid"] == -1
+        assert record["vllm_version"] == own_engines[arm].version
+        assert record["effective_settings"]["attached_url"] == urls[arm]
+        assert record["effective_settings"]["source"] == "/server_info"  # loopback servers run in vLLM dev mode
+        note = (out / record["log_path"]).read_text()
+        assert "attached" in note and urls[arm] in note
+    assert engines["ngram"]["effective_settings"]["speculative_config"]["method"] == "ngram"
+    assert engines["baseline"]["effective_settings"]["speculative_config"] is None
+
+    requests = [x for x in lines if x.get("kind") == "request"]
+    for arm in ARMS:
+        measured = [r for r in requests if r["arm"] == arm and not r["warmup"]]
+        assert len(measured) == 2 * 2, arm  # 2 blocks x 2 requests at 1 client
+        assert all(r["error_kind"] is None and r["completion_tokens"] for r in measured), arm
+        assert any(r["arm"] == arm and r["warmup"] for r in requests), arm
+
+    # counters came from each arm's own URL: only ngram drafts, and each engine's token count is its arm's journal's
+    cells = [x for x in lines if x.get("kind") == "cell"]
+    assert len(cells) == 2 * 2 and all(c["valid"] for c in cells)
+    for cell in cells:
+        counters = cell["counters"]
+        assert counters["generation_tokens"] == counters["journal_completion_tokens"] > 0, cell["cell"]
+        if cell["arm"] == "ngram":
+            assert counters["drafts"] > 0, cell["cell"]
+        else:
+            assert counters["drafts"] == 0 and counters["draft_tokens"] == 0, cell["cell"]
+
+
+def test_attached_engine_reads_the_real_server(own_engines: dict[str, EngineServer], tmp_path: Path) -> None:
+    engines = {arm: AttachedEngine(own_engines[arm].arm, own_engines[arm].base_url + "/v1", tmp_path / f"{arm}.log")
+               for arm in ARMS}  # fmt: skip
+    for arm, engine in engines.items():
+        engine.start()
+        assert engine.version == own_engines[arm].version and engine.served_model() == SERVED_NAME
+        assert engine.alive() and engine.exit_status() == "attached: answering"
+    assert check_speculation(engines["baseline"], expects_speculation=False) is None
+    assert check_speculation(engines["ngram"], expects_speculation=True) is None
+    # the arms' URLs swapped: both contradictions are named
+    assert "does not speculate" in (check_speculation(engines["baseline"], expects_speculation=True) or "")
+    assert "is no baseline" in (check_speculation(engines["ngram"], expects_speculation=False) or "")
+    for engine in engines.values():
+        engine.stop()
+    assert all(server.alive() for server in own_engines.values())
