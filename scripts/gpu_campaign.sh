@@ -57,6 +57,10 @@ case "$MODE" in
       --engine-arg=--tool-call-parser --engine-arg=hermes --gpu-memory-utilization 0.3 --no-progress ${START:-} \
       --out /tmp/structured 2>&1 | tee "$OUT/structured.log"
     tar -C /tmp --exclude='*.log' -cJf "$OUT/structured.tar.xz" structured ;;
+  custom)  # any run: RUN_ARGS holds the specharness run options (workload files travel with the working tree or carry)
+    timeout "${CUSTOM_LIMIT_S:-560}" "$PY" -m specharness run $RUN_ARGS --gpu-memory-utilization 0.3 --no-progress \
+      ${START:-} --out /tmp/custom 2>&1 | tee "$OUT/custom.log"
+    tar -C /tmp --exclude='*.log' -cJf "$OUT/custom.tar.xz" custom ;;
   crosscheck)
     timeout "${CROSS_LIMIT_S:-540}" "$PY" -m specharness crosscheck --out /tmp/cross --num-prompts 16 --max-tokens 64 --gpu-memory-utilization 0.3 \
       2>&1 | tee "$OUT/crosscheck.log"

@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from specharness.history.recompute import recompute_paired
+from specharness.history.recompute import recompute_load, recompute_paired
 from specharness.reporting.report import write_report
 
 
@@ -30,7 +30,7 @@ def main(argv: list[str]) -> int:
             (run / "journal.jsonl").write_bytes(lzma.decompress((Path(report_dir) / "journal.jsonl.xz").read_bytes()))
             report = write_report(run, plots=False)
         result = json.loads(Path(result_path).read_text())
-        changed = recompute_paired(result, report)
+        changed = recompute_paired(result, report) + recompute_load(result, report)
         Path(result_path).write_text(json.dumps(result, indent=None, separators=(", ", ": ")))
         print(f"{result_path}: {len(changed)} benchmarks recomputed from {report_dir}")
     return 0

@@ -72,6 +72,9 @@ def _parser() -> argparse.ArgumentParser:
                    "scheduled send); SLO goodput counts right answers within every bound")
     r.add_argument("--slo-fraction", type=float, help="share of requests that must meet the SLOs for a load to be "
                    "sustained (default 0.9)")
+    r.add_argument("--keep-text", choices=("full", "hash", "none"), default="full",
+                   help="what prompt and output text reaches disk: full (default), hash (salted hashes and lengths) or "
+                   "none; every check still runs on the full text at request time")
     r.add_argument("--attach", help="drive engines started elsewhere: baseline=URL,ngram=URL; nothing is started or "
                    "stopped, counters come from each URL's /metrics")
     r.add_argument("--blocks", type=int, help="paired blocks, even (mirrored arm orders AB BA BA AB ...)")
@@ -122,6 +125,25 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--profile", default="sweep", help=argparse.SUPPRESS)
     sweep.add_argument("--levels", type=_floats, help="sweep levels as multiples of the baseline's peak request rate "
                        "(default 0.25,0.5,1,1.5; 'all at once' is always added on top)")
+    smp = sub.add_parser("sampled", help="distribution check under sampling: each case many times per arm with "
+                         "distinct seeds; first token, length and pass rate compared, with an A/A pair and a "
+                         "positive control (the baseline at another temperature)")
+    smp.add_argument("--workloads", type=_names, default=("copy", "free"))
+    smp.add_argument("--cases", type=int, default=4, help="cases per workload")
+    smp.add_argument("--samples", type=int, default=16, help="requests per case, stream and repetition")
+    smp.add_argument("--repetitions", type=int, default=5, help="independent repetitions (detection and false-alarm rates)")
+    smp.add_argument("--temperature", type=float, default=0.8)
+    smp.add_argument("--top-p", type=float, default=0.95)
+    smp.add_argument("--control-temperature", type=float, default=1.2, help="the positive control's temperature")
+    smp.add_argument("--max-tokens", type=int, default=48)
+    smp.add_argument("--clients", type=int, default=8, help="requests in flight")
+    smp.add_argument("--seed", type=int, default=0)
+    smp.add_argument("--model", default="default")
+    smp.add_argument("--kv-cache-gib", type=int, default=2)
+    smp.add_argument("--gpu-memory-utilization", type=float)
+    smp.add_argument("--python", default="")
+    smp.add_argument("--engine-arg", action="append", default=[])
+    smp.add_argument("--out", type=Path, required=True)
     rep = sub.add_parser("report", help="rebuild report.md/report.json/plots from a run folder's journal alone")
     rep.add_argument("run_dir", type=Path)
     cmp_ = sub.add_parser("compare", help="compare two runs, e.g. two vLLM versions")
@@ -141,7 +163,9 @@ def _parser() -> argparse.ArgumentParser:
     imp.add_argument("--seed", type=int, default=0)
     imp.add_argument("--min-prompt-chars", type=int)
     imp.add_argument("--max-prompt-chars", type=int)
-    imp.add_argument("--turns", choices=("first", "all"))
+    imp.add_argument("--turns", choices=("first", "all", "replay"),
+                     help="multi-turn conversations: first turn (default), all turns as one request, or replay: each "
+                     "user turn its own request, sent after the arm's own earlier answers")
     imp.add_argument("--reference-mode", choices=("exact", "normalised-contains", "rouge-l"))
     imp.add_argument("--reference-threshold", type=float)
     sim = sub.add_parser("simulate", help="error rates of the verdict (and of the methods it replaced) on simulated "
@@ -230,6 +254,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             start_timeout_s=args.start_timeout, api_key=api_key, python=args.python,
             extra_engine_args=tuple(args.engine_arg), start_together=not args.start_one_by_one,
             attach=parse_attach(args.attach, ARM_NAMES, required_arms=profile.arms) if args.attach else {},
+            keep_text=args.keep_text,
         )  # fmt: skip
         resume = False
     total = config.profile.measured_requests()
@@ -268,6 +293,24 @@ class _progress:
     def __exit__(self, *exc: object) -> None:
         if self._bar is not None:
             self._bar.stop()  # type: ignore[attr-defined]
+
+
+def cmd_sampled(args: argparse.Namespace) -> int:
+    from specharness.experiment.config import RunConfig
+    from specharness.experiment.sampled import SampledDesign, run_sampled
+    from specharness.reporting.sampled_report import write_sampled_report
+
+    design = SampledDesign(workloads=tuple(args.workloads), cases_per_workload=args.cases, samples=args.samples,
+                           repetitions=args.repetitions, temperature=args.temperature, top_p=args.top_p,
+                           control_temperature=args.control_temperature, max_tokens=args.max_tokens,
+                           clients=args.clients, seed=args.seed)  # fmt: skip
+    config = RunConfig(profile=get_profile("quick"), out_dir=args.out, model=args.model, kv_cache_gib=args.kv_cache_gib,
+                       gpu_memory_utilization=args.gpu_memory_utilization, python=args.python,
+                       extra_engine_args=tuple(args.engine_arg))  # fmt: skip
+    out = run_sampled(config, design, say=lambda m: print(f"specharness: {m}", file=sys.stderr))
+    write_sampled_report(out)
+    print(f"report: {out / 'sampled.md'}")
+    return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -361,7 +404,7 @@ def cmd_crosscheck(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    handler = {"run": cmd_run, "sweep": cmd_run, "report": cmd_report, "compare": cmd_compare, "aa-summary": cmd_aa_summary, "import": cmd_import, "simulate": cmd_simulate, "site": cmd_site,
+    handler = {"run": cmd_run, "sweep": cmd_run, "sampled": cmd_sampled, "report": cmd_report, "compare": cmd_compare, "aa-summary": cmd_aa_summary, "import": cmd_import, "simulate": cmd_simulate, "site": cmd_site,
                "release-compare": cmd_release_compare, "crosscheck": cmd_crosscheck}[args.command]
     try:
         return handler(args)

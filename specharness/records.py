@@ -9,9 +9,13 @@ Schema history:
         request: ``tool_calls`` (the streamed tool calls, ``{"name", "arguments"}`` each; empty when none).
         Schema 1 journals still read: their outputs compare by text.
     3 — open-loop load: request and cell ``rate`` (requests per second as text, ``"inf"`` for all at once, ``""`` for
-        a closed loop), request ``scheduled_s`` and ``send_lateness_s`` (its planned send offset from the cell's start
+        a closed loop), request ``first_token_id`` (the first generated token's id, for sampled distribution
+        checks), ``scheduled_s`` and ``send_lateness_s`` (its planned send offset from the cell's start
         and how late it was sent), cell ``delivery`` (how faithfully the schedule was delivered). Cell keys of
-        open-loop cells carry ``r<rate>`` where closed-loop cells carry ``c<clients>``.
+        open-loop cells carry ``r<rate>`` where closed-loop cells carry ``c<clients>``. A replayed conversation
+        (``--turns replay``) journals each turn as a request with ``case_id`` ``<id>#t<k>`` (k from 1), all turns
+        sharing the conversation's ``seq``; ``error_kind`` ``skipped_after_failure`` marks a turn not sent because an
+        earlier turn had no answer.
 """
 
 from __future__ import annotations
@@ -124,6 +128,7 @@ class RequestRecord:
     rate: str = ""
     scheduled_s: float = math.nan
     send_lateness_s: float = math.nan
+    first_token_id: int | None = None
 
     @property
     def load(self) -> str:

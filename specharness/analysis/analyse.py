@@ -11,6 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from specharness.analysis.comparison import ComparisonRules, PairedComparison, compare_arms
+from specharness.analysis.groups import (
+    FeatureCorrelations,
+    GroupDecision,
+    feature_correlations,
+    group_decisions,
+    prompts_from_manifest,
+)
+from specharness.analysis.refusals import RefusalControl, refusal_controls
 from specharness.analysis.stats import look_confidence
 from specharness.analysis.summary import ArmSummary, summarise_arm
 from specharness.analysis.verdict import DEFAULT_MARGIN
@@ -65,6 +73,9 @@ class Analysis:
     counts: dict[str, Any] = field(default_factory=dict)
     measured: dict[tuple[str, str, str], list[RequestRecord]] = field(default_factory=dict)
     loads: dict[str, tuple[Load, ...]] = field(default_factory=dict)  # workload -> its load levels, in order
+    group_decisions: list[GroupDecision] = field(default_factory=list)
+    refusals: list[RefusalControl] = field(default_factory=list)
+    feature_correlations: list[FeatureCorrelations] = field(default_factory=list)
 
 
 def _key(cell: CellRecord | RequestRecord) -> str:
@@ -188,4 +199,8 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
         "measured_requests_excluded": sum(1 for r in requests if not r.warmup and r.cell not in valid_ids),
         "errors_by_kind": kinds, "torn_journal_lines": contents.torn_lines,
     }  # fmt: skip
+    prompts = prompts_from_manifest(manifest)
+    result.group_decisions = group_decisions(result, prompts)
+    result.feature_correlations = feature_correlations(result, prompts)
+    result.refusals = refusal_controls(result)
     return result

@@ -1,10 +1,21 @@
 """Arm B against arm A in one (workload, clients) cell: pair the requests, compare the same work, judge both ways.
 
 Pairs are requests matched by (block, case id, position). Each pair is one of:
-    same work   both arms finished the request (complete, or both cut at the same cap) with identical output
-                token ids: the time each took is the time for the same work
-    divergent   both finished, with different outputs (shown apart, never in the speed estimate)
-    failed      either arm failed or did not finish the stream (shown apart; judged by the quality verdict)
+    same work         both arms finished the request (complete, or both cut at the same cap) with identical output
+                      token ids: the time each took is the time for the same work
+    divergent         both finished, with different outputs (shown apart, never in the speed estimate)
+    history diverged  a later turn of a replayed conversation (:mod:`specharness.traffic.replay`) that both arms
+                      finished, after an earlier turn of the same conversation whose outputs differed (shown apart,
+                      never in the speed estimate, never counted as identical outputs)
+    failed            either arm failed or did not finish the stream, a turn skipped after an earlier one failed
+                      included (shown apart; judged by the quality verdict)
+Replayed conversations: each turn is a request of its own (case id ``<id>#t<k>``), all turns of one conversation at
+the conversation's position, and each arm sends turn k+1 with its *own* earlier answers as history. Turn k+1 of the
+two arms is the same work only if every earlier turn of that conversation in that block (same block, conversation
+and position) gave identical outputs in both arms (no error in either, identical token digest), and its own
+outputs are identical; once the histories differ the prompts differ, so later turns are *history diverged* whatever
+their outputs (their times are not for the same work). An earlier turn missing from the pairs counts as differing.
+The rule is the same in sampled runs, where histories seldom match, so there mostly first turns are compared.
 A case that did the same work in some blocks but not in others (it diverged or failed somewhere) is *unstable* and
 left out of every block, so each block's ratio is over the same cases. Greedy runs compare same-work pairs; sampled
 runs (temperature > 0), whose outputs differ by design, compare time per output token over pairs that both finished
@@ -30,6 +41,7 @@ from specharness.analysis.summary import ArmSummary, ratio
 from specharness.analysis.throughput import steady_throughput
 from specharness.analysis.verdict import Verdict, quality_verdict, speed_verdict
 from specharness.records import RequestRecord
+from specharness.traffic.workloads import split_turn_id
 
 __all__ = ["ComparisonRules", "PairCounts", "PairedComparison", "compare_arms", "pair_requests"]
 
@@ -58,6 +70,7 @@ class PairCounts:
     divergent: int = 0
     unstable: int = 0
     failed: int = 0
+    history_diverged: int = 0  # later turns of a replayed conversation after its two histories differed
 
     @property
     def same_work_fraction(self) -> float:
@@ -106,13 +119,30 @@ def _finished(r: RequestRecord) -> bool:
     return r.error_kind is None and r.verdict in ("complete", "truncated") and r.output_tokens > 0 and r.e2e_s > 0
 
 
+def _history_intact(pairs: Sequence[Pair]) -> list[bool]:
+    """Per pair: True unless it is turn k > 1 of a replayed conversation and some earlier turn of that conversation
+    (same block and position) did not give identical outputs in both arms, or has no pair."""
+    identical: dict[tuple[int, int, str, int], bool] = {}
+    turns: list[tuple[str, int] | None] = [split_turn_id(x.case_id) for x, _ in pairs]
+    for (x, y), turn in zip(pairs, turns, strict=True):
+        if turn is not None:
+            identical[(x.block, x.seq, *turn)] = (x.error_kind is None and y.error_kind is None
+                                                  and x.output_identity == y.output_identity)  # fmt: skip
+    return [turn is None or all(identical.get((x.block, x.seq, turn[0], k), False) for k in range(1, turn[1]))
+            for (x, _), turn in zip(pairs, turns, strict=True)]  # fmt: skip
+
+
 def _classify(pairs: Sequence[Pair], greedy: bool) -> tuple[dict[int, list[Pair]], PairCounts]:
     """Same-work pairs by block, and the counts of every kind of pair. A case that is not same work in every block
-    where it ran (it diverged or failed somewhere) leaves every block, so each block's ratio is over the same cases.
-    Sampled runs: "same work" is both arms finishing by themselves (complete); a truncated answer is a loop or a
-    longer answer, and its time per token is not compared."""
-    finished = [(x, y) for x, y in pairs if _finished(x) and _finished(y)]
-    failed = len(pairs) - len(finished)
+    where it ran (it diverged, failed or followed a diverged history somewhere) leaves every block, so each block's
+    ratio is over the same cases. Sampled runs: "same work" is both arms finishing by themselves (complete); a
+    truncated answer is a loop or a longer answer, and its time per token is not compared. Replayed turns after
+    the two arms' histories differed are counted apart (the module docstring gives the rule)."""
+    intact = _history_intact(pairs)
+    done = [_finished(x) and _finished(y) for x, y in pairs]
+    finished = [p for p, ok, same_history in zip(pairs, done, intact, strict=True) if ok and same_history]
+    failed = done.count(False)
+    history_diverged = len(pairs) - failed - len(finished)
     if greedy:
         is_same = [x.output_identity == y.output_identity and x.verdict == y.verdict for x, y in finished]
     else:
@@ -120,14 +150,14 @@ def _classify(pairs: Sequence[Pair], greedy: bool) -> tuple[dict[int, list[Pair]
     same = [p for p, ok in zip(finished, is_same, strict=True) if ok]
     divergent = len(finished) - len(same)
     differs_somewhere = {x.case_id for (x, _), ok in zip(finished, is_same, strict=True) if not ok}
-    differs_somewhere |= {x.case_id for x, y in pairs if not (_finished(x) and _finished(y))}
+    differs_somewhere |= {x.case_id for (x, _), ok, h in zip(pairs, done, intact, strict=True) if not (ok and h)}
     stable = [(x, y) for x, y in same if x.case_id not in differs_somewhere]
     by_block: dict[int, list[Pair]] = {}
     for x, y in stable:
         by_block.setdefault(x.block, []).append((x, y))
     return by_block, PairCounts(
         pairs=len(pairs), same_work=len(stable), divergent=divergent, unstable=len(same) - len(stable), failed=failed,
-        same_work_truncated=sum(1 for x, _ in stable if x.verdict == "truncated"),
+        same_work_truncated=sum(1 for x, _ in stable if x.verdict == "truncated"), history_diverged=history_diverged,
     )  # fmt: skip
 
 

@@ -84,9 +84,11 @@ def _count(items: Iterable[str | None]) -> dict[str, int]:
     return out
 
 
-def _delivery(requests: Sequence[RequestRecord], cells: Sequence[CellRecord], wall: float) -> dict[str, float]:
+def _delivery(requests: Sequence[RequestRecord], cells: Sequence[CellRecord], wall: float, rate: str) -> dict[str, float]:
     """Open-loop delivery over an arm's cells: the share of requests sent within the tolerance, the worst cell's
-    share, late requests, p95 and max lateness, the mean sent rate, and whether every cell was delivered."""
+    share, late requests, p95 and max lateness, the pooled sent rate, and whether every cell was delivered (NaN for
+    "all at once": that schedule is as fast as the client can send, so its lateness is the client's own sending
+    time, shown but not judged)."""
     figures = [c.delivery for c in cells if c.delivery]
     if not figures:
         return {}
@@ -102,7 +104,7 @@ def _delivery(requests: Sequence[RequestRecord], cells: Sequence[CellRecord], wa
         if len(sends) > 1 and max(s for s, _ in sends) > 0:  # a schedule with a span (not all at once)
             spans.append((len(sends) - 1, max(actual) - min(actual)))
     on_time = [float(f["on_time_fraction"]) for f in figures if isinstance(f.get("on_time_fraction"), (int, float))]
-    return {
+    out = {
         "on_time_fraction": ratio(sum(1 for x in lateness if x <= tolerance), len(lateness)),
         "worst_cell_on_time_fraction": min(on_time, default=math.nan),
         "late_requests": float(sum(1 for x in lateness if x > tolerance)),
@@ -117,6 +119,9 @@ def _delivery(requests: Sequence[RequestRecord], cells: Sequence[CellRecord], wa
                                          float(f.get("min_on_time_fraction", 0.95))) for f in figures)),
         "cells": float(len(figures)), "late_tolerance_ms": 1000.0 * tolerance,
     }  # fmt: skip
+    if rate == "inf":
+        out["delivered"] = math.nan
+    return out
 
 
 def summarise_arm(arm: str, workload: str, clients: int, requests: Sequence[RequestRecord],
@@ -181,7 +186,7 @@ def summarise_arm(arm: str, workload: str, clients: int, requests: Sequence[Requ
         error_kinds=_count(r.error_kind for r in requests if r.error_kind),
         harness_cpu_fraction=ratio(sum(c.harness_cpu_s for c in cells), wall),
         prefix_cache={k: totals[k] for k in ("prefix_cache_queries", "prefix_cache_hits") if k in totals},
-        rate=rate, load=load_label(clients, rate), delivery=_delivery(requests, cells, wall), slo=dict(slo or {}),
+        rate=rate, load=load_label(clients, rate), delivery=_delivery(requests, cells, wall, rate), slo=dict(slo or {}),
         slo_goodput=_slo_goodput(requests, slo or {}, wall),
     )  # fmt: skip
 

@@ -112,10 +112,16 @@ class WorkloadSweep:
     peak_rps: dict[str, float] = field(default_factory=dict)
     crossover_text: str = ""
 
+    @property
+    def helps_everywhere(self) -> bool:
+        """ngram helps at every judged level, the heaviest included (JSON has no infinity for ``helps_up_to``)."""
+        return math.isinf(self.helps_up_to)
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         for level, raw in zip(self.levels, out["levels"], strict=True):
             raw["speedup"] = level.speedup.to_dict()
+        out["helps_everywhere"] = self.helps_everywhere
         return out
 
 
@@ -128,7 +134,8 @@ def _level_arm(s: ArmSummary) -> LevelArm:
         output_tok_s=s.output_tok_s, slo_goodput_rps=g.get("rps", math.nan),
         slo_goodput_fraction=g.get("fraction", math.nan), slo_latency_fraction=g.get("latency_fraction", math.nan),
         on_time_fraction=d.get("on_time_fraction", math.nan),
-        delivered=bool(d["delivered"]) if "delivered" in d else None, harness_cpu_fraction=s.harness_cpu_fraction,
+        delivered=bool(d["delivered"]) if math.isfinite(d.get("delivered", math.nan)) else None,
+        harness_cpu_fraction=s.harness_cpu_fraction,
     )  # fmt: skip
 
 

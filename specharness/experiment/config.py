@@ -9,6 +9,7 @@ from typing import Any
 
 from specharness._errors import ConfigError
 from specharness.experiment.design import Profile
+from specharness.experiment.telemetry import KEEP_TEXT
 from specharness.traffic.client import Sampling
 
 __all__ = ["RunConfig"]
@@ -35,6 +36,7 @@ class RunConfig:
     fsync: bool = True
     start_together: bool = True  # spawn every engine before waiting for any (False: one after another)
     attach: dict[str, str] = field(default_factory=dict)  # arm -> base URL of an engine started elsewhere
+    keep_text: str = "full"  # full, hash or none: what prompt and output text reaches disk (experiment.telemetry)
 
     def __post_init__(self) -> None:
         self.validate()
@@ -63,6 +65,8 @@ class RunConfig:
         if self.attach and sorted(self.attach) != sorted(self.profile.arms):
             raise ConfigError(f"--attach names {', '.join(sorted(self.attach))} but the run's arms are "
                               f"{', '.join(self.profile.arms)}; give one URL per arm (or --arms to match)")  # fmt: skip
+        if self.keep_text not in KEEP_TEXT:
+            raise ConfigError(f"--keep-text {self.keep_text!r}: use full (default), hash or none")
         for flag, value, ok, need in rules:
             if not ok:
                 raise ConfigError(f"{flag} {value}: must be {need}")
@@ -75,7 +79,7 @@ class RunConfig:
             "gpu_memory_utilization": self.gpu_memory_utilization, "start_timeout_s": self.start_timeout_s,
             "api_key": "set" if self.api_key else "unset", "python": self.python,
             "extra_engine_args": list(self.extra_engine_args), "start_together": self.start_together,
-            "attach": dict(self.attach),
+            "attach": dict(self.attach), "keep_text": self.keep_text,
         }  # fmt: skip
 
     @classmethod
@@ -90,4 +94,5 @@ class RunConfig:
             gpu_memory_utilization=raw["gpu_memory_utilization"], start_timeout_s=raw["start_timeout_s"],
             api_key=api_key, python=raw.get("python", ""), extra_engine_args=tuple(raw.get("extra_engine_args", ())),
             start_together=raw.get("start_together", True), attach=dict(raw.get("attach", {})),
+            keep_text=raw.get("keep_text", "full"),
         )  # fmt: skip

@@ -48,10 +48,12 @@ from specharness.experiment.rundir import (
     read_manifest,
     write_manifest,
 )
+from specharness.experiment.telemetry import TextPolicy
 from specharness.records import SCHEMA_VERSION, CellRecord, EngineRecord, RequestRecord, cell_id
 from specharness.traffic.arrivals import ArrivalSpec, block_seed, schedule
 from specharness.traffic.client import RequestMeta, build_body, send_request
 from specharness.traffic.openloop import run_open_loop
+from specharness.traffic.replay import replay_conversation, skipped_record
 from specharness.traffic.workloads import (
     Case,
     Workload,
@@ -197,7 +199,9 @@ class _Experiment:
                             client: httpx.AsyncClient) -> list[RequestRecord]:  # fmt: skip
         """Send the cases at the cell's load: a closed loop of ``clients`` workers, or an open loop on the block's
         arrival schedule (the same for every arm of the block). Open loop: the delivery figures go to
-        ``self._last_delivery``."""
+        ``self._last_delivery``. A replayed conversation (a case with ``turns``) occupies its worker, or its open-loop
+        slot, from its first turn to its last (:func:`~specharness.traffic.replay.replay_conversation`); the
+        schedule and the delivery figures are per case, i.e. per conversation start."""
         records: list[RequestRecord] = []
         this_cell = cell_id(plan.key(arm), self.segment)
         slowdown = server.arm.client_slowdown
@@ -210,16 +214,29 @@ class _Experiment:
                 record = slowed(record, slowdown)
             self.journal.write(record)
             records.append(record)
-            if self.progress and not warmup:
-                self.progress(1)
 
         async def send(seq: int, case: Case, scheduled_s: float = float("nan"), lateness_s: float = float("nan")) -> None:
-            meta = RequestMeta(arm=arm, block=plan.block, workload=plan.workload, clients=plan.clients, warmup=warmup,
-                               cell=this_cell, seq=seq, rate=load.rate, scheduled_s=scheduled_s,
-                               send_lateness_s=lateness_s)  # fmt: skip
-            body = build_body(case, self.model_name, self.config.sampling)
-            await send_request(client, server.base_url, case, body, meta, sink,
-                               timeout_s=self.config.request_timeout_s, headers=self.headers())  # fmt: skip
+            """One case: one request, or a replayed conversation turn by turn (all its turns share ``seq``; only
+            turn 1 has a scheduled send, the later ones go out when the previous answer ends)."""
+
+            def meta(turn: int) -> RequestMeta:
+                first = turn == 1
+                return RequestMeta(arm=arm, block=plan.block, workload=plan.workload, clients=plan.clients,
+                                   warmup=warmup, cell=this_cell, seq=seq, rate=load.rate,
+                                   scheduled_s=scheduled_s if first else float("nan"),
+                                   send_lateness_s=lateness_s if first else float("nan"))  # fmt: skip
+
+            async def send_turn(request: Case, turn: int) -> RequestRecord:
+                body = build_body(request, self.model_name, self.config.sampling)
+                return await send_request(client, server.base_url, request, body, meta(turn), sink,
+                                          timeout_s=self.config.request_timeout_s, headers=self.headers())  # fmt: skip
+
+            def skip_turn(request: Case, turn: int) -> None:
+                sink(skipped_record(request, meta(turn)))
+
+            await replay_conversation(case, send_turn, skip_turn)
+            if self.progress and not warmup:  # progress counts cases (a conversation once), as the profile does
+                self.progress(1)
 
         if load.open_loop:
             stats = await run_open_loop(cases, self.arrivals(plan, len(cases), warmup), send,
@@ -407,7 +424,8 @@ class _Experiment:
                 return records, time.perf_counter() - t0
 
         records, wall = asyncio.run(go())
-        ok = sum(1 for r in records if r.error_kind is None)
+        # conversations (a replayed case journals one record per turn) that completed, per second
+        ok = len({r.seq for r in records}) - len({r.seq for r in records if r.error_kind is not None})
         peak = ok / wall if wall > 0 else float("nan")
         self.journal.write({"kind": "peak_probe", "schema": SCHEMA_VERSION, "workload": probe.workload, "arm": arm,
                             "requests": len(records), "ok": ok, "wall_s": wall, "peak_rps": peak})  # fmt: skip
@@ -442,12 +460,14 @@ def run_experiment(config: RunConfig, *, resume: bool = False, progress: Progres
     if config.profile.equivalence_margin is None:  # declared before the run: the machine's band from its own A/A
         band = band_for(hardware)
         config = replace(config, profile=replace(config.profile, equivalence_margin=band.margin, band_source=band.source))
+    policy = TextPolicy(config.keep_text)  # one salt for the run: never written anywhere
     manifest.update({
         "harness": "specharness", "schema": SCHEMA_VERSION, "config": config.to_dict(), "harness_commit": harness_commit(),
         "harness_version": harness_version(),
         "block_orders": {str(b): list(o) for b, o in enumerate(block_orders(config.profile.arms, config.profile.max_blocks or config.profile.blocks, config.profile.order_seed))},
         "hardware": hardware,
-        "workloads": {w.name: {"source": w.source, "cases": [case_to_dict(c) for c in w.cases]} for w in workloads},
+        "workloads": {w.name: {"source": w.source, "cases": [policy.case(case_to_dict(c)) for c in w.cases]}
+                      for w in workloads},
         "status": "running",
     })  # fmt: skip
     if config.attach:  # the engines run elsewhere: the model is whatever they serve (named once they answer)
@@ -462,7 +482,7 @@ def run_experiment(config: RunConfig, *, resume: bool = False, progress: Progres
     write_manifest(out, manifest)
     status = "interrupted"
     error: BaseException | None = None
-    with Journal(out / JOURNAL, fsync=config.fsync) as journal, _sigterm_as_interrupt():
+    with Journal(out / JOURNAL, fsync=config.fsync, policy=policy) as journal, _sigterm_as_interrupt():
         journal.write({"kind": "segment", "schema": SCHEMA_VERSION, "segment": segment, "resume": resume,
                        "started_unix_s": time.time(), "skipped_cells": sorted(done)})  # fmt: skip
         experiment = _Experiment(config, workloads, segment, done, journal, progress, manifest)

@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from specharness._errors import JournalError
+from specharness.experiment.telemetry import TextPolicy
 from specharness.records import READABLE_SCHEMAS, SCHEMA_VERSION, CellRecord, EngineRecord, RequestRecord
 
 __all__ = ["Journal", "JournalContents", "iter_journal_lines", "read_journal"]
@@ -25,15 +26,19 @@ _KINDS: dict[str, type] = {"request": RequestRecord, "engine": EngineRecord, "ce
 
 
 class Journal:
-    """An open journal file; ``write`` appends a record and makes it durable before returning."""
+    """An open journal file; ``write`` appends a record and makes it durable before returning. A request record is
+    written as ``policy`` (:mod:`specharness.experiment.telemetry`) allows."""
 
-    def __init__(self, path: Path, *, fsync: bool = True) -> None:
+    def __init__(self, path: Path, *, fsync: bool = True, policy: TextPolicy | None = None) -> None:
         self.path = path
         self._fsync = fsync
+        self._policy = policy or TextPolicy("full")  # what text of a request record reaches the disk
         path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(path, "ab")  # noqa: SIM115 - closed in close()
 
     def write(self, record: RequestRecord | EngineRecord | CellRecord | dict[str, Any]) -> None:
+        if isinstance(record, RequestRecord):
+            record = self._policy.request(record)
         payload = record if isinstance(record, dict) else record.to_dict()
         self._file.write(orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
         self._file.flush()

@@ -7,6 +7,9 @@ Environment knobs (read when ``setup_cache`` runs):
     SPECHARNESS_ASV_PROFILE   quick (default), standard, or smoke (one tiny cell, for CI)
     SPECHARNESS_ASV_RUNS      where run folders go (default ~/.cache/specharness/asv-runs)
     SPECHARNESS_ASV_ENGINE    engine options as CLI words, e.g. "--gpu-memory-utilization 0.3 --start-one-by-one"
+    SPECHARNESS_ASV_WORKLOAD  a workload JSONL of your own traffic (``specharness import`` writes one): the
+                              ``UserWorkload`` benchmark tracks it per group, at SPECHARNESS_ASV_WORKLOAD_CLIENTS
+                              clients (default 4), across vLLM releases
 """
 
 from __future__ import annotations
@@ -22,11 +25,12 @@ from specharness.engines.model import cache_dir
 from specharness.experiment.config import RunConfig
 from specharness.experiment.design import Profile, get_profile, override
 from specharness.experiment.driver import run_experiment
-from specharness.history.metrics import asv_metrics, load_metrics
+from specharness.history.metrics import asv_metrics, group_metrics, load_metrics
 from specharness.reporting.report import load_report, write_report
 from specharness.traffic.client import Sampling
 
-__all__ = ["ASV_GRID", "SWEEP_GRID", "grid_experiment", "load_sweep_experiment", "sweep_experiments", "vllm_version"]
+__all__ = ["ASV_GRID", "SWEEP_GRID", "grid_experiment", "load_sweep_experiment", "sweep_experiments", "user_groups",
+           "user_workload_experiment", "vllm_version"]
 
 _SMOKE = {"workloads": ("copy",), "clients": (1,), "blocks": 2, "requests_per_cell": 2, "warmups_per_cell": 1,
           "max_tokens_cap": 32}  # fmt: skip
@@ -99,7 +103,7 @@ def _run(profile: Profile, label: str) -> dict[str, Any]:
                        **_engine_options())  # fmt: skip
     run_experiment(config, on_finish=write_report)
     report = load_report(out)
-    metrics = {**asv_metrics(report), **load_metrics(report)}
+    metrics = {**asv_metrics(report), **load_metrics(report), **group_metrics(report)}
     return {"metrics": metrics, "run_dir": str(out), "vllm_version": vllm_version()}
 
 
@@ -138,3 +142,42 @@ def sweep_experiments() -> dict[str, Any]:
                     "prompt_lookup_min": min(2, lookup_max)}  # fmt: skip
             results[f"k{k}-max{lookup_max}"] = _run(override(base, speculative=spec), f"asv-sweep-k{k}-max{lookup_max}")
     return results
+
+
+POOLED_GROUP = "(all)"
+
+
+def _user_workload_path() -> Path | None:
+    raw = os.environ.get("SPECHARNESS_ASV_WORKLOAD", "").strip()
+    return Path(raw).expanduser() if raw else None
+
+
+def user_groups() -> list[str]:
+    """The ``UserWorkload`` benchmark's parameter: ``(all)`` and every group of the SPECHARNESS_ASV_WORKLOAD file
+    (read when ASV discovers the benchmarks, so a new group starts a new series); empty without the variable. A bad
+    file raises the loader's one-line error naming file:line."""
+    from specharness.traffic.workloads import load_workloads
+
+    path = _user_workload_path()
+    if path is None:
+        return []
+    (workload,) = load_workloads([str(path)])
+    return [POOLED_GROUP, *sorted({c.group for c in workload.cases})]
+
+
+def user_workload_experiment() -> dict[str, Any]:
+    """One paired experiment on the SPECHARNESS_ASV_WORKLOAD file at SPECHARNESS_ASV_WORKLOAD_CLIENTS clients (the
+    profile's blocks, requests and warmups); metrics per group. The cache carries the workload's name and load."""
+    from specharness.traffic.workloads import load_workloads
+
+    path = _user_workload_path()
+    if path is None:
+        raise ConfigError("SPECHARNESS_ASV_WORKLOAD is not set: name a workload JSONL to track it per group")
+    clients = int(os.environ.get("SPECHARNESS_ASV_WORKLOAD_CLIENTS", "4"))
+    (workload,) = load_workloads([str(path)])
+    base = _profile()
+    profile = override(base, workloads=(str(path),), clients=(clients,),
+                       requests_per_cell=max(base.requests_per_cell, min(len(workload.cases), 24)))  # fmt: skip
+    result = _run(profile, "asv-user")
+    result["prefix"] = f"{workload.name}/c{clients}"
+    return result

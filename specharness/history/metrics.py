@@ -14,7 +14,7 @@ from typing import Any
 
 from specharness.records import load_label
 
-__all__ = ["asv_metrics", "load_metrics", "lookup"]
+__all__ = ["asv_metrics", "group_metrics", "load_metrics", "lookup"]
 
 
 def _inv(v: Any) -> float:
@@ -69,11 +69,28 @@ def load_metrics(report: dict[str, Any]) -> dict[str, float]:
     for sw in report.get("sweeps", []):
         k = f"{sw['workload']}/load"
         helps = _num(sw.get("helps_up_to"))
-        out[f"{k}/crossover_gap_s"] = 0.0 if helps == math.inf else _inv(helps)
+        out[f"{k}/crossover_gap_s"] = 0.0 if sw.get("helps_everywhere") or helps == math.inf else _inv(helps)
         out[f"{k}/capacity_loss"] = _inv(sw["goodput_capacity"]["ratio"])
         out[f"{k}/capacity_loss_latency"] = _inv(sw["latency_capacity"]["ratio"])
         peaks = sw.get("peak_rps", {})
         out[f"{k}/peak_rate_loss"] = _num(peaks.get("baseline")) * _inv(peaks.get("ngram"))
+    return out
+
+
+def group_metrics(report: dict[str, Any], candidate: str = "ngram", reference: str = "baseline") -> dict[str, float]:
+    """Per-group values of a workload with groups (``report["group_decisions"]``), keyed
+    ``workload/load/group/name``, oriented so that a rise is bad: ``slowdown`` (1 / the group's same-work speedup),
+    ``rejection_rate`` (1 - the group's acceptance from per-request draft counts) and ``incorrect_fraction`` (of the
+    candidate). The pooled row is the group ``(all)``. A small group's values are kept (its report says it claims no
+    verdict)."""
+    out: dict[str, float] = {}
+    for d in report.get("group_decisions", []):
+        if (d["arm_a"], d["arm_b"]) != (reference, candidate):
+            continue
+        k = f"{d['workload']}/{d['load']}/{d['group']}"
+        out[f"{k}/slowdown"] = _inv(d["speedup"]["estimate"])
+        out[f"{k}/rejection_rate"] = 1.0 - _num(d.get("acceptance_rate"))
+        out[f"{k}/incorrect_fraction"] = 1.0 - _num(d.get("correct_fraction_b"))
     return out
 
 

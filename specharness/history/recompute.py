@@ -12,11 +12,12 @@ import itertools
 import math
 from typing import Any
 
-from specharness.history.metrics import asv_metrics
+from specharness.history.metrics import asv_metrics, load_metrics
 
-__all__ = ["PAIRED_PREFIX", "recompute_paired"]
+__all__ = ["LOAD_PREFIX", "PAIRED_PREFIX", "recompute_load", "recompute_paired"]
 
 PAIRED_PREFIX = "bench_paired.PairedNgram.track_"
+LOAD_PREFIX = "bench_load.LoadSweep.track_"
 
 
 def recompute_paired(result: dict[str, Any], report: dict[str, Any]) -> list[str]:
@@ -33,6 +34,26 @@ def recompute_paired(result: dict[str, Any], report: dict[str, Any]) -> list[str
         values = []
         for workload, clients in itertools.product(*row[at_params]):
             value = metrics.get(f"{workload.strip(chr(39))}/c{clients}/{metric}", math.nan)
+            values.append(value if isinstance(value, float) and math.isfinite(value) else math.nan)
+        row[at_result] = values
+        changed.append(name)
+    return changed
+
+
+def recompute_load(result: dict[str, Any], report: dict[str, Any]) -> list[str]:
+    """Replace every LoadSweep value of one ASV result file from ``report`` (its sweeps); returns the benchmarks
+    rewritten. Values that cannot be computed become NaN."""
+    metrics = load_metrics(report)
+    columns = result["result_columns"]
+    at_result, at_params = columns.index("result"), columns.index("params")
+    changed = []
+    for name, row in result["results"].items():
+        if not name.startswith(LOAD_PREFIX) or not row:
+            continue
+        metric = name[len(LOAD_PREFIX):]
+        values = []
+        for (workload,) in itertools.product(*row[at_params]):
+            value = metrics.get(f"{workload.strip(chr(39))}/load/{metric}", math.nan)
             values.append(value if isinstance(value, float) and math.isfinite(value) else math.nan)
         row[at_result] = values
         changed.append(name)

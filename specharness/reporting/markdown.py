@@ -18,6 +18,7 @@ from specharness.analysis.slo import slo_text
 from specharness.analysis.stats import RatioInterval
 from specharness.analysis.sweep import Capacity, WorkloadSweep, offered_text
 from specharness.analysis.verdict import band_edges
+from specharness.reporting.groups import groups_markdown
 
 __all__ = ["render_markdown"]
 
@@ -72,7 +73,7 @@ def _decision(a: Analysis) -> list[str]:
              "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for c in a.comparisons:
         sa, sb = a.summaries[(c.workload, c.load, c.arm_a)], a.summaries[(c.workload, c.load, c.arm_b)]
-        undelivered = [s.arm for s in (sa, sb) if s.delivery and not s.delivery.get("delivered")]
+        undelivered = [s.arm for s in (sa, sb) if s.delivery and s.delivery.get("delivered") == 0.0]
         warning = f" **The load was not delivered to {', '.join(undelivered)}** (see Load delivered)." if undelivered else ""
         lines.append(
             f"| {c.workload} | {load_text(c.load)} | {c.arm_b} vs {c.arm_a} | **{c.speed.verdict}** | {_interval(c.speedup)} | "
@@ -85,15 +86,16 @@ def _decision(a: Analysis) -> list[str]:
 def _speed(a: Analysis) -> list[str]:
     lines = ["## Speed: time for the same work", "",
              "| workload | load | comparison | speedup [CI] | blocks (df) | CI width | order effect [CI] | "
-             "pairs | same work (of which truncated) | divergent | unstable | failed | steady throughput ratio [CI] | "
-             "per-block speedups |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+             "pairs | same work (of which truncated) | divergent | history diverged | unstable | failed | "
+             "steady throughput ratio [CI] | per-block speedups |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for c in a.comparisons:
         n = c.pair_counts
         lines.append(
             f"| {c.workload} | {load_text(c.load)} | {c.arm_b} vs {c.arm_a} | {_interval(c.speedup)} | {c.speedup.blocks} "
             f"({c.speedup.df}) | {_f(c.speedup.width, 3)} | {_order(c)} | {n.pairs} | {n.same_work} "
-            f"({n.same_work_truncated}) | {n.divergent} | {n.unstable} | {n.failed} | {_interval(c.throughput)} | "
+            f"({n.same_work_truncated}) | {n.divergent} | {n.history_diverged} | {n.unstable} | {n.failed} | "
+            f"{_interval(c.throughput)} | "
             f"{', '.join(_f(v) for v in c.block_speedups)} |"
         )  # fmt: skip
     return lines
@@ -128,7 +130,8 @@ def _rules(a: Analysis) -> list[str]:
     design = prof.get("order_plan") or "arm order alternating by block (schema 1)"
     return ["", "**Rules, declared before the run.** Speedup = arm A's summed request time over arm B's for the same "
             "work: pairs of the same case in the same block whose outputs were identical token for token (greedy). "
-            "Divergent, failed and unstable pairs are counted apart and never enter the estimate, so a longer or "
+            "Divergent, failed, unstable and history-diverged pairs (later turns of a replayed conversation after the two "
+            "arms' answers differed) are counted apart and never enter the estimate, so a longer or "
             "looping answer cannot look faster. One log ratio per block; "
             f"{conf:.1%} CI by Student t over the blocks (n − 1 degrees of freedom; from 6 blocks a fit with an order "
             "term, n − 2; the order effect is estimated and shown from 4 blocks)"
@@ -223,7 +226,28 @@ def _manifest(a: Analysis, engines: list[dict[str, Any]]) -> list[str]:
                      f"{e['effective_settings'].get('enable_prefix_caching', '—')}, log `{e['log']}`")  # fmt: skip
         lines.append(f"  - command: `{' '.join(e['command'])}`")
     lines += ["", "Plots: `plots/speedup.png` (same-work speedup with CI and the band), `plots/tpot_cdf.png`, "
-              "`plots/acceptance_by_position.png`."]  # fmt: skip
+              "`plots/acceptance_by_position.png`, `plots/groups.png` (speedup with CI and acceptance per group, when a workload "
+              "has groups)."]  # fmt: skip
+    return lines
+
+
+def _refusals(a: Analysis) -> list[str]:
+    if not a.refusals:
+        return []
+    lines = ["## Refusal control (cases whose right answer is to decline)", "",
+             "| workload | load | comparison | pairs (independent) | refused A / B | answered where the other refused | "
+             "smallest answer rate detectable (80% power) |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    listed: list[str] = []
+    for r in a.refusals:
+        lost = sum(1 for d in r.disagreements if d["refused"] == r.arm_a)
+        gained = len(r.disagreements) - lost
+        lines.append(f"| {r.workload} | {load_text(r.load)} | {r.arm_b} vs {r.arm_a} | {r.pairs} ({r.independent}) | "
+                     f"{r.refused_a} / {r.refused_b} | {r.arm_b} {lost}, {r.arm_a} {gained} | "
+                     f"{_pct(r.detectable_rate) if math.isfinite(r.detectable_rate) else 'none (too few cases)'} |")  # fmt: skip
+        listed += [f"- {r.workload} {load_text(r.load)}, block {d['block']}, `{d['case_id']}`: {d['refused']} refused, "
+                   f"the other arm answered" for d in r.disagreements]  # fmt: skip
+    lines += ["", "Every disagreeing pair:" if listed else "No pair disagreed: both arms refused (or answered) alike.", *listed, ""]
     return lines
 
 
@@ -248,9 +272,15 @@ def _delivery(a: Analysis) -> list[str]:
             f"| {workload} | {load_text(load)} | {arm} | {_f(d.get('sent_rps'))} | {_f(d.get('completed_rps'))} | "
             f"{_pct(d.get('on_time_fraction', math.nan))} | {_pct(d.get('worst_cell_on_time_fraction', math.nan))} | "
             f"{d.get('late_requests', 0):.0f} | {_f(d.get('p95_lateness_ms'), 1)} / {_f(d.get('max_lateness_ms'), 1)} | "
-            f"{'yes' if d.get('delivered') else '**NO: the load was not delivered**'} | {_pct(s.harness_cpu_fraction)} |"
+            f"{_delivered_text(d.get('delivered', math.nan))} | {_pct(s.harness_cpu_fraction)} |"
         )  # fmt: skip
     return [*lines, ""]
+
+
+def _delivered_text(flag: float) -> str:
+    if not math.isfinite(flag):
+        return "n/a (all at once: as fast as the client sends)"
+    return "yes" if flag else "**NO: the load was not delivered**"
 
 
 def _capacity(c: Capacity, unit: str) -> str:
@@ -290,7 +320,7 @@ def _sweeps(a: Analysis, found: list[WorkloadSweep]) -> list[str]:
                   "|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
         for lv in sw.levels:
             b, n = lv.arms["baseline"], lv.arms["ngram"]
-            delivered = "—" if lv.delivered is None else ("yes" if lv.delivered else "**no**")
+            delivered = ("n/a" if lv.open_loop else "—") if lv.delivered is None else ("yes" if lv.delivered else "**no**")
             lines.append(
                 f"| {load_text(lv.load)} | {_interval(lv.speedup)} | **{lv.speed_verdict}** | {lv.quality_verdict} | "
                 f"{_f(lv.mean_acceptance_length)} | {_f(lv.efficiency)} | {_f(b.tpot_p50_ms, 1)}/{_f(b.tpot_p95_ms, 1)} → "
@@ -319,6 +349,7 @@ def render_markdown(a: Analysis, run_dir: Path, engines: list[dict[str, Any]],
         lines += [f"> **PARTIAL REPORT — run status: {status}.** Missing cells: {len(a.missing_cells)}. "
                   f"Finish with `specharness run --resume {run_dir}`.", ""]  # fmt: skip
     lines += _decision(a) + _rules(a) + _sweeps(a, found or []) + _speed(a) + [""] + _quality(a) + [""]
+    lines += groups_markdown(a.group_decisions, a.feature_correlations, load_text) + _refusals(a)
     lines += _delivery(a) + _per_arm(a)
     lines.append("## Acceptance by draft position")
     lines.append("")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from specharness.analysis.analyse import Analysis, analyse
 from specharness.analysis.sweep import WorkloadSweep, sweeps
 from specharness.analysis.verdict import band_edges
 from specharness.experiment.rundir import read_manifest
+from specharness.reporting.groups import groups_chart
 from specharness.reporting.markdown import load_text, render_markdown
 
 __all__ = ["REPORT_JSON", "REPORT_MD", "REPORT_SCHEMA", "load_report", "write_report"]
@@ -19,7 +21,9 @@ __all__ = ["REPORT_JSON", "REPORT_MD", "REPORT_SCHEMA", "load_report", "write_re
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
 # report.json history: 1 — first; 2 — comparisons carry speed and quality verdicts, intervals as objects;
-# 3 — summaries and comparisons carry ``load`` and ``rate``, summaries delivery and SLO goodput; ``sweeps``.
+# 3 — summaries and comparisons carry ``load`` and ``rate``, summaries delivery and SLO goodput; ``sweeps``;
+# ``group_decisions`` (per comparison: the pooled row and one per group: verdicts, acceptance, token lengths,
+# copyability) and ``feature_correlations``.
 REPORT_SCHEMA = 3
 
 
@@ -101,6 +105,7 @@ def _sweep_plots(found: list[WorkloadSweep], margin: float, plot_dir: Path) -> N
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     if not found:
         return
@@ -128,9 +133,13 @@ def _sweep_plots(found: list[WorkloadSweep], margin: float, plot_dir: Path) -> N
         ax.set_xticks(x, labels, fontsize=8)
         ax.minorticks_off()
         ax.set_xlabel(f"offered load ({sw.unit})")
-        ax.set_ylabel("ngram speedup (×, log scale)")
+        ax.set_ylabel("ngram same-work speedup (log scale)")
         ax.set_yscale("log")
-        ax.set_title(f"{sw.workload}: {sw.crossover_text[:60]}", fontsize=8)
+        times = FuncFormatter(lambda v, _pos: f"{v:.3g}×")
+        ax.yaxis.set_major_formatter(times)
+        ax.yaxis.set_minor_formatter(times)
+        ax.tick_params(axis="y", which="minor", labelsize=7)
+        ax.set_title(textwrap.fill(f"{sw.workload}: {sw.crossover_text}", 70), fontsize=8)
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(plot_dir / "sweep_speedup.png", dpi=90)
@@ -165,12 +174,16 @@ def write_report(run_dir: Path, *, plots: bool = True) -> dict[str, Any]:
         "groups": a.groups, "reconciliation": a.reconciliation, "invalid_cells": a.invalid_cells,
         "missing_cells": a.missing_cells, "resumed_cells": a.resumed_cells, "counts": a.counts,
         "sweeps": [sw.to_dict() for sw in found],
+        "group_decisions": [d.to_dict() for d in a.group_decisions],
+        "feature_correlations": [c.to_dict() for c in a.feature_correlations],
+        "refusals": [r.to_dict() for r in a.refusals],
     }  # fmt: skip
     (run_dir / REPORT_JSON).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
     (run_dir / REPORT_MD).write_text(render_markdown(a, run_dir, engines, found))
     if plots:
         _plots(a, run_dir / "plots")
         _sweep_plots(found, a.rules.margin, run_dir / "plots")
+        groups_chart(a.group_decisions, run_dir / "plots" / "groups.png", margin=a.rules.margin)
     return report
 
 

@@ -106,6 +106,7 @@ class _StreamState:
         self._usage_seen = 0
         self.token_digest = hashlib.sha256()
         self.token_ids_seen = False
+        self.first_token_id: int | None = None  # the first generated token (what sampled runs compare)
         self._tool_parts: dict[int, tuple[list[str], list[str]]] = {}  # index -> (name fragments, argument fragments)
 
     @property
@@ -157,6 +158,8 @@ class _StreamState:
             if piece or token_ids or tool_text:
                 if token_ids is not None:
                     count = len(token_ids)
+                    if self.first_token_id is None and token_ids:
+                        self.first_token_id = int(token_ids[0])
                     self.token_ids_seen = True
                     self.token_digest.update(b"".join(int(t).to_bytes(4, "little") for t in token_ids))
                 elif isinstance(running_tokens, int):
@@ -273,5 +276,5 @@ def _to_record(
         correct=correct, check_detail=detail,
         spec_draft_tokens=state.spec_draft, spec_accepted_tokens=state.spec_accepted,
         output_digest=state.token_digest.hexdigest()[:32] if state.token_ids_seen else None,
-        tool_calls=tool_calls, rate=meta.rate, scheduled_s=meta.scheduled_s, send_lateness_s=meta.send_lateness_s,
+        tool_calls=tool_calls, first_token_id=state.first_token_id, rate=meta.rate, scheduled_s=meta.scheduled_s, send_lateness_s=meta.send_lateness_s,
     )  # fmt: skip

@@ -8,10 +8,17 @@ Formats, detected from the file (the suffix, then the keys of the first JSON obj
     openai        chat-completions request bodies, one a line, bare (``{"model", "messages", "max_tokens"}``) or in a
                   batch envelope (``{"custom_id", "method", "url", "body"}``); sampling parameters in a body are
                   ignored (the experiment sets its own); a ``/v1/completions`` body with a string ``prompt`` becomes a
-                  raw-completion case
+                  raw-completion case; the messages are sent as they are with ``turns`` first or all, and with
+                  ``turns="replay"`` split as for sharegpt: everything up to the first user message is turn 1 and
+                  every later non-blank user message a later turn (the body's assistant messages are dropped)
     sharegpt      ``{"conversations": [{"from": "human", "value": ...}, ...]}``; roles human/user, gpt/assistant,
                   system; ``turns="first"`` keeps the system turns before the first user turn and that turn,
-                  ``turns="all"`` those system turns and every turn from the first user turn to the last
+                  ``turns="all"`` those system turns and every turn from the first user turn to the last (one
+                  request, answered after the last user turn), ``turns="replay"`` those system turns and the first
+                  user turn as ``messages`` and every later non-blank user turn as ``turns``: a conversation
+                  replayed turn by turn, each arm answering with its own earlier answers as history (the dataset's
+                  assistant turns are dropped; see :mod:`specharness.traffic.replay`); a conversation with one user
+                  turn is an ordinary case, one with a system turn after its first user turn is rejected
     prompt        ``{"prompt": ...}`` or ``{"text": ...}`` (or the field ``prompt_column`` names)
     csv           a header row and a prompt column (``prompt_column``, default ``prompt``); ``.tsv`` is tab-separated
 
@@ -38,7 +45,7 @@ import orjson
 
 from specharness._errors import ConfigError, WorkloadError
 from specharness.traffic.reference import REFERENCE_MODES, parse_reference_check
-from specharness.traffic.workloads import MAX_TOKENS_LIMIT, Case, Workload, parse_case
+from specharness.traffic.workloads import MAX_TOKENS_LIMIT, Case, Workload, case_to_dict, parse_case
 
 __all__ = [
     "FORMATS",
@@ -56,7 +63,7 @@ __all__ = [
 ]
 
 FORMATS = ("auto", "specharness", "openai", "sharegpt", "prompt", "csv")
-TURNS = ("first", "all")
+TURNS = ("first", "all", "replay")
 ID_FIELDS = ("id", "custom_id", "question_id")
 KEPT_REJECTIONS = 20
 _DETECT_RECORDS = 100
@@ -64,7 +71,7 @@ _SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assista
                    "chatgpt": "assistant", "bard": "assistant", "bing": "assistant", "model": "assistant",
                    "system": "system"}  # fmt: skip
 _OPENAI_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
-_SPECHARNESS_KEYS = frozenset({"id", "messages", "prompt", "max_tokens", "group", "check"})
+_SPECHARNESS_KEYS = frozenset({"id", "messages", "prompt", "max_tokens", "group", "check", "turns"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +79,8 @@ class ImportOptions:
     """How a dataset file becomes cases; every field is checked here, so a bad option fails before any record is read.
 
     ``min_prompt_chars`` / ``max_prompt_chars`` count *characters* of the prompt text (for chat cases, the contents of
-    every message sent, added up), not tokens. ``sample`` draws that many cases stratified by group (see
+    every message sent, added up; for a replayed conversation, its later user turns too, not the answers to come),
+    not tokens. ``sample`` draws that many cases stratified by group (see
     :func:`stratified_sample`), deterministic for ``seed``. ``reference_field`` names the record field holding the
     reference answer (a string or a list of strings); a record with it gets a ``reference`` check in
     ``reference_mode``, one without it stays unchecked. ``raw_prompts`` sends plain prompts (prompt and csv formats)
@@ -100,7 +108,7 @@ class ImportOptions:
         if self.format not in FORMATS:
             raise ConfigError(f"format {self.format!r} is unknown; use one of {', '.join(FORMATS)}")
         if self.turns not in TURNS:
-            raise ConfigError(f"turns {self.turns!r} is unknown; use first or all")
+            raise ConfigError(f"turns {self.turns!r} is unknown; use one of {', '.join(TURNS)}")
         if not _is_int(self.max_tokens) or not 1 <= self.max_tokens <= MAX_TOKENS_LIMIT:
             raise ConfigError(f"max_tokens must be an integer from 1 to {MAX_TOKENS_LIMIT}")
         if self.sample is not None and (not _is_int(self.sample) or self.sample < 1):
@@ -303,9 +311,11 @@ def _short(value: Any) -> str:
 def _case(
     where: str, default_id: str, sources: tuple[Any, ...], opts: ImportOptions, tally: _Tally, *,
     messages: list[dict[str, str]] | None = None, prompt: str | None = None, max_tokens: int | None = None,
-    has_max_tokens: bool = False,
+    has_max_tokens: bool = False, turns: list[str] | None = None,
 ) -> Case:  # fmt: skip
-    """The fields every format shares: id, group, max_tokens, reference check.
+    """The fields every format shares: id, group, max_tokens, reference check; the case is then read back through
+    :func:`~specharness.traffic.workloads.parse_case`, the owner of what a workload file may hold, so what is
+    imported is what a run will read.
 
     A default max_tokens is counted when the record was expected to carry one: ``max_tokens_field`` is set, or the
     format has its own field (``has_max_tokens``, an OpenAI request body).
@@ -356,8 +366,23 @@ def _case(
                 check = parse_reference_check(raw, where)
             except WorkloadError as exc:  # name the dataset's field, not the check's
                 raise WorkloadError(str(exc).replace("check.references", f"field {opts.reference_field!r}")) from None
-    return Case(id=case_id, max_tokens=max_tokens, group=group, check=check, prompt=prompt,
-                messages=tuple(messages) if messages is not None else None)  # fmt: skip
+    case = Case(id=case_id, max_tokens=max_tokens, group=group, check=check, prompt=prompt,
+                messages=tuple(messages) if messages is not None else None, turns=tuple(turns) if turns else None)  # fmt: skip
+    return parse_case(case_to_dict(case), where)
+
+
+def _later_turns(messages: list[dict[str, str]], first: int, where: str, field_name: str) -> list[str]:
+    """``turns="replay"``: the non-blank user messages after the first user message (``messages[first]``); the
+    assistant messages between them are dropped (each arm answers for itself)."""
+    later = []
+    for i in range(first + 1, len(messages)):
+        role, content = messages[i]["role"], messages[i]["content"]
+        if role == "system":
+            raise WorkloadError(f"{where}: field '{field_name}[{i}]' is a system turn after the first user turn; "
+                                "turns=replay replays user turns only")  # fmt: skip
+        if role == "user" and content.strip():
+            later.append(content)
+    return later
 
 
 def _max_tokens(value: Any, where: str, name: str) -> int:
@@ -400,6 +425,9 @@ def _sharegpt(obj: dict[str, Any], where: str, default_id: str, opts: ImportOpti
     if not users:
         raise WorkloadError(f"{where}: field 'conversations' has no non-empty human/user turn")
     lead = [m for m in messages[: users[0]] if m["role"] == "system"]  # a replayed chat opens with system, then user
+    if opts.turns == "replay":
+        later = _later_turns(messages, users[0], where, "conversations")
+        return _case(where, default_id, (obj,), opts, tally, messages=[*lead, messages[users[0]]], turns=later)
     if opts.turns == "first":
         kept = [*lead, messages[users[0]]]
     else:
@@ -435,6 +463,11 @@ def _openai(obj: dict[str, Any], where: str, default_id: str, opts: ImportOption
         messages.append({"role": role, "content": _content(m.get("content"), where, i)})
     if not any(m["role"] == "user" for m in messages):
         raise WorkloadError(f"{where}: field 'messages' has no user turn")
+    if opts.turns == "replay":
+        first = next(i for i, m in enumerate(messages) if m["role"] == "user")
+        later = _later_turns(messages, first, where, "messages")
+        return _case(where, default_id, sources, opts, tally, messages=messages[: first + 1], max_tokens=max_tokens,
+                     has_max_tokens=True, turns=later)  # fmt: skip
     return _case(where, default_id, sources, opts, tally, messages=messages, max_tokens=max_tokens, has_max_tokens=True)
 
 
@@ -467,7 +500,7 @@ _CONVERTERS: dict[str, Callable[[dict[str, Any], str, str, ImportOptions, _Tally
 
 def _prompt_chars(case: Case) -> int:
     if case.messages is not None:
-        return sum(len(m["content"]) for m in case.messages)
+        return sum(len(m["content"]) for m in case.messages) + sum(len(t) for t in case.turns or ())
     return len(case.prompt or "")
 
 

@@ -5,11 +5,20 @@ A case is one prompt with a rubric fixed before anything runs. A user file has o
 and optional ``check`` (see :mod:`specharness.traffic.checks`). A case without a check is reported as unchecked.
 A chat case may also carry ``response_format``, ``tools`` and ``tool_choice``, sent as they are (see
 :mod:`specharness.traffic.structured` for what is accepted).
+
+A chat case may carry ``turns``, the later user messages of a conversation replayed turn by turn
+(:mod:`specharness.traffic.replay`): ``messages`` is turn 1 and ends with a user message; turn k+1 is sent with the
+arm's own history, ``messages``, answer 1, ``turns[0]``, ..., answer k, ``turns[k - 1]``. Each turn is journaled as
+its own request with the case id :func:`turn_case_id` gives (``<id>#t<k>``, k from 1), so a case id may not end in
+``#t<number>`` itself. The case's check judges the last turn's answer; the earlier turns are unchecked. A replayed
+case cannot be a raw ``prompt`` (there is no chat history to carry) nor carry ``tools`` (a tool call's answer needs
+a tool result the harness does not have).
 """
 
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,13 +40,17 @@ __all__ = [
     "load_workload",
     "load_workloads",
     "parse_case",
+    "split_turn_id",
+    "turn_case_id",
     "warmup_cases",
 ]
 
 BUILTIN_WORKLOADS = ("copy", "transform", "free", "abstain", "structured")
-CASE_FIELDS = ("id", "messages", "prompt", "max_tokens", "group", "check", "response_format", "tools", "tool_choice")
+CASE_FIELDS = ("id", "messages", "prompt", "max_tokens", "group", "check", "response_format", "tools", "tool_choice",
+               "turns")  # fmt: skip
 STRUCTURED_FIELDS = ("response_format", "tools", "tool_choice")
 MAX_TOKENS_LIMIT = 32768
+_TURN_ID = re.compile(r"(.+)#t([1-9][0-9]*)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,10 +66,29 @@ class Case:
     response_format: dict[str, Any] | None = None  # chat only, like tools and tool_choice
     tools: tuple[dict[str, Any], ...] | None = None
     tool_choice: str | dict[str, Any] | None = None
+    turns: tuple[str, ...] | None = None  # a replayed conversation: the user messages after the one in messages
 
     @property
     def endpoint(self) -> str:
         return "/v1/chat/completions" if self.messages is not None else "/v1/completions"
+
+    @property
+    def turn_count(self) -> int:
+        """Requests the case sends: 1, or one per user turn of a replayed conversation."""
+        return 1 + len(self.turns or ())
+
+
+def turn_case_id(case_id: str, turn: int) -> str:
+    """The one format of a replayed turn's case id: ``<case id>#t<turn>``, turns counted from 1."""
+    if turn < 1:
+        raise ValueError(f"turn {turn} must be 1 or more")
+    return f"{case_id}#t{turn}"
+
+
+def split_turn_id(case_id: str) -> tuple[str, int] | None:
+    """``(conversation case id, turn)`` for a replayed turn's case id (:func:`turn_case_id`), else None."""
+    match = _TURN_ID.fullmatch(case_id)
+    return (match.group(1), int(match.group(2))) if match else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +104,9 @@ def parse_case(obj: Any, where: str) -> Case:
     case_id = obj.get("id")
     if not isinstance(case_id, str) or not case_id:
         raise WorkloadError(f"{where}: field 'id' must be a non-empty string")
+    if split_turn_id(case_id) is not None:
+        raise WorkloadError(f"{where}: field 'id' {case_id!r} ends in '#t<number>', which names the turns of a "
+                            "replayed conversation; choose another id")  # fmt: skip
     unknown = set(obj) - set(CASE_FIELDS)
     if unknown:
         raise WorkloadError(f"{where}: unknown field {sorted(unknown)[0]!r}; allowed: {', '.join(CASE_FIELDS)}")
@@ -102,14 +137,32 @@ def parse_case(obj: Any, where: str) -> Case:
     response_format = parse_response_format(obj["response_format"], where) if obj.get("response_format") is not None else None
     tools = parse_tools(obj["tools"], where) if obj.get("tools") is not None else None
     tool_choice = parse_tool_choice(obj["tool_choice"], tools, where) if obj.get("tool_choice") is not None else None
+    turns = _parse_turns(obj["turns"], messages, obj, where) if obj.get("turns") is not None else None
     check = parse_check(obj["check"], where) if obj.get("check") is not None else None
     if check is not None:
         check = bind_check(check, response_format=response_format, tools=tools, tool_choice=tool_choice, where=where)
     return Case(
         id=case_id, max_tokens=max_tokens, group=group, prompt=prompt, check=check,
         messages=tuple({"role": m["role"], "content": m["content"]} for m in messages) if messages else None,
-        response_format=response_format, tools=tools, tool_choice=tool_choice,
+        response_format=response_format, tools=tools, tool_choice=tool_choice, turns=turns,
     )  # fmt: skip
+
+
+def _parse_turns(turns: Any, messages: Any, obj: dict[str, Any], where: str) -> tuple[str, ...]:
+    """A replayed conversation's later user messages; ``messages`` was validated before."""
+    if messages is None:
+        raise WorkloadError(f"{where}: field 'turns' needs a chat case ('messages'); a raw 'prompt' case cannot be "
+                            "replayed turn by turn")  # fmt: skip
+    if not isinstance(turns, list) or not turns or not all(isinstance(t, str) and t.strip() for t in turns):
+        raise WorkloadError(f"{where}: field 'turns' must be a non-empty list of non-blank strings (the later user "
+                            "messages)")  # fmt: skip
+    if messages[-1]["role"] != "user":
+        raise WorkloadError(f"{where}: field 'turns' needs 'messages' to end with a user message (turn 1), not "
+                            f"{messages[-1]['role']!r}")  # fmt: skip
+    if obj.get("tools") is not None or obj.get("tool_choice") is not None:
+        raise WorkloadError(f"{where}: field 'turns' cannot go with 'tools' or 'tool_choice': a replayed tool call "
+                            "would need a tool result")  # fmt: skip
+    return tuple(turns)
 
 
 def _read_file(path: Path) -> Workload:
@@ -189,6 +242,8 @@ def case_to_dict(case: Case) -> dict[str, Any]:
         out["tools"] = copy.deepcopy(list(case.tools))
     if case.tool_choice is not None:
         out["tool_choice"] = copy.deepcopy(case.tool_choice)
+    if case.turns is not None:
+        out["turns"] = list(case.turns)
     if case.check is not None:
         out["check"] = case.check.to_dict()
     return out

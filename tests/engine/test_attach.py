@@ -122,3 +122,44 @@ def test_attached_engine_reads_the_real_server(own_engines: dict[str, EngineServ
     for engine in engines.values():
         engine.stop()
     assert all(server.alive() for server in own_engines.values())
+
+
+def _texts(run_dir: Path) -> set[str]:
+    """Every prompt and output text of a full-text run that is long enough to be unmistakable."""
+    found: set[str] = set()
+    manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
+    for saved in manifest["workloads"].values():
+        for case in saved["cases"]:
+            for m in case.get("messages") or []:
+                found.add(str(m["content"])[:40])
+            if case.get("prompt"):
+                found.add(str(case["prompt"])[:40])
+    for line in journal_lines(run_dir):
+        if line.get("kind") == "request" and len(line.get("text", "")) >= 12:
+            found.add(line["text"][:40])
+    return {t for t in found if len(t) >= 12}
+
+
+def test_keep_text_hash_leaks_no_prompt_or_output(own_engines: dict[str, EngineServer], tmp_path: Path) -> None:
+    """--keep-text hash (issue 12): no prompt or output reaches the journal, manifest, report or logs, while the
+    checks still run on the full text (the same greedy answers are judged the same)."""
+    urls = {name: server.base_url for name, server in own_engines.items()}
+    full, hashed = tmp_path / "full", tmp_path / "hashed"
+    for out, policy in ((full, "full"), (hashed, "hash")):
+        result = cli("run", "--attach", attach_arg(urls), *ATTACH_RUN, "--keep-text", policy, "--out", str(out))
+        assert result.returncode == 0, result.stderr[-3000:]
+    secrets = _texts(full)
+    assert len(secrets) >= 3, "the full run kept prompts and outputs to look for"
+    files = [p for p in hashed.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".json", ".md", ".log")]
+    files += [server.log_path for server in own_engines.values()]
+    for path in files:
+        text = path.read_text(errors="replace")
+        leaked = [s for s in secrets if s in text]
+        assert not leaked, f"{path.name} holds text the policy must drop: {leaked[:2]}"
+    manifest = orjson.loads((hashed / "manifest.json").read_bytes())
+    assert manifest["config"]["keep_text"] == "hash"
+    counts = {}
+    for out in (full, hashed):
+        rows = [line for line in journal_lines(out) if line.get("kind") == "request" and not line["warmup"]]
+        counts[out.name] = sorted((r["arm"], r["block"], r["case_id"], r["correct"], r["output_digest"]) for r in rows)
+    assert counts["full"] == counts["hashed"], "the checks ran on the full text under both policies"

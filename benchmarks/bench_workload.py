@@ -1,0 +1,46 @@
+"""Your own traffic as its own series: the workload file named in SPECHARNESS_ASV_WORKLOAD, decided per group.
+
+    SPECHARNESS_ASV_WORKLOAD=mine.jsonl asv run --bench UserWorkload ...
+
+Without the variable this module defines no benchmark. Every value is oriented so that a rise is a regression
+(see specharness.history.metrics.group_metrics); the group ``(all)`` is the pooled cell.
+"""
+
+from specharness.history.asvsuite import user_groups, user_workload_experiment
+
+from .common import SETUP_TIMEOUT_S, lookup
+
+_GROUPS = user_groups()
+
+if _GROUPS:
+
+    class UserWorkload:
+        params = (_GROUPS,)
+        param_names = ("group",)
+        timeout = SETUP_TIMEOUT_S
+        number = 1
+        repeat = 1
+
+        def setup_cache(self):
+            return user_workload_experiment()
+
+        def _get(self, cache, group, tail):
+            return lookup(cache, f"{cache['prefix']}/{group}/{tail}")
+
+        def track_slowdown(self, cache, group):
+            """1 / the group's same-work speedup of ngram over baseline (above 1: ngram is slower)."""
+            return self._get(cache, group, "slowdown")
+
+        track_slowdown.unit = "ratio"
+
+        def track_rejection_rate(self, cache, group):
+            """1 - the group's acceptance rate (per-request draft counts; n/a where the engine reports none)."""
+            return self._get(cache, group, "rejection_rate")
+
+        track_rejection_rate.unit = "fraction"
+
+        def track_incorrect_fraction(self, cache, group):
+            """Share of the group's ngram answers that are not right."""
+            return self._get(cache, group, "incorrect_fraction")
+
+        track_incorrect_fraction.unit = "fraction"

@@ -1,0 +1,79 @@
+"""The refusal control: where one arm declined a question it cannot answer and the other answered anyway.
+
+A case whose check is ``abstains`` (the built-in ``abstain`` workload, or any user case with that check) is a
+negative control: the right answer is to decline. Speculation must not change it. The pooled change in refusal rate
+is tested by the quality verdict's exact McNemar test on right answers; this module lists every disagreeing pair, so
+a reviewer sees the questions, and states what the run could have detected: with ``n`` independent pairs (under
+greedy decoding the distinct cases, since a case repeated across blocks answers alike), the
+smallest rate at which the candidate answers where the baseline refused that the one-sided exact test (α = 0.025)
+flags with 80% power, assuming no change the other way (then the discordant pairs are all losses, and the test
+needs at least ``k`` of them, the least ``k`` with 0.5^k < α).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from scipy import stats as sps
+
+from specharness.analysis.comparison import pair_requests
+
+__all__ = ["RefusalControl", "detectable_answer_rate", "refusal_controls"]
+
+ALPHA = 0.025
+POWER = 0.80
+
+
+def detectable_answer_rate(pairs: int, alpha: float = ALPHA, power: float = POWER) -> float:
+    """The smallest share of paired refusals the candidate must turn into answers for the exact one-sided McNemar
+    test to flag it with the given power (no gains the other way); NaN when even all pairs could not."""
+    needed = math.ceil(math.log(alpha) / math.log(0.5) + 1e-12)  # all-loss discordant pairs: p = 0.5^k
+    if pairs < needed:
+        return math.nan
+    low, high = 0.0, 1.0
+    for _ in range(60):  # P(Binomial(pairs, rate) >= needed) rises with rate: bisect for the power
+        mid = (low + high) / 2
+        low, high = (mid, high) if sps.binom.sf(needed - 1, pairs, mid) < power else (low, mid)
+    return high
+
+
+@dataclass(frozen=True, slots=True)
+class RefusalControl:
+    workload: str
+    load: str
+    arm_a: str
+    arm_b: str
+    pairs: int
+    refused_a: int
+    refused_b: int
+    independent: int  # pairs that count as independent for the power statement
+    detectable_rate: float
+    disagreements: list[dict[str, Any]] = field(default_factory=list)  # block, case_id, which arm refused
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def refusal_controls(a: Any) -> list[RefusalControl]:
+    """One entry per comparison over the cases whose check is ``abstains`` (from the manifest's saved cases)."""
+    abstain = {(name, c["id"]) for name, saved in (a.manifest.get("workloads") or {}).items()
+               for c in saved.get("cases", []) if (c.get("check") or {}).get("type") == "abstains"}  # fmt: skip
+    out: list[RefusalControl] = []
+    for c in a.comparisons:
+        xs = [r for r in a.measured.get((c.workload, c.load, c.arm_a), []) if (c.workload, r.case_id) in abstain]
+        ys = [r for r in a.measured.get((c.workload, c.load, c.arm_b), []) if (c.workload, r.case_id) in abstain]
+        pairs = pair_requests(xs, ys)
+        if not pairs:
+            continue
+        # greedy: a case repeated across blocks answers the same way, so the independent pairs are the distinct cases
+        independent = len({x.case_id for x, _ in pairs}) if a.rules.greedy else len(pairs)
+        differ = [{"block": x.block, "case_id": x.case_id, "refused": c.arm_a if x.counts_correct else c.arm_b}
+                  for x, y in pairs if x.counts_correct != y.counts_correct]  # fmt: skip
+        out.append(RefusalControl(
+            workload=c.workload, load=c.load, arm_a=c.arm_a, arm_b=c.arm_b, pairs=len(pairs),
+            refused_a=sum(1 for x, _ in pairs if x.counts_correct), refused_b=sum(1 for _, y in pairs if y.counts_correct),
+            independent=independent, detectable_rate=detectable_answer_rate(independent), disagreements=differ,
+        ))  # fmt: skip
+    return out

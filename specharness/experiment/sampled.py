@@ -1,0 +1,158 @@
+"""The distribution check under sampling (``specharness sampled``): does speculation change what the model says?
+
+Two engines start (baseline and ngram). Each *repetition* sends every case of the chosen workloads ``samples``
+times to each of four streams, each request with its own seed, in one seeded random order (so drift over time
+touches every stream alike):
+
+    ngram         the ngram engine at the declared temperature and top-p  (the question)
+    baseline      the baseline engine, the same sampling                  (the reference)
+    baseline-aa   the baseline engine, the same sampling, other seeds     (A/A: must not be flagged)
+    baseline-t    the baseline engine at ``control_temperature``          (positive control: must be flagged)
+
+Every request is journaled like any other (arm = the stream, block = the repetition); the first generated token id
+comes from the streamed token ids. :mod:`specharness.analysis.distribution` compares the streams per repetition and
+over all of them; the repetitions give the positive control's detection rate and the A/A false-alarm rate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import random
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from specharness._errors import ConfigError, RunDirError
+from specharness.engines.memory import MemoryProbe
+from specharness.engines.model import resolve_model
+from specharness.engines.server import stop_all
+from specharness.experiment.config import RunConfig
+from specharness.experiment.driver import _Experiment
+from specharness.experiment.journal import Journal
+from specharness.experiment.rundir import JOURNAL, hardware_info, harness_commit, harness_version, write_manifest
+from specharness.records import SCHEMA_VERSION, RequestRecord, cell_id
+from specharness.traffic.client import RequestMeta, Sampling, build_body, send_request
+from specharness.traffic.workloads import Case, interleave_by_group, load_workloads
+
+__all__ = ["STREAMS", "SampledDesign", "run_sampled"]
+
+STREAMS = ("baseline", "ngram", "baseline-aa", "baseline-t")
+ENGINE_OF = {"baseline": "baseline", "ngram": "ngram", "baseline-aa": "baseline", "baseline-t": "baseline"}
+
+
+@dataclass(frozen=True, slots=True)
+class SampledDesign:
+    """The declared design of a distribution check (saved in the manifest before anything is sent)."""
+
+    workloads: tuple[str, ...] = ("copy", "free")
+    cases_per_workload: int = 4
+    samples: int = 16  # per case, stream and repetition
+    repetitions: int = 5
+    temperature: float = 0.8
+    top_p: float = 0.95
+    control_temperature: float = 1.2
+    max_tokens: int = 48
+    clients: int = 8
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        rules = [
+            ("--cases", self.cases_per_workload >= 1, "at least 1"), ("--samples", self.samples >= 2, "at least 2"),
+            ("--repetitions", self.repetitions >= 1, "at least 1"),
+            ("--temperature", self.temperature > 0, "above 0 (the check is about sampling)"),
+            ("--top-p", 0 < self.top_p <= 1, "in (0, 1]"),
+            ("--control-temperature", self.control_temperature > 0 and self.control_temperature != self.temperature,
+             "above 0 and not the run's temperature (it is the positive control)"),
+            ("--max-tokens", self.max_tokens >= 1, "at least 1"), ("--clients", self.clients >= 1, "at least 1"),
+        ]  # fmt: skip
+        for flag, ok, need in rules:
+            if not ok:
+                raise ConfigError(f"{flag}: must be {need}")
+
+    def requests(self) -> int:
+        return self.repetitions * len(self.workloads) * self.cases_per_workload * len(STREAMS) * self.samples
+
+
+def request_seed(base: int, repetition: int, stream: str, case_id: str, sample: int) -> int:
+    """A distinct, reproducible seed per request (31 bits: vLLM takes any int)."""
+    text = json.dumps(["specharness-sampled-v1", base, repetition, stream, case_id, sample])
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big") >> 1
+
+
+def run_sampled(config: RunConfig, design: SampledDesign, say: Any = print) -> Path:
+    """Run the distribution check into ``config.out_dir`` (journal + manifest); returns the folder."""
+    out = config.out_dir
+    if (out / JOURNAL).exists():
+        raise RunDirError(f"{out} already holds a run; choose another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    workloads = load_workloads(list(design.workloads))
+    cases = {w.name: list(interleave_by_group(w.cases))[: design.cases_per_workload] for w in workloads}
+    model = resolve_model(config.model)
+    manifest: dict[str, Any] = {
+        "harness": "specharness", "kind": "sampled", "schema": SCHEMA_VERSION, "design": asdict(design),
+        "streams": {s: ENGINE_OF[s] for s in STREAMS}, "config": config.to_dict(), "harness_commit": harness_commit(),
+        "harness_version": harness_version(), "hardware": hardware_info(MemoryProbe()), "started_unix_s": time.time(),
+        "model": {"name": model.name, "sha256": model.revision_sha256, "origin": model.origin},
+        "workloads": {name: {"cases": [c.id for c in cs]} for name, cs in cases.items()}, "status": "running",
+    }  # fmt: skip
+    write_manifest(out, manifest)
+    profile = replace(config.profile, arms=("baseline", "ngram"), workloads=design.workloads)
+    config = replace(config, profile=profile)
+    status = "failed"
+    with Journal(out / JOURNAL, fsync=config.fsync) as journal:
+        experiment = _Experiment(config, workloads, 0, set(), journal, None, manifest)
+        try:
+            say(f"starting 2 engines; {design.requests()} sampled requests to send")
+            experiment.start_engines(str(model.serve_path), "smollm2" if model.origin == "embedded-default" else model.name)
+            for repetition in range(design.repetitions):
+                t0 = time.perf_counter()
+                asyncio.run(_repetition(experiment, design, cases, repetition, journal))
+                say(f"repetition {repetition + 1}/{design.repetitions}: {time.perf_counter() - t0:.0f} s")
+            status = "complete"
+        except KeyboardInterrupt:
+            status = "interrupted"
+            raise
+        finally:
+            experiment.stop()
+            stop_all()
+            manifest.update(status=status, ended_unix_s=time.time())
+            write_manifest(out, manifest)
+    return out
+
+
+async def _repetition(experiment: _Experiment, design: SampledDesign, cases: dict[str, list[Case]], repetition: int,
+                      journal: Journal) -> None:  # fmt: skip
+    jobs = [(workload, case, stream, i) for workload, cs in cases.items() for case in cs for stream in STREAMS
+            for i in range(design.samples)]  # fmt: skip
+    random.Random(f"{design.seed}/{repetition}").shuffle(jobs)
+    slots = asyncio.Semaphore(design.clients)
+    timeout = httpx.Timeout(experiment.config.request_timeout_s, connect=10.0)
+    limits = httpx.Limits(max_connections=design.clients + 4, max_keepalive_connections=design.clients + 4)
+    async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
+
+        async def one(workload: str, case: Case, stream: str, sample: int) -> None:
+            async with slots:
+                server = experiment.servers[ENGINE_OF[stream]]
+                temperature = design.control_temperature if stream == "baseline-t" else design.temperature
+                seed = request_seed(design.seed, repetition, stream, case.id, sample)
+                sampling = Sampling(temperature=temperature, top_p=design.top_p, seed=seed, max_tokens_cap=design.max_tokens)
+                meta = RequestMeta(arm=stream, block=repetition, workload=workload, clients=design.clients,
+                                   warmup=False, cell=cell_id(f"rep{repetition}/{workload}/{stream}", 0), seq=sample)  # fmt: skip
+                body = build_body(case, experiment.model_name, sampling)
+                await send_request(client, server.base_url, case, body, meta, journal.write,
+                                   timeout_s=experiment.config.request_timeout_s, headers=experiment.headers())  # fmt: skip
+
+        await asyncio.gather(*(one(*job) for job in jobs))
+
+
+def read_samples(records: list[RequestRecord]) -> dict[tuple[int, str, str], list[RequestRecord]]:
+    """(repetition, workload, stream) -> its request records."""
+    out: dict[tuple[int, str, str], list[RequestRecord]] = {}
+    for r in records:
+        out.setdefault((r.block, r.workload, r.arm), []).append(r)
+    return out

@@ -1,0 +1,99 @@
+"""``sampled.md`` and ``sampled.json``: the distribution check's verdicts, rebuilt from the run folder alone.
+
+Per workload, three comparisons against the baseline stream: ngram (the question), baseline-aa (A/A: a flag is a
+false alarm) and baseline-t (positive control: a flag is a detection). Each is tested per repetition (the rates over
+repetitions are the check's measured error rates) and over all repetitions together (the run's answer, with the
+smallest difference it could have detected).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from specharness.analysis.distribution import DistributionComparison, Sample, compare_streams, detection_rates
+from specharness.experiment.journal import read_journal
+from specharness.experiment.rundir import read_manifest
+from specharness.records import RequestRecord
+
+__all__ = ["write_sampled_report"]
+
+PAIRS = (("ngram", "the question"), ("baseline-aa", "A/A: a flag is a false alarm"),
+         ("baseline-t", "positive control: a flag is a detection"))  # fmt: skip
+
+
+def _sample(r: RequestRecord) -> Sample:
+    finished = r.error_kind is None and r.verdict in ("complete", "truncated")
+    return Sample(case_id=r.case_id, first_token=r.first_token_id if finished else None,
+                  length=r.output_tokens if finished else None,
+                  passed=(r.counts_correct if r.checked else None) if finished else None)  # fmt: skip
+
+
+def _f(x: Any, digits: int = 3) -> str:
+    return "—" if not isinstance(x, (int, float)) or not math.isfinite(x) else f"{x:.{digits}g}"
+
+
+def _cell(stats: dict[str, Any], name: str) -> str:
+    s = stats.get(name)
+    if s is None:
+        return "—"
+    return f"{_f(s.p_value)} ({_f(s.effect)}, {_f(s.mde)})"
+
+
+def write_sampled_report(run_dir: Path) -> dict[str, Any]:
+    manifest = read_manifest(run_dir)
+    design = manifest["design"]
+    records = [r for r in read_journal(run_dir / "journal.jsonl").requests if not r.warmup]
+    by: dict[tuple[int, str, str], list[Sample]] = {}
+    failed: dict[str, int] = {}
+    for r in records:
+        by.setdefault((r.block, r.workload, r.arm), []).append(_sample(r))
+        if r.error_kind is not None:
+            failed[r.arm] = failed.get(r.arm, 0) + 1
+    reps = sorted({k[0] for k in by})
+    out: dict[str, Any] = {"design": design, "requests": len(records), "failed_by_stream": failed, "workloads": {}}
+    lines = [f"# specharness distribution check — {run_dir.name}", "",
+             f"Design: workloads {design['workloads']}, {design['cases_per_workload']} cases each, "
+             f"{design['samples']} samples per case, stream and repetition, {design['repetitions']} repetitions; "
+             f"temperature {design['temperature']}, top-p {design['top_p']}, positive control at temperature "
+             f"{design['control_temperature']}; max_tokens {design['max_tokens']}; {design['clients']} requests in "
+             f"flight; one seed per request. Requests: {len(records)}, failed: {failed or 'none'}.", "",
+             "Each comparison is against the baseline stream. *no difference detected* is not a proof of equality: "
+             "the MDE columns give the smallest difference the run could have detected (80% power).", ""]  # fmt: skip
+    for workload in design["workloads"]:
+        entry: dict[str, Any] = {}
+        lines += [f"## {workload}", "",
+                  "| comparison | role | all repetitions: verdict | first token p (w, MDE w) | length p (Δ tokens, MDE) | "
+                  "pass rate p (Δ, MDE) | flagged in repetitions |",
+                  "|---|---|---|---|---|---|---|"]  # fmt: skip
+        for stream, role in PAIRS:
+            per_rep: list[DistributionComparison] = []
+            pooled_a: list[Sample] = []
+            pooled_b: list[Sample] = []
+            for rep in reps:
+                a, b = by.get((rep, workload, "baseline"), []), by.get((rep, workload, stream), [])
+                # repetitions are pooled case by case: a case in another repetition is more samples of the same case
+                pooled_a += a
+                pooled_b += b
+                if a and b:
+                    per_rep.append(compare_streams(a, b))
+            overall = compare_streams(pooled_a, pooled_b)
+            rate = detection_rates(per_rep) if per_rep else math.nan
+            stats = {s.name: s for s in overall.statistics}
+
+            flagged = sum(1 for c in per_rep if c.verdict == "differs")
+            lines.append(f"| {stream} vs baseline | {role} | **{overall.verdict}** | {_cell(stats, 'first_token')} | "
+                         f"{_cell(stats, 'length')} | {_cell(stats, 'pass_rate')} | {flagged} of {len(per_rep)} ({_f(rate, 2)}) |")  # fmt: skip
+            entry[stream] = {"overall": overall.to_dict(), "repetitions": [c.to_dict() for c in per_rep],
+                             "flagged_rate": rate}  # fmt: skip
+        out["workloads"][workload] = entry
+        lines.append("")
+    lines += ["Methods: see `specharness/analysis/distribution.py` (first token: chi-square homogeneity with sparse "
+              "tokens merged, pooled over cases; length: Mann-Whitney per case, combined; pass rate: Cochran-Mantel-"
+              "Haenszel over cases; the three share α = 0.05 by Bonferroni).", ""]  # fmt: skip
+    (run_dir / "sampled.md").write_text("\n".join(lines))
+    (run_dir / "sampled.json").write_bytes(orjson.dumps(out, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    return out
