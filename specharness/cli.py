@@ -124,7 +124,7 @@ def _parser() -> argparse.ArgumentParser:
                            "SLO capacity in the report")
     sweep.add_argument("--profile", default="sweep", help=argparse.SUPPRESS)
     sweep.add_argument("--levels", type=_floats, help="sweep levels as multiples of the baseline's peak request rate "
-                       "(default 0.25,0.5,1,1.5; 'all at once' is always added on top)")
+                       "(default 0.25,0.5,1,1.5,2; 'all at once' is always added on top)")
     smp = sub.add_parser("sampled", help="distribution check under sampling: each case many times per arm with "
                          "distinct seeds; first token, length and pass rate compared, with an A/A pair and a "
                          "positive control (the baseline at another temperature)")
@@ -230,6 +230,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         profile = get_profile(args.profile)
         rates = tuple(rate_text(x) for x in parse_rates(args.rates)) if args.rates else None
+        if rates is not None and len(set(rates)) != len(rates):
+            raise ConfigError(f"--rates {args.rates}: two rates are the same to 6 significant digits; give distinct rates")
+        if args.command == "sweep" and rates and getattr(args, "levels", None):
+            raise ConfigError("specharness sweep: give --levels (multiples of the probed peak) or --rates (your own "
+                              "ladder), not both")  # fmt: skip
         clients = args.clients if args.clients is not None or rates is None else ()
         levels = getattr(args, "levels", None)
         if args.command == "sweep" and levels is None and (args.clients or rates):

@@ -386,7 +386,7 @@ def compare_streams(a: Sequence[Sample], b: Sequence[Sample], alpha: float = 0.0
 
     Each of the three pooled tests (first token, length, pass rate; see the module docstring) is judged at α/3
     (Bonferroni), and its MDE is stated at α/3 and ``power``. The verdict is "differs" when any is significant
-    (``differs_on`` names them) and "no difference detected" otherwise, including when there is nothing to compare.
+    (``differs_on`` names them), "not compared" when the streams share no case, else "no difference detected".
     """
     if not 0.0 < alpha < 1.0 or not 0.0 < power < 1.0:
         raise ValueError(f"alpha and power must lie in (0, 1), got {alpha}, {power}")
@@ -404,7 +404,7 @@ def compare_streams(a: Sequence[Sample], b: Sequence[Sample], alpha: float = 0.0
     return DistributionComparison(
         first_token=first_token, length=length, pass_rate=pass_rate, alpha=alpha, alpha_per_statistic=level,
         power=power, cases_compared=len(common), cases_only_a=len(set(by_case_a) - set(common)),
-        cases_only_b=len(set(by_case_b) - set(common)), verdict="differs" if differs_on else "no difference detected",
+        cases_only_b=len(set(by_case_b) - set(common)), verdict="differs" if differs_on else ("no difference detected" if common else "not compared"),
         differs_on=differs_on,
     )  # fmt: skip
 

@@ -51,6 +51,7 @@ class RefusalControl:
     independent: int  # pairs that count as independent for the power statement
     detectable_rate: float
     disagreements: list[dict[str, Any]] = field(default_factory=list)  # block, case_id, which arm refused
+    unfinished_pairs: int = 0  # either arm failed or was cut off: neither a refusal nor an answer
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -69,11 +70,14 @@ def refusal_controls(a: Any) -> list[RefusalControl]:
             continue
         # greedy: a case repeated across blocks answers the same way, so the independent pairs are the distinct cases
         independent = len({x.case_id for x, _ in pairs}) if a.rules.greedy else len(pairs)
+        # a refusal is a complete answer that declines; a failed or cut-off answer is neither, and is counted apart
+        unfinished = sum(1 for x, y in pairs if x.verdict != "complete" or y.verdict != "complete")
         differ = [{"block": x.block, "case_id": x.case_id, "refused": c.arm_a if x.counts_correct else c.arm_b}
-                  for x, y in pairs if x.counts_correct != y.counts_correct]  # fmt: skip
+                  for x, y in pairs if x.verdict == y.verdict == "complete" and x.counts_correct != y.counts_correct]  # fmt: skip
         out.append(RefusalControl(
             workload=c.workload, load=c.load, arm_a=c.arm_a, arm_b=c.arm_b, pairs=len(pairs),
             refused_a=sum(1 for x, _ in pairs if x.counts_correct), refused_b=sum(1 for _, y in pairs if y.counts_correct),
             independent=independent, detectable_rate=detectable_answer_rate(independent), disagreements=differ,
+            unfinished_pairs=unfinished,
         ))  # fmt: skip
     return out

@@ -3,11 +3,12 @@
 Every level of a sweep is a paired cell with its own verdicts (:mod:`specharness.analysis.comparison`); this module
 only orders the levels by offered load and reads three things off them:
 
-* **Crossover.** Walking from the lightest load up: ngram *stops helping* at the first level whose speed verdict is
-  not "helps" after one that was (its interval reached the no-difference band: "equivalent", "inconclusive" or
-  "hurts"), and *starts to hurt* at the first level whose verdict is "hurts". Each is bracketed by the level below
-  it and the level itself: the true crossover lies between them. Levels whose verdict is "invalid" or "not
-  comparable" are listed and skipped. When every level helps there is no crossover within the tested range.
+* **Crossover.** ngram *stops helping* after the heaviest level whose speed verdict is "helps": every heavier
+  level's interval reached the no-difference band ("equivalent", "inconclusive" or "hurts"). It *starts to hurt* at
+  the first level judged "hurts". Each is bracketed by two tested levels: the true crossover lies between them. A
+  lighter level that did not help below a heavier one that did is a *dip*, listed, not taken for the crossover.
+  Levels whose verdict is "invalid" or "not comparable" are listed and skipped. When the heaviest level helps there
+  is no crossover within the tested range.
 * **Efficiency.** speedup / mean acceptance length: the share of the acceptance that became speed (1: every
   accepted token saved a full decode step; below 1: verification and scheduling overhead ate part of it).
 * **Capacity under SLOs.** Per arm, the *max sustainable load*: the highest tested load such that at it, and at
@@ -96,6 +97,7 @@ class Capacity:
     max_load: dict[str, float | None]
     max_label: dict[str, str | None]
     ratio: float
+    censored: bool = False  # one arm held every level: the ratio is a bound (≥ when ngram did, ≤ when baseline did)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,12 +107,13 @@ class WorkloadSweep:
     levels: list[SweepLevel]
     stops_helping: Bracket | None
     starts_hurting: Bracket | None
-    helps_up_to: float  # offered load of the last level of the opening run of "helps" (NaN: not at the lightest)
+    helps_up_to: float  # offered load of the heaviest level at which ngram helps (NaN: at none)
     skipped: list[str]
     goodput_capacity: Capacity
     latency_capacity: Capacity
     peak_rps: dict[str, float] = field(default_factory=dict)
     crossover_text: str = ""
+    dips: list[str] = field(default_factory=list)  # lighter levels not helping below one that helps
 
     @property
     def helps_everywhere(self) -> bool:
@@ -139,22 +142,33 @@ def _level_arm(s: ArmSummary) -> LevelArm:
     )  # fmt: skip
 
 
-def crossover(levels: Sequence[SweepLevel]) -> tuple[Bracket | None, Bracket | None, float, list[str]]:
-    """(stops helping, starts hurting, helps up to, skipped levels) over levels ordered by offered load."""
+def crossover(levels: Sequence[SweepLevel]) -> tuple[Bracket | None, Bracket | None, float, list[str], list[str]]:
+    """(stops helping, starts hurting, helps up to, dips, skipped levels) over levels ordered by offered load.
+
+    ngram *stops helping* after the heaviest level at which it helps: beyond it, it never helps again. A level below
+    that one whose verdict is not "helps" (its interval touched the band, then a heavier level helped again) is a
+    *dip*, listed, not read as the crossover: near the band edge one level's interval can graze it by chance, and a
+    crossover that moved with such a graze would make the tracked value noise. It *starts to hurt* at the first level
+    judged "hurts"."""
     judged = [lv for lv in levels if lv.speed_verdict not in UNJUDGED]
     skipped = [lv.load for lv in levels if lv.speed_verdict in UNJUDGED]
-    stops = hurts = None
-    helps_up_to = math.nan
-    previous: SweepLevel | None = None
-    for lv in judged:
-        if lv.speed_verdict == HELPS and stops is None:
-            helps_up_to = lv.offered
-        if stops is None and lv.speed_verdict != HELPS:
-            stops = _bracket(previous, lv)
-        if hurts is None and lv.speed_verdict == HURTS:
-            hurts = _bracket(previous, lv)
-        previous = lv
-    return stops, hurts, helps_up_to, skipped
+    helping = [i for i, lv in enumerate(judged) if lv.speed_verdict == HELPS]
+    if not judged:
+        return None, None, math.nan, [], skipped
+    if not helping:
+        stops: Bracket | None = _bracket(None, judged[0])
+        helps_up_to, dips = math.nan, []
+    else:
+        last = helping[-1]
+        stops = _bracket(judged[last], judged[last + 1]) if last + 1 < len(judged) else None
+        helps_up_to = judged[last].offered
+        dips = [lv.load for lv in judged[:last] if lv.speed_verdict != HELPS]
+    hurts = None
+    for i, lv in enumerate(judged):
+        if lv.speed_verdict == HURTS:
+            hurts = _bracket(judged[i - 1] if i else None, lv)
+            break
+    return stops, hurts, helps_up_to, dips, skipped
 
 
 def _bracket(below: SweepLevel | None, at: SweepLevel) -> Bracket:
@@ -174,13 +188,23 @@ def capacity(levels: Sequence[SweepLevel], arms: tuple[str, str], fraction: floa
                 break
             best[arm], label[arm] = lv.offered, lv.load
     ref, cand = best[arms[0]], best[arms[1]]
-    if ref is None or cand is None:
-        r = math.nan
-    elif math.isinf(ref) and math.isinf(cand):
-        r = 1.0
+    # Censored capacities: an arm that held every level, all at once included, counts as the heaviest finite tested
+    # load; one that held not even the lightest, as half the lightest. The ratio is then a bound, and says so; it
+    # stays finite, so a release where ngram falls below the ladder shows as a rise, not as n/a.
+    finite = [lv.offered for lv in levels if math.isfinite(lv.offered)]
+    top, lightest = max(finite, default=math.nan), min(finite, default=math.nan)
+
+    def value(x: float | None) -> float:
+        return lightest / 2 if x is None else min(x, top)
+
+    if ref is None and cand is None:
+        r, censored = math.nan, False
+    elif ref is not None and cand is not None and math.isinf(ref) and math.isinf(cand):
+        r, censored = 1.0, False
     else:
-        r = ratio(cand, ref) if math.isfinite(ref) else 0.0
-    return Capacity(basis=basis, max_load=best, max_label=label, ratio=r)
+        r = ratio(value(cand), value(ref))
+        censored = any(x is None or math.isinf(x) for x in (ref, cand))
+    return Capacity(basis=basis, max_load=best, max_label=label, ratio=r, censored=censored)
 
 
 def offered_text(value: float, unit: str) -> str:
@@ -188,7 +212,8 @@ def offered_text(value: float, unit: str) -> str:
     return "all at once" if math.isinf(value) else f"{value:g} {unit}"
 
 
-def _describe(sw_levels: Sequence[SweepLevel], stops: Bracket | None, hurts: Bracket | None, unit: str) -> str:
+def _describe(sw_levels: Sequence[SweepLevel], stops: Bracket | None, hurts: Bracket | None, unit: str,
+              dips: Sequence[str] = ()) -> str:  # fmt: skip
     if not sw_levels:
         return "no levels"
 
@@ -197,10 +222,15 @@ def _describe(sw_levels: Sequence[SweepLevel], stops: Bracket | None, hurts: Bra
             return f"already at the lightest tested load ({offered_text(b.at_offered, unit)})"
         return f"between {offered_text(b.below_offered, unit)} and {offered_text(b.at_offered, unit)}"
 
+    if not any(lv.speed_verdict not in UNJUDGED for lv in sw_levels):
+        return "no level could be judged (every level invalid or not comparable)"
     if stops is None:
-        return "no crossover within the tested range: ngram helps at every judged level"
-    text = f"ngram stops helping {at(stops)}"
+        text = "no crossover within the tested range: ngram helps at the heaviest judged level"
+    else:
+        text = f"ngram stops helping {at(stops)}"
     text += f"; starts to hurt {at(hurts)}" if hurts else "; it does not hurt at any tested level"
+    if dips:
+        text += f"; lighter levels where it did not help, with a heavier one helping again: {', '.join(dips)}"
     return text
 
 
@@ -231,13 +261,13 @@ def sweeps(a: Analysis, reference: str = "baseline", candidate: str = "ngram") -
                 arms={arm: _level_arm(a.summaries[(workload, load.label, arm)]) for arm in (reference, candidate)},
             ))  # fmt: skip
         unit = "requests/s" if axis[0].open_loop else "clients"
-        stops, hurts, helps_up_to, skipped = crossover(levels)
+        stops, hurts, helps_up_to, dips, skipped = crossover(levels)
         out.append(WorkloadSweep(
             workload=workload, unit=unit, levels=levels, stops_helping=stops, starts_hurting=hurts,
             helps_up_to=helps_up_to, skipped=skipped,
             goodput_capacity=capacity(levels, (reference, candidate), fraction, "goodput"),
             latency_capacity=capacity(levels, (reference, candidate), fraction, "latency"),
             peak_rps={arm: p for (w, arm), p in peaks.items() if w == workload},
-            crossover_text=_describe(levels, stops, hurts, unit),
+            crossover_text=_describe(levels, stops, hurts, unit, dips), dips=dips,
         ))  # fmt: skip
     return out

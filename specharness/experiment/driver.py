@@ -23,7 +23,7 @@ from specharness._errors import ConfigError, EngineDied, RunDirError
 from specharness.engines.attached import AttachedEngine, check_speculation
 from specharness.engines.counters import CounterSnapshot, acceptance_figures, reconcile_tokens, scrape
 from specharness.engines.memory import MemoryProbe, PeakSampler
-from specharness.engines.model import resolve_model
+from specharness.engines.model import cache_dir, resolve_model
 from specharness.engines.server import EngineServer, EngineSettings, stop_all
 from specharness.experiment.bands import band_for
 from specharness.experiment.config import RunConfig
@@ -48,7 +48,7 @@ from specharness.experiment.rundir import (
     read_manifest,
     write_manifest,
 )
-from specharness.experiment.telemetry import TextPolicy
+from specharness.experiment.telemetry import TextPolicy, run_salt
 from specharness.records import SCHEMA_VERSION, CellRecord, EngineRecord, RequestRecord, cell_id
 from specharness.traffic.arrivals import ArrivalSpec, block_seed, schedule
 from specharness.traffic.client import RequestMeta, build_body, send_request
@@ -130,9 +130,10 @@ class _Experiment:
             engine.wait_ready()
             models.add(engine.served_model())
             warning = check_speculation(engine, engine.arm.speculative_config is not None)
-            if warning:
+            if warning:  # a swapped or mis-set URL would invert every verdict: refuse before measuring anything
                 self.journal.write({"kind": "attach_warning", "schema": SCHEMA_VERSION, "arm": engine.arm.name,
                                     "message": warning})  # fmt: skip
+                raise ConfigError(f"--attach {engine.arm.name}={engine.base_url}: {warning}; check the URLs")
             self.journal.write(EngineRecord(
                 arm=engine.arm.name, command=[], log_path=str(engine.log_path.relative_to(c.out_dir)),
                 port=engine.port, vllm_version=engine.version, start_s=engine.start_s, pid=-1,
@@ -392,7 +393,9 @@ class _Experiment:
         and saved in the manifest, so a resumed run keeps them."""
         p = self.profile
         resolved = dict(p.workload_rates)
-        reference = p.arms[0]
+        if "baseline" not in p.arms:
+            raise ConfigError("specharness sweep: the levels are multiples of the baseline's peak; include baseline in --arms")
+        reference = "baseline"
         for workload in p.workloads:
             if workload in resolved:
                 continue
@@ -460,7 +463,9 @@ def run_experiment(config: RunConfig, *, resume: bool = False, progress: Progres
     if config.profile.equivalence_margin is None:  # declared before the run: the machine's band from its own A/A
         band = band_for(hardware)
         config = replace(config, profile=replace(config.profile, equivalence_margin=band.margin, band_source=band.source))
-    policy = TextPolicy(config.keep_text)  # one salt for the run: never written anywhere
+    # one salt for the run (and its resumes), kept outside the run folder
+    policy = TextPolicy(config.keep_text, run_salt(out, cache_dir())) if config.keep_text != "full" else TextPolicy()
+    policy.check_engine_args(config.extra_engine_args)
     manifest.update({
         "harness": "specharness", "schema": SCHEMA_VERSION, "config": config.to_dict(), "harness_commit": harness_commit(),
         "harness_version": harness_version(),

@@ -5,8 +5,9 @@ the generated token ids) are the same under every policy; the policy decides onl
 
     full   prompts, outputs, tool-call arguments and check details are kept as they are (the default)
     hash   each text becomes ``hash:<32 hex>:<n> chars``: a SHA-256 of the text under a salt drawn when the run
-           starts and never written anywhere, so two arms' identical outputs still match within the run while a
-           short text cannot be looked up in a table; lengths are kept
+           starts and kept outside the run folder (:func:`run_salt`), so two arms' identical outputs still match
+           within the run (and across its resumes) while a short text cannot be looked up in a table; lengths are
+           kept; the token-id digest is keyed with the same salt and the first token id is dropped
     none   texts are dropped (only their lengths are kept)
 
 Under ``hash`` and ``none`` the check detail keeps only whether the rubric passed (details quote values and
@@ -17,17 +18,35 @@ each case's id, group, max_tokens and check type, not its prompt, messages or ex
 from __future__ import annotations
 
 import hashlib
+import hmac
 import os
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from specharness._errors import ConfigError
 from specharness.records import RequestRecord
 
-__all__ = ["KEEP_TEXT", "TextPolicy"]
+__all__ = ["KEEP_TEXT", "LOGGING_FLAGS", "TextPolicy", "run_salt"]
+
+LOGGING_FLAGS = ("--enable-log-requests", "--enable-log-outputs")  # vLLM flags that would write prompts or outputs
 
 KEEP_TEXT = ("full", "hash", "none")
 UNCHECKED = "unchecked"  # RequestRecord.checked reads this literal: it survives every policy
+
+
+def run_salt(run_dir: Path, cache: Path) -> bytes:
+    """The run's salt: drawn once and kept outside the run folder (``cache/salts``, owner-only), under a name derived
+    from the folder's path, so a ``--resume`` hashes alike and the folder alone never holds it."""
+    path = cache / "salts" / hashlib.sha256(str(run_dir.resolve()).encode()).hexdigest()[:32]
+    if path.is_file():
+        return path.read_bytes()
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    salt = os.urandom(16)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(salt)
+    return salt
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +57,13 @@ class TextPolicy:
     def __post_init__(self) -> None:
         if self.mode not in KEEP_TEXT:
             raise ConfigError(f"--keep-text {self.mode!r}: use full (default), hash or none")
+
+    def check_engine_args(self, args: tuple[str, ...]) -> None:
+        """Refuse engine flags that would log prompts or outputs when the policy keeps no text."""
+        logging = [a for a in args if a.split("=", 1)[0] in LOGGING_FLAGS]
+        if logging and self.mode != "full":
+            raise ConfigError(f"--keep-text {self.mode} with --engine-arg={logging[0]}: that flag writes prompts or "
+                              "outputs to the engine log; drop it or use --keep-text full")  # fmt: skip
 
     @property
     def keeps_text(self) -> bool:
@@ -59,7 +85,11 @@ class TextPolicy:
         detail = r.check_detail if r.check_detail == UNCHECKED else ("passed" if r.correct else "failed")
         error = None if r.error is None else f"{r.error_kind or 'error'}" + (f" (HTTP {r.http_status})" if r.http_status else "")
         calls = [{"name": c.get("name"), "arguments": self.text(str(c.get("arguments", "")))} for c in r.tool_calls]
-        return replace(r, text=self.text(r.text), check_detail=detail, error=error, tool_calls=calls)
+        # the token-id digest is unsalted (a table over a public tokenizer could name a short answer): keyed with the
+        # run's salt, equal outputs still match within the run; the first token id is dropped
+        digest = None if r.output_digest is None else hmac.new(self.salt, r.output_digest.encode(), "sha256").hexdigest()[:32]
+        return replace(r, text=self.text(r.text), check_detail=detail, error=error, tool_calls=calls,
+                       output_digest=digest, first_token_id=None)  # fmt: skip
 
     def case(self, raw: dict[str, Any]) -> dict[str, Any]:
         """A workload case (``case_to_dict``) as the manifest may keep it."""

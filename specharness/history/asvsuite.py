@@ -162,7 +162,8 @@ def user_groups() -> list[str]:
     if path is None:
         return []
     (workload,) = load_workloads([str(path)])
-    return [POOLED_GROUP, *sorted({c.group for c in workload.cases})]
+    groups = sorted({c.group for c in workload.cases})
+    return [POOLED_GROUP, *groups] if len(groups) > 1 else [POOLED_GROUP]  # one group: the pooled cell is it
 
 
 def user_workload_experiment() -> dict[str, Any]:
@@ -173,7 +174,10 @@ def user_workload_experiment() -> dict[str, Any]:
     path = _user_workload_path()
     if path is None:
         raise ConfigError("SPECHARNESS_ASV_WORKLOAD is not set: name a workload JSONL to track it per group")
-    clients = int(os.environ.get("SPECHARNESS_ASV_WORKLOAD_CLIENTS", "4"))
+    raw = os.environ.get("SPECHARNESS_ASV_WORKLOAD_CLIENTS", "4")
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigError(f"SPECHARNESS_ASV_WORKLOAD_CLIENTS={raw!r}: give a positive client count, e.g. 4")
+    clients = int(raw)
     (workload,) = load_workloads([str(path)])
     base = _profile()
     profile = override(base, workloads=(str(path),), clients=(clients,),

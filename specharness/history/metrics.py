@@ -56,20 +56,30 @@ def asv_metrics(report: dict[str, Any], candidate: str = "ngram", reference: str
 def load_metrics(report: dict[str, Any]) -> dict[str, float]:
     """The tracked values of a load sweep, keyed ``workload/load/name``, each oriented so that a rise is bad:
 
-    ``crossover_gap_s``     1 / the heaviest offered rate (requests/s) up to which ngram still helps: the mean gap
+    ``crossover_gap_s``     1 / the heaviest offered rate (requests/s) at which ngram still helps: the mean gap
                             between requests where speculation stops paying. A rise = ngram stops helping at a
-                            lighter load. 0 when it helps at every level, all at once included; NaN when it helps
-                            not even at the lightest level (the report says so).
+                            lighter load. 0 when it helps at every level, all at once included; twice the lightest
+                            level's gap when it helps at none (the report says so), so that case reads as a rise.
     ``capacity_loss``       baseline / ngram max sustainable load under the SLO goodput rule (NaN when either arm
                             sustains not even the lightest level).
-    ``capacity_loss_latency`` the same under the latency SLOs alone (right or not).
+    ``capacity_loss_latency`` the same under the latency SLOs alone (right or not). When one arm held every level,
+                            all at once included, its capacity counts as the heaviest finite rate: the value is then
+                            a bound (an upper bound on the loss when ngram held every level).
     ``peak_rate_loss``      baseline / ngram peak request rate from the sweep's probe.
     """
     out: dict[str, float] = {}
     for sw in report.get("sweeps", []):
         k = f"{sw['workload']}/load"
         helps = _num(sw.get("helps_up_to"))
-        out[f"{k}/crossover_gap_s"] = 0.0 if sw.get("helps_everywhere") or helps == math.inf else _inv(helps)
+        lightest = min((_num(lv["offered"]) for lv in sw.get("levels", []) if math.isfinite(_num(lv["offered"]))),
+                       default=math.nan)  # fmt: skip
+        if sw.get("helps_everywhere") or helps == math.inf:
+            gap = 0.0
+        elif math.isfinite(helps):
+            gap = _inv(helps)
+        else:  # helps at no level: twice the lightest level's gap, so the series rises instead of going n/a
+            gap = 2.0 * _inv(lightest)
+        out[f"{k}/crossover_gap_s"] = gap
         out[f"{k}/capacity_loss"] = _inv(sw["goodput_capacity"]["ratio"])
         out[f"{k}/capacity_loss_latency"] = _inv(sw["latency_capacity"]["ratio"])
         peaks = sw.get("peak_rps", {})

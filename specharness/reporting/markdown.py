@@ -247,7 +247,12 @@ def _refusals(a: Analysis) -> list[str]:
                      f"{_pct(r.detectable_rate) if math.isfinite(r.detectable_rate) else 'none (too few cases)'} |")  # fmt: skip
         listed += [f"- {r.workload} {load_text(r.load)}, block {d['block']}, `{d['case_id']}`: {d['refused']} refused, "
                    f"the other arm answered" for d in r.disagreements]  # fmt: skip
-    lines += ["", "Every disagreeing pair:" if listed else "No pair disagreed: both arms refused (or answered) alike.", *listed, ""]
+    unfinished = sum(r.unfinished_pairs for r in a.refusals)
+    lines += ["", "Every disagreeing pair (both answers complete):" if listed else
+              "No pair disagreed: both arms refused (or answered) alike.", *listed]  # fmt: skip
+    if unfinished:
+        lines.append(f"{unfinished} pairs had a failed or cut-off answer in one arm and are not counted as either.")
+    lines.append("")
     return lines
 
 
@@ -290,7 +295,13 @@ def _capacity(c: Capacity, unit: str) -> str:
             return f"{arm}: below the lightest tested load"
         return f"{arm}: {'every tested load, all at once included' if math.isinf(v) else offered_text(v, unit)}"
 
-    return f"{one('baseline')}; {one('ngram')}; ngram / baseline {_f(c.ratio)}"
+    bound = ""
+    if c.censored:
+        n, b = c.max_load.get("ngram"), c.max_load.get("baseline")
+        bound = "≥ " if (n is not None and math.isinf(n)) or b is None else "≤ "
+    note = (" (a bound: an arm that held every level counts as the heaviest finite rate, one that held none as half "
+            "the lightest)") if c.censored else ""  # fmt: skip
+    return f"{one('baseline')}; {one('ngram')}; ngram / baseline {bound}{_f(c.ratio)}{note}"
 
 
 def _sweeps(a: Analysis, found: list[WorkloadSweep]) -> list[str]:

@@ -63,7 +63,7 @@ def write_sampled_report(run_dir: Path) -> dict[str, Any]:
              f"flight; one seed per request. Requests: {len(records)}, failed: {failed or 'none'}.", "",
              "Each comparison is against the baseline stream. *no difference detected* is not a proof of equality: "
              "the MDE columns give the smallest difference the run could have detected (80% power).", ""]  # fmt: skip
-    for workload in design["workloads"]:
+    for workload in manifest["workloads"]:  # names (a .jsonl workload is journaled by its file's stem)
         entry: dict[str, Any] = {}
         lines += [f"## {workload}", "",
                   "| comparison | role | all repetitions: verdict | first token p (w, MDE w) | length p (Δ tokens, MDE) | "

@@ -158,8 +158,12 @@ def test_keep_text_hash_leaks_no_prompt_or_output(own_engines: dict[str, EngineS
         assert not leaked, f"{path.name} holds text the policy must drop: {leaked[:2]}"
     manifest = orjson.loads((hashed / "manifest.json").read_bytes())
     assert manifest["config"]["keep_text"] == "hash"
-    counts = {}
+    counts, pairs = {}, {}
     for out in (full, hashed):
         rows = [line for line in journal_lines(out) if line.get("kind") == "request" and not line["warmup"]]
-        counts[out.name] = sorted((r["arm"], r["block"], r["case_id"], r["correct"], r["output_digest"]) for r in rows)
+        counts[out.name] = sorted((r["arm"], r["block"], r["case_id"], r["correct"]) for r in rows)
+        report = orjson.loads((out / "report.json").read_bytes())
+        pairs[out.name] = [c["pair_counts"] for c in report["comparisons"]]
     assert counts["full"] == counts["hashed"], "the checks ran on the full text under both policies"
+    assert pairs["full"] == pairs["hashed"], "identity between arms is still computed (keyed digests)"
+    assert all(line.get("first_token_id") is None for line in journal_lines(hashed) if line.get("kind") == "request")

@@ -194,7 +194,7 @@ def test_constant_lengths_and_outcomes_are_skipped() -> None:
 
 def test_empty_input_gives_nan_and_no_difference() -> None:
     result = compare_streams([], [])
-    assert result.verdict == "no difference detected"
+    assert result.verdict == "not compared"  # nothing in common: no verdict, not "no difference"
     assert result.differs_on == ()
     for stat in result.statistics:
         assert stat.cases_used == 0

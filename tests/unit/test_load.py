@@ -101,23 +101,31 @@ def _level(load: str, offered: float, verdict: str, goodput: tuple[float, float]
 def test_crossover_brackets_where_ngram_stops_helping_and_starts_hurting() -> None:
     levels = [_level("r1", 1, "helps"), _level("r2", 2, "helps"), _level("r4", 4, "inconclusive"),
               _level("r8", 8, "hurts"), _level("rinf", math.inf, "hurts")]  # fmt: skip
-    stops, hurts, helps_up_to, skipped = crossover(levels)
-    assert stops is not None and (stops.below, stops.at) == ("r2", "r4")
+    stops, hurts, helps_up_to, dips, skipped = crossover(levels)
+    assert stops is not None and (stops.below, stops.at) == ("r2", "r4") and dips == []
     assert hurts is not None and (hurts.below, hurts.at) == ("r4", "r8")
     assert helps_up_to == 2 and skipped == []
 
 
 def test_no_crossover_in_range_and_no_help_at_the_lightest_load() -> None:
-    stops, hurts, helps_up_to, _ = crossover([_level("r1", 1, "helps"), _level("rinf", math.inf, "helps")])
+    stops, hurts, helps_up_to, _, _ = crossover([_level("r1", 1, "helps"), _level("rinf", math.inf, "helps")])
     assert stops is None and hurts is None and helps_up_to == math.inf
-    stops, hurts, helps_up_to, _ = crossover([_level("r1", 1, "hurts"), _level("r2", 2, "helps")])
+    stops, hurts, helps_up_to, _, _ = crossover([_level("r1", 1, "hurts"), _level("r2", 2, "inconclusive")])
     assert stops is not None and stops.below is None and stops.at == "r1" and math.isnan(helps_up_to)
     assert hurts is not None and hurts.at == "r1"
 
 
+def test_a_dip_below_a_helping_level_is_listed_not_taken_for_the_crossover() -> None:
+    levels = [_level("r4", 4, "helps"), _level("r8", 8, "inconclusive"), _level("r16", 16, "helps"),
+              _level("rinf", math.inf, "inconclusive")]  # fmt: skip
+    stops, hurts, helps_up_to, dips, _ = crossover(levels)
+    assert stops is not None and (stops.below, stops.at) == ("r16", "rinf") and helps_up_to == 16
+    assert dips == ["r8"] and hurts is None
+
+
 def test_unjudged_levels_are_skipped_not_read_as_a_crossover() -> None:
     levels = [_level("r1", 1, "helps"), _level("r2", 2, "not comparable"), _level("r4", 4, "helps")]
-    stops, _, helps_up_to, skipped = crossover(levels)
+    stops, _, helps_up_to, _, skipped = crossover(levels)
     assert stops is None and helps_up_to == 4 and skipped == ["r2"]
 
 
@@ -128,6 +136,29 @@ def test_capacity_needs_every_lighter_level_to_hold() -> None:
     assert c.max_load == {"baseline": 1, "ngram": 2}  # baseline's lucky r4 and rinf do not count
     assert c.ratio == 2.0
     none = capacity([_level("r1", 1, "helps", (0.5, 0.95))], ("baseline", "ngram"), 0.9, "goodput")
-    assert none.max_load["baseline"] is None and math.isnan(none.ratio)
+    assert none.max_load["baseline"] is None and none.censored and none.ratio == 2.0  # at least 1 / (1 / 2)
+    neither = capacity([_level("r1", 1, "helps", (0.5, 0.5))], ("baseline", "ngram"), 0.9, "goodput")
+    assert math.isnan(neither.ratio)
     both = capacity([replace(levels[0]), levels[3]], ("baseline", "ngram"), 0.9, "latency")
     assert both.max_load == {"baseline": math.inf, "ngram": math.inf} and both.ratio == 1.0
+
+
+def test_capacity_ratio_is_a_bound_when_one_arm_held_every_level() -> None:
+    levels = [_level("r2", 2, "helps", (0.95, 0.95)), _level("r8", 8, "helps", (0.5, 0.95)),
+              _level("rinf", math.inf, "helps", (0.5, 0.95))]  # fmt: skip
+    c = capacity(levels, ("baseline", "ngram"), 0.9, "latency")
+    assert c.max_load == {"baseline": 2, "ngram": math.inf}
+    assert c.censored and c.ratio == 4.0  # at least 8 / 2: ngram's capacity lies beyond the heaviest finite rate
+
+
+def test_load_metrics_stay_finite_when_ngram_helps_nowhere() -> None:
+    from specharness.history.metrics import load_metrics
+
+    report = {"sweeps": [{"workload": "copy", "helps_up_to": None, "helps_everywhere": False,
+                          "levels": [{"offered": 4.0}, {"offered": None}],
+                          "goodput_capacity": {"ratio": None}, "latency_capacity": {"ratio": 0.5},
+                          "peak_rps": {"baseline": 10.0, "ngram": 5.0}}]}  # fmt: skip
+    m = load_metrics(report)
+    assert m["copy/load/crossover_gap_s"] == 0.5  # twice the lightest level's gap (1/4 s)
+    assert m["copy/load/capacity_loss_latency"] == 2.0 and m["copy/load/peak_rate_loss"] == 2.0
+    assert math.isnan(m["copy/load/capacity_loss"])
