@@ -79,14 +79,19 @@ def wait(predicate, limit_s: float = 30.0):  # type: ignore[no-untyped-def]
     return predicate()
 
 
+def graph_points(browser, site: str, benchmark: str) -> int:  # type: ignore[no-untyped-def]
+    """Data points (non-null) ASV's graph page draws for one benchmark, once its plot exists."""
+    browser.get(f"{site}/#{benchmark}")
+    return int(wait(lambda: browser.execute_script(
+        "var p = $('#main-graph').data('plot'); if (!p) return 0;"
+        "return p.getData().reduce(function (n, s) { return n + s.data.filter(function (d) {"
+        " return d[1] !== null; }).length; }, 0);")) or 0)  # fmt: skip
+
+
 def test_graph_page_plots_points(site: str, browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     browser.get(f"{site}/index.html")
     assert wait(lambda: browser.find_elements("css selector", "a#nav-li-releases, a[href='releases.html']"))
-    browser.get(f"{site}/#bench_paired.PairedNgram.track_slowdown")
-    points = wait(lambda: browser.execute_script(
-        "var p = $('#main-graph').data('plot'); if (!p) return 0;"
-        "return p.getData().reduce(function (n, s) { return n + s.data.filter(function (d) {"
-        " return d[1] !== null; }).length; }, 0);"))  # fmt: skip
+    points = graph_points(browser, site, "bench_paired.PairedNgram.track_slowdown")
     browser.save_screenshot(str(artifacts(tmp_path) / "asv_graph.png"))
     assert points and points > 0, "the slowdown graph has no data points"
 
@@ -120,10 +125,6 @@ def test_load_sweep_graphs_plot_points(site: str, browser, tmp_path: Path, metri
     """The load sweep's tracked values (issue 11) are published with points, one series per vLLM release."""
     browser.get(f"{site}/index.html")
     assert wait(lambda: browser.find_elements("css selector", "a#nav-li-releases, a[href='releases.html']"))
-    browser.get(f"{site}/#bench_load.LoadSweep.{metric}")
-    points = wait(lambda: browser.execute_script(
-        "var p = $('#main-graph').data('plot'); if (!p) return 0;"
-        "return p.getData().reduce(function (n, s) { return n + s.data.filter(function (d) {"
-        " return d[1] !== null; }).length; }, 0);"))  # fmt: skip
+    points = graph_points(browser, site, f"bench_load.LoadSweep.{metric}")
     browser.save_screenshot(str(artifacts(tmp_path) / f"asv_load_{metric}.png"))
     assert points and points > 0, f"the {metric} graph has no data points"
