@@ -154,7 +154,7 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
                     result.summaries[(workload, lk, a)], result.summaries[(workload, lk, b)],
                     [r for r in by_cell.get((workload, lk, a), []) if r.block in kept],
                     [r for r in by_cell.get((workload, lk, b), []) if r.block in kept],
-                    order, rules, valid=not missing, invalid_reason=reason,
+                    order, rules, valid=not missing, invalid_reason=reason, blocks=blocks,
                 ))  # fmt: skip
 
     groups: dict[tuple[str, str, str], list[RequestRecord]] = {}

@@ -100,6 +100,14 @@ class PairedComparison:
     block_speedups: list[float] = field(default_factory=list)
     load: str = ""  # the cell's load label, c<clients> or r<rate>
     rate: str = ""
+    blocks: list[int] = field(default_factory=list)  # the blocks the comparison kept (analyse decides them)
+    a_first_blocks: list[int] = field(default_factory=list)  # of the blocks with both arms, those where A ran first
+    ordered_blocks: list[int] = field(default_factory=list)  # the blocks whose arm order is known
+
+    @property
+    def order_a_first(self) -> dict[int, bool]:
+        """Block -> arm A ran first, as the interval used it (JSON keeps the two block lists)."""
+        return {b: b in self.a_first_blocks for b in self.ordered_blocks}
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -187,7 +195,7 @@ def _block_log_throughput(a: Sequence[RequestRecord], b: Sequence[RequestRecord]
 
 def compare_arms(sa: ArmSummary, sb: ArmSummary, a: Sequence[RequestRecord], b: Sequence[RequestRecord],
                  order_a_first: dict[int, bool], rules: ComparisonRules, *, valid: bool = True,
-                 invalid_reason: str = "") -> PairedComparison:  # fmt: skip
+                 invalid_reason: str = "", blocks: Sequence[int] = ()) -> PairedComparison:  # fmt: skip
     """Both verdicts for one cell. ``order_a_first[block]`` says whether arm A ran before arm B in that block."""
     pairs = pair_requests(a, b)
     by_block, counts = _classify(pairs, rules.greedy)
@@ -222,4 +230,6 @@ def compare_arms(sa: ArmSummary, sb: ArmSummary, a: Sequence[RequestRecord], b: 
         goodput_ratio=ratio(sb.goodput_tok_s, sa.goodput_tok_s),
         tpot_p50_ratio=ratio(sb.tpot_ms["p50"], sa.tpot_ms["p50"]),
         block_speedups=[math.exp(speed_logs[k]) for k in sorted(speed_logs)], load=sa.load, rate=sa.rate,
+        blocks=sorted(blocks), a_first_blocks=sorted(k for k, first in order_a_first.items() if first),
+        ordered_blocks=sorted(order_a_first),
     )  # fmt: skip

@@ -35,7 +35,7 @@ from specharness.analysis.copyability import LOOKUP_MAX, LOOKUP_MIN, copyability
 from specharness.analysis.stats import RatioInterval, min_samples_for
 from specharness.analysis.summary import ratio, summarise_arm
 from specharness.analysis.verdict import ALPHA, Verdict
-from specharness.records import CellRecord, RequestRecord, base_key
+from specharness.records import RequestRecord
 
 if TYPE_CHECKING:  # analyse may call into this module, so no import at run time
     from specharness.analysis.analyse import Analysis
@@ -174,30 +174,6 @@ def _lookup_sizes(manifest: dict[str, Any]) -> tuple[int, int, int | None]:
             int(k) if k else None)  # fmt: skip
 
 
-def _cell_plan(a: Analysis, c: PairedComparison) -> tuple[dict[int, bool], set[int]]:
-    """The pooled cell's arm orders (block -> arm A ran first) and its blocks, recomputed as ``analyse`` does: the
-    declared blocks, and any further block in which both arms have a valid cell."""
-    valid: dict[str, CellRecord] = {}
-    for cell in a.contents.cells:
-        if cell.valid:
-            valid[base_key(cell.cell)] = cell  # a later valid attempt replaces an earlier one
-    position = {id(cell): i for i, cell in enumerate(a.contents.cells)}
-    both: dict[int, dict[str, CellRecord]] = {}
-    for cell in valid.values():
-        if cell.workload == c.workload and cell.load == c.load and cell.arm in (c.arm_a, c.arm_b):
-            both.setdefault(cell.block, {})[cell.arm] = cell
-    order: dict[int, bool] = {}
-    for block, arms in both.items():
-        if c.arm_a in arms and c.arm_b in arms:
-            ca, cb = arms[c.arm_a], arms[c.arm_b]
-            if ca.order_index >= 0 and cb.order_index >= 0:
-                order[block] = ca.order_index < cb.order_index
-            else:  # schema 1: cells are journaled in the order they ran
-                order[block] = position[id(ca)] < position[id(cb)]
-    declared = int(a.manifest["config"]["profile"]["blocks"])
-    return order, set(range(declared)) | set(order)
-
-
 def _requests(a: Analysis, c: PairedComparison, kept: set[int]) -> tuple[list[RequestRecord], list[RequestRecord]]:
     pick = [[r for r in a.measured.get((c.workload, c.load, arm), []) if r.block in kept] for arm in (c.arm_a, c.arm_b)]
     return pick[0], pick[1]
@@ -276,7 +252,7 @@ def group_decisions(a: Analysis, prompts: dict[tuple[str, str], str]) -> list[Gr
     greedy = a.rules.greedy
     out: list[GroupDecision] = []
     for c in a.comparisons:
-        order, kept = _cell_plan(a, c)
+        order, kept = c.order_a_first, set(c.blocks)
         a_req, b_req = _requests(a, c, kept)
         pairs, blocks, _ = _same_work(a_req, b_req, greedy)
         out.append(GroupDecision(
@@ -387,8 +363,7 @@ def feature_correlations(a: Analysis, prompts: dict[tuple[str, str], str]) -> li
     greedy = a.rules.greedy
     out: list[FeatureCorrelations] = []
     for c in a.comparisons:
-        _, kept = _cell_plan(a, c)
-        a_req, b_req = _requests(a, c, kept)
+        a_req, b_req = _requests(a, c, set(c.blocks))
         pairs, _, _ = _same_work(a_req, b_req, greedy)
         by_case: dict[str, list[tuple[float, float, float, float]]] = {}
         for x, y in pairs:
