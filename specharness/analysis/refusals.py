@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scipy import stats as sps
 
 from specharness.analysis.comparison import pair_requests
+
+if TYPE_CHECKING:  # analyse calls into this module, so no import at run time
+    from specharness.analysis.analyse import Analysis
 
 __all__ = ["RefusalControl", "detectable_answer_rate", "refusal_controls"]
 
@@ -57,7 +60,7 @@ class RefusalControl:
         return asdict(self)
 
 
-def refusal_controls(a: Any) -> list[RefusalControl]:
+def refusal_controls(a: Analysis) -> list[RefusalControl]:
     """One entry per comparison over the cases whose check is ``abstains`` (from the manifest's saved cases)."""
     abstain = {(name, c["id"]) for name, saved in (a.manifest.get("workloads") or {}).items()
                for c in saved.get("cases", []) if (c.get("check") or {}).get("type") == "abstains"}  # fmt: skip

@@ -192,12 +192,12 @@ PROFILES: dict[str, Profile] = {
 }
 
 
+OPEN_LOOP_WARM_ROUND = 4
+
+
 def warm_round(load: Load) -> int:
     """Requests in one warmup round of a load: one per client (closed loop), four (open loop), at the cell's load."""
     return load.clients if not load.open_loop else OPEN_LOOP_WARM_ROUND
-
-
-OPEN_LOOP_WARM_ROUND = 4
 
 
 def sweep_rates(levels: tuple[float, ...], peak_rps: float) -> tuple[str, ...]:
