@@ -2,21 +2,22 @@
 
 from specharness.history.asvsuite import sweep_experiments
 
-from .common import LOOKUP_MAX, SETUP_TIMEOUT_S, SPEC_TOKENS, lookup
+from .common import LOOKUP_MAX, METHOD_VERSION, SETUP_TIMEOUT_S, SPEC_TOKENS, lookup, started
 
 
 class NgramConfigSweep:
     params = (SPEC_TOKENS, LOOKUP_MAX)
     param_names = ("num_speculative_tokens", "prompt_lookup_max")
     timeout = SETUP_TIMEOUT_S
+    version = METHOD_VERSION
     number = 1
     repeat = 1
 
     def setup_cache(self):
-        return sweep_experiments()
+        return started(self, sweep_experiments())
 
     def _get(self, cache, k, lookup_max, tail):
-        return lookup(cache[f"k{k}-max{lookup_max}"], f"copy/c1/{tail}")
+        return lookup(cache[f"k{k}-max{lookup_max}"], f"copy/c1/{tail}", self, f"track_{tail}", (k, lookup_max))
 
     def track_slowdown(self, cache, k, lookup_max):
         return self._get(cache, k, lookup_max, "slowdown")

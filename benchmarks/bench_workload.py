@@ -8,7 +8,7 @@ Without the variable this module defines no benchmark. Every value is oriented s
 
 from specharness.history.asvsuite import user_groups, user_workload_experiment
 
-from .common import SETUP_TIMEOUT_S, lookup
+from .common import METHOD_VERSION, SETUP_TIMEOUT_S, lookup, started
 
 _GROUPS = user_groups()
 
@@ -18,14 +18,15 @@ if _GROUPS:
         params = (_GROUPS,)
         param_names = ("group",)
         timeout = SETUP_TIMEOUT_S
+        version = METHOD_VERSION
         number = 1
         repeat = 1
 
         def setup_cache(self):
-            return user_workload_experiment()
+            return started(self, user_workload_experiment())
 
         def _get(self, cache, group, tail):
-            return lookup(cache, f"{cache['prefix']}/{group}/{tail}")
+            return lookup(cache, f"{cache.get('prefix', '')}/{group}/{tail}", self, f"track_{tail}", (group,))
 
         def track_slowdown(self, cache, group):
             """1 / the group's same-work speedup of ngram over baseline (above 1: ngram is slower)."""

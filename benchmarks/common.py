@@ -1,10 +1,61 @@
-"""Grids and the metric lookup the benchmark classes share (the logic lives in specharness.history.asvsuite)."""
+"""Grids and the lookup the benchmark classes share (the logic lives in specharness.history.asvsuite).
 
+``lookup`` is the one way a ``track_*`` method reads its value: from the ``setup_cache`` result, leaving a note
+with the value's interval for the ASV plugin (specharness.history.asvplugin), and failing the way ASV shows as
+"failed" when the release's engine could not start or warm up.
+"""
+
+import os
+
+from specharness.history.asvnotes import Note, reset_notes, write_note
 from specharness.history.asvsuite import ASV_GRID, SWEEP_GRID
-from specharness.history.metrics import lookup
+from specharness.history.method import METHOD_VERSION
+from specharness.history.metrics import lookup as _metric
 
 WORKLOADS, CLIENTS = ASV_GRID
 SPEC_TOKENS, LOOKUP_MAX = SWEEP_GRID
 SETUP_TIMEOUT_S = 5400
 
-__all__ = ["CLIENTS", "LOOKUP_MAX", "SETUP_TIMEOUT_S", "SPEC_TOKENS", "WORKLOADS", "lookup"]
+__all__ = ["CLIENTS", "LOOKUP_MAX", "METHOD_VERSION", "SETUP_TIMEOUT_S", "SPEC_TOKENS", "WORKLOADS", "ReleaseFailed",
+           "lookup", "started"]  # fmt: skip
+
+
+class ReleaseFailed(RuntimeError):
+    """The release's engine failed to start or warm up: every value of the experiment is a failure, not a number."""
+
+
+def _asv_name(bench, method):
+    module = type(bench).__module__.removeprefix("benchmarks.")
+    return f"{module}.{type(bench).__name__}.{method}"
+
+
+def _commit():
+    """The commit this value belongs to; None in an existing environment, where ASV_COMMIT names a branch head and
+    ``--set-commit-hash`` the commit the result is saved under (one commit per run there)."""
+    return None if os.environ.get("ASV_ENV_TYPE") == "existing" else os.environ.get("ASV_COMMIT")
+
+
+def started(bench, result):
+    """Call at the end of ``setup_cache``: forget the class's notes of an earlier experiment in this environment."""
+    reset_notes(_asv_name(bench, "x").rsplit(".", 1)[0])
+    return result
+
+
+def lookup(cache, key, bench=None, method="", params=()):
+    """The tracked value for ``key``; with ``bench``/``method``/``params`` given, note its interval (or the
+    release's failure) for ASV's stats columns. A failed release raises :class:`ReleaseFailed` (ASV: "failed")."""
+    failed = cache.get("failed")
+    if bench is not None:
+        interval = (cache.get("intervals") or {}).get(key)
+        write_note(Note(
+            benchmark=_asv_name(bench, method), params=tuple(repr(p) for p in params),
+            commit=_commit(), failed=failed,
+            ci_low=getattr(interval, "low", None), ci_high=getattr(interval, "high", None),
+            ci_level=getattr(interval, "confidence", None), n=getattr(interval, "blocks", None),
+            block_values=tuple(getattr(interval, "block_values", ())), source=cache.get("run_dir", ""),
+            speed_verdict=getattr(interval, "speed_verdict", ""), quality_verdict=getattr(interval, "quality_verdict", ""),
+            harness=cache.get("harness", ""),
+        ))  # fmt: skip
+    if failed:
+        raise ReleaseFailed(failed)
+    return _metric(cache, key)

@@ -1,42 +1,50 @@
 #!/usr/bin/env bash
 # Runs ON the lent GPU machine (see ../shared/gpu/README.md), from the checkout's copy, after the bundle parts were
 # carried to /tmp/stage. Writes what comes back under $OUT.
-#   scripts/gpu_campaign.sh asv COMMIT        unpack, then the standard paired experiment through ASV (existing env)
+#   scripts/gpu_campaign.sh asv               unpack, then the standard paired experiment through ASV (existing env),
+#                                             recorded at the release ledger's commit for the unpacked vLLM release
 #   scripts/gpu_campaign.sh crosscheck        specharness vs vllm bench serve on one baseline server
-#   scripts/gpu_campaign.sh sweep COMMIT      NgramConfigSweep through ASV
+#   scripts/gpu_campaign.sh sweep             NgramConfigSweep through ASV
+#   scripts/gpu_campaign.sh load              LoadSweep through ASV
 #   scripts/gpu_campaign.sh sync              baseline vs ngram vs baseline-sync (async scheduling off), transform
 #   scripts/gpu_campaign.sh control           the controls: baseline vs baseline-b (A/A) and vs baseline-slow (known
 #                                             1.25x slowdown), 4 workloads x 1, 8 clients, 4 blocks
 #   scripts/gpu_campaign.sh standard          the standard profile (copy, transform x 1, 8 clients), no ASV
 #   scripts/gpu_campaign.sh structured        the structured workload (JSON schema, forced tool calls), 1 client
 set -uo pipefail
-MODE="$1"; COMMIT="${2:-}"
+MODE="$1"
 ROOT="$PWD"
 [ -d /tmp/site/vllm ] || bash .stage/device-unpack.sh || exit 3
 VLLM_TAG="$(PYTHONPATH=/tmp/site python3 -c 'import importlib.metadata as m; print(m.version("vllm"))')"
-# A versioned path for the interpreter, so ASV's existing-environment name carries the release. A wrapper, not a
-# symlink: the image's python3 may live in a venv whose site-packages a symlinked binary would not see.
-mkdir -p "/tmp/vllm-$VLLM_TAG/bin" && rm -f "/tmp/vllm-$VLLM_TAG/bin/python" && printf '#!/bin/sh\nexec %s "$@"\n' "$(command -v python3)" > "/tmp/vllm-$VLLM_TAG/bin/python"
-chmod +x "/tmp/vllm-$VLLM_TAG/bin/python"
-PY="/tmp/vllm-$VLLM_TAG/bin/python"
+# One fixed interpreter path for every release: ASV names an existing environment after it, and the series of a
+# metric must be one environment across releases (the release is the ledger commit, not the environment). A
+# wrapper, not a symlink: the image's python3 may live in a venv whose site-packages a symlinked binary would not see.
+mkdir -p /tmp/specharness-engine/bin && printf '#!/bin/sh\nexec %s "$@"\n' "$(command -v python3)" > /tmp/specharness-engine/bin/python
+chmod +x /tmp/specharness-engine/bin/python
+PY=/tmp/specharness-engine/bin/python
 export PYTHONPATH="/tmp/site:$ROOT" ASV_PYTHONPATH="/tmp/site:$ROOT" VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1
 export SPECHARNESS_DEFAULT_GGUF=/tmp/stage/smollm2-135m-instruct-q4_1.gguf SPECHARNESS_CACHE=/tmp/shcache
 export SPECHARNESS_ASV_RUNS=/tmp/asvruns SPECHARNESS_ASV_ENGINE="--gpu-memory-utilization 0.3 --start-one-by-one"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 case "$MODE" in
   asv|sweep|load)
-    # ASV saves results from an existing environment only with --set-commit-hash, and needs the commit in a repo:
-    # clone the carried git bundle so the hash is the real one.
-    rm -rf /tmp/repo && git clone -q -b main .stage/repo.bundle /tmp/repo && cd /tmp/repo && git checkout -q "$COMMIT" || exit 4
-    export ASV_PYTHONPATH="/tmp/site:/tmp/repo"
-    "$PY" -m asv machine --yes --machine h200 >/dev/null
+    # ASV saves results from an existing environment only with --set-commit-hash: the ledger commit of this release.
+    "$PY" -m specharness ledger >/dev/null || exit 4
+    COMMIT="$(git -C .asv/ledger rev-parse "vllm-$VLLM_TAG")" || { echo "vllm $VLLM_TAG is not in the release ledger" >&2; exit 4; }
+    "$PY" -m specharness machine --name h200 | tee "$OUT/machine.txt"
     bench='PairedNgram'; [ "$MODE" = sweep ] && bench='NgramConfigSweep'; [ "$MODE" = load ] && bench='LoadSweep'
     export SPECHARNESS_ASV_PROFILE=standard
+    for k in $(seq 1 "${REPEATS:-1}"); do  # REPEATS>1: repeated runs of one release (run-to-run spread)
     start=$(date +%s)
-    timeout "${ASV_LIMIT_S:-540}" "$PY" -m asv run -E "existing:$PY" --set-commit-hash "$COMMIT" --machine h200 --bench "$bench" --show-stderr \
+    # ASV takes no range with an existing environment and walks every configured branch head (running the suite once
+    # per branch): a copy of the config that names only the CUDA branch runs it once.
+    "$PY" -c 'import json; from asv.util import load_json; c = load_json("asv.conf.json", js_comments=True); c["branches"] = ["vllm"]; json.dump(c, open("asv.gpu.json", "w"))'
+    timeout "${ASV_LIMIT_S:-540}" "$PY" -m asv run --config asv.gpu.json -E "existing:$PY" --set-commit-hash "$COMMIT" --machine h200 --bench "$bench" --show-stderr \
       2>&1 | tee "$OUT/asv_$MODE.log"
     echo "asv $MODE wall: $(( $(date +%s) - start )) s" | tee -a "$OUT/asv_$MODE.log"
-    [ -d /tmp/repo/results/h200 ] && tar -C /tmp/repo -cJf "$OUT/results_$MODE.tar.xz" results/h200
+    mkdir -p "$OUT/repeat$k" && cp results/h200/"${COMMIT:0:8}"-* "$OUT/repeat$k/"
+    done
+    tar -cJf "$OUT/results_$MODE.tar.xz" results/h200
     tar -C /tmp/asvruns --exclude='*.log' -cJf "$OUT/runs_$MODE.tar.xz" . ;;
   sync)
     timeout "${SYNC_LIMIT_S:-540}" "$PY" -m specharness run --profile standard --workloads transform --clients 1,8 \

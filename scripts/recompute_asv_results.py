@@ -1,8 +1,10 @@
 """Recompute committed ASV result files from the journals of the runs that made them (see specharness.history.recompute).
 
-    .venv/bin/python scripts/recompute_asv_results.py RESULT_JSON REPORT_DIR [RESULT_JSON REPORT_DIR ...]
+    .venv/bin/python scripts/recompute_asv_results.py RESULT_JSON RUN_DIR [RESULT_JSON RUN_DIR ...]
 
-REPORT_DIR holds the run's manifest.json and journal.jsonl.xz (as under reports/); the result file is rewritten.
+RUN_DIR holds the run's manifest.json and journal.jsonl or journal.jsonl.xz (a run folder, or a copy under
+reports/). The result file's values are rewritten, the slowdown's interval goes into ASV's stats columns, and the
+companion notes (blocks, verdicts) are rewritten for the cells the run measured: what the ASV plugin does live.
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from specharness.history.recompute import recompute_load, recompute_paired
+from asv.results import Results
+
+from specharness.history.asvnotes import apply_notes, read_companion, write_companion
+from specharness.history.recompute import paired_notes, recompute_load, recompute_paired
 from specharness.reporting.report import write_report
 
 
@@ -22,17 +27,28 @@ def main(argv: list[str]) -> int:
     if not argv or len(argv) % 2:
         print(__doc__, file=sys.stderr)
         return 2
-    for result_path, report_dir in zip(argv[::2], argv[1::2], strict=True):
+    for result_path, run_dir in zip(argv[::2], argv[1::2], strict=True):
+        source = Path(run_dir)
         with tempfile.TemporaryDirectory() as tmp:
-            run = Path(tmp) / Path(report_dir).name
+            run = Path(tmp) / source.name
             run.mkdir()
-            shutil.copy(Path(report_dir) / "manifest.json", run)
-            (run / "journal.jsonl").write_bytes(lzma.decompress((Path(report_dir) / "journal.jsonl.xz").read_bytes()))
+            shutil.copy(source / "manifest.json", run)
+            if (source / "journal.jsonl").is_file():
+                shutil.copy(source / "journal.jsonl", run)
+            else:
+                (run / "journal.jsonl").write_bytes(lzma.decompress((source / "journal.jsonl.xz").read_bytes()))
             report = write_report(run, plots=False)
-        result = json.loads(Path(result_path).read_text())
+        path = Path(result_path)
+        result = json.loads(path.read_text())
         changed = recompute_paired(result, report) + recompute_load(result, report)
-        Path(result_path).write_text(json.dumps(result, indent=None, separators=(", ", ": ")))
-        print(f"{result_path}: {len(changed)} benchmarks recomputed from {report_dir}")
+        path.write_text(json.dumps(result, indent=None, separators=(", ", ": ")))
+        loaded = Results.load(str(path))
+        notes = paired_notes(report, loaded.commit_hash, f"recomputed from {source}")
+        used = apply_notes(loaded, notes)
+        loaded.save(str(path.parent.parent))
+        fresh = {(n.benchmark, n.params) for n in used}
+        write_companion(path, [n for n in read_companion(path) if (n.benchmark, n.params) not in fresh] + used)
+        print(f"{result_path}: {len(changed)} benchmarks recomputed, {len(used)} intervals noted, from {run_dir}")
     return 0
 
 

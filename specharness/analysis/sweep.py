@@ -236,7 +236,7 @@ def _describe(sw_levels: Sequence[SweepLevel], stops: Bracket | None, hurts: Bra
 
 def sweeps(a: Analysis, reference: str = "baseline", candidate: str = "ngram") -> list[WorkloadSweep]:
     """One sweep per workload that has at least two load levels on one axis (open loop or closed loop: rates are
-    preferred when a run has both), ordered by offered load."""
+    preferred when a run has both) compared between ``reference`` and ``candidate``, ordered by offered load."""
     out: list[WorkloadSweep] = []
     profile = a.manifest["config"]["profile"]
     fraction = float(profile.get("slo_fraction", 0.9))
@@ -260,6 +260,8 @@ def sweeps(a: Analysis, reference: str = "baseline", candidate: str = "ngram") -
                 mean_acceptance_length=mal, efficiency=ratio(c.speedup.estimate, mal),
                 arms={arm: _level_arm(a.summaries[(workload, load.label, arm)]) for arm in (reference, candidate)},
             ))  # fmt: skip
+        if len(levels) < 2:
+            continue  # not a sweep of this pair (e.g. an A/A run: baseline vs baseline-b at two loads)
         unit = "requests/s" if axis[0].open_loop else "clients"
         stops, hurts, helps_up_to, dips, skipped = crossover(levels)
         out.append(WorkloadSweep(

@@ -23,6 +23,7 @@ __all__ = [
     "JOURNAL",
     "MANIFEST",
     "completed_cells",
+    "cpu_model",
     "hardware_info",
     "harness_commit",
     "harness_version",
@@ -59,13 +60,22 @@ def harness_commit() -> str:
     return "unknown"
 
 
-def hardware_info(probe: MemoryProbe) -> dict[str, Any]:
-    cpu = platform.processor() or "unknown"
+def cpu_model() -> str:
+    """The CPU's model name plus family/model/stepping (virtual machines often report a generic name)."""
+    fields: dict[str, str] = {}
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+            key, _, value = line.partition(":")
+            if key.strip() in ("model name", "cpu family", "model", "stepping") and key.strip() not in fields:
+                fields[key.strip()] = value.strip()
+    name = fields.get("model name") or platform.processor() or "unknown"
+    if "cpu family" in fields:
+        name += f" (family {fields['cpu family']} model {fields.get('model', '?')} stepping {fields.get('stepping', '?')})"
+    return name
+
+
+def hardware_info(probe: MemoryProbe) -> dict[str, Any]:
+    cpu = cpu_model()
     mem_gib = float("nan")
     with contextlib.suppress(Exception):
         import psutil

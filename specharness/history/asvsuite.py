@@ -15,21 +15,23 @@ Environment knobs (read when ``setup_cache`` runs):
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import time
 from pathlib import Path
 from typing import Any
 
-from specharness._errors import ConfigError
+from specharness._errors import ConfigError, EngineError
 from specharness.engines.model import cache_dir
 from specharness.experiment.config import RunConfig
 from specharness.experiment.design import Profile, get_profile, override
 from specharness.experiment.driver import run_experiment
-from specharness.history.metrics import asv_metrics, group_metrics, load_metrics
+from specharness.experiment.rundir import harness_commit, harness_version
+from specharness.history.metrics import asv_intervals, asv_metrics, group_metrics, load_metrics
 from specharness.reporting.report import load_report, write_report
 from specharness.traffic.client import Sampling
 
-__all__ = ["ASV_GRID", "SWEEP_GRID", "grid_experiment", "load_sweep_experiment", "sweep_experiments", "user_groups",
+__all__ = ["ASV_GRID", "SWEEP_GRID", "failure_reason", "grid_experiment", "load_sweep_experiment", "sweep_experiments", "user_groups",
            "user_workload_experiment", "vllm_version"]
 
 _SMOKE = {"workloads": ("copy",), "clients": (1,), "blocks": 2, "requests_per_cell": 2, "warmups_per_cell": 1,
@@ -97,14 +99,39 @@ def _runs_root() -> Path:
     return Path(os.environ.get("SPECHARNESS_ASV_RUNS") or cache_dir() / "asv-runs")
 
 
+_EXCEPTION = re.compile(r"(?:^|\] |\) )([A-Z]\w*(?:Error|Exception)): (.+)$")
+
+
+def failure_reason(error: EngineError, logs_dir: Path | None = None) -> str:
+    """``failed: <what failed>: <root cause>``, one line. The root cause is the first exception line in the
+    engine logs (vLLM logs the worker's error before the generic "Engine core initialization failed"); without logs,
+    the last exception line of the error message."""
+    head = str(error).split(":", 1)[0].strip()[:120]
+    arm = head.split(" ", 1)[0]
+    logs = sorted(logs_dir.glob("*.log")) if logs_dir and logs_dir.is_dir() else []
+    for path in [p for p in logs if p.name.startswith(arm + ".")] or logs:
+        for line in path.read_text(errors="replace").splitlines():
+            m = _EXCEPTION.search(line)
+            if m:
+                return f"failed: {head}: {m.group(1)}: {m.group(2).strip()[:200]} ({path.name})"
+    found = [m for m in (_EXCEPTION.search(ln) for ln in str(error).splitlines()) if m]
+    cause = f"{found[-1].group(1)}: {found[-1].group(2).strip()[:200]}" if found else str(error)[:200]
+    return f"failed: {head}: {cause}" if cause != head else f"failed: {head}"
+
+
 def _run(profile: Profile, label: str) -> dict[str, Any]:
+    """Run one experiment; an engine that fails to start or warm up is a *result* (``failed``), not an error."""
     out = _runs_root() / f"{label}-vllm{vllm_version()}-{time.strftime('%Y%m%d-%H%M%S')}"
     config = RunConfig(profile=profile, out_dir=out, sampling=Sampling(max_tokens_cap=profile.max_tokens_cap),
                        **_engine_options())  # fmt: skip
-    run_experiment(config, on_finish=write_report)
+    base = {"run_dir": str(out), "vllm_version": vllm_version(), "harness": f"{harness_version()} ({harness_commit()})"}
+    try:
+        run_experiment(config, on_finish=write_report)
+    except EngineError as error:
+        return {**base, "failed": failure_reason(error, out / "logs"), "metrics": {}, "intervals": {}}
     report = load_report(out)
     metrics = {**asv_metrics(report), **load_metrics(report), **group_metrics(report)}
-    return {"metrics": metrics, "run_dir": str(out), "vllm_version": vllm_version()}
+    return {**base, "metrics": metrics, "intervals": asv_intervals(report)}
 
 
 # The ASV load sweep, by SPECHARNESS_ASV_PROFILE: quick (default) is the sweep profile made lighter (3 levels + all

@@ -1,7 +1,7 @@
 """Every value the ASV suite tracks, from one function over a run's ``report.json``.
 
 ASV flags every *rise* as a regression and has no "higher is better", so each value is oriented so that a rise is
-bad: slowdown (1 / same-work speedup) and its interval ends, goodput loss (baseline goodput / ngram goodput),
+bad: slowdown (1 / same-work speedup; its interval travels in ASV's stats columns, see :func:`asv_intervals`), goodput loss (baseline goodput / ngram goodput),
 latency percentiles and ms per token per arm, rejection rate (1 - acceptance), verify steps per token
 (1 / mean acceptance length), incorrect fraction, peak memory. Keys are ``<workload>/<load>/<name>`` (load ``c<clients>`` or ``r<rate>``); a cell a
 profile did not run is absent, and a lookup of it gives NaN ("n/a" in ASV).
@@ -10,11 +10,12 @@ profile did not run is absent, and a lookup of it gives NaN ("n/a" in ASV).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from specharness.records import load_label
 
-__all__ = ["asv_metrics", "group_metrics", "load_metrics", "lookup"]
+__all__ = ["Interval", "asv_intervals", "asv_metrics", "group_metrics", "load_metrics", "lookup"]
 
 
 def _inv(v: Any) -> float:
@@ -47,9 +48,39 @@ def asv_metrics(report: dict[str, Any], candidate: str = "ngram", reference: str
             continue
         k, s = f"{c['workload']}/{load_label(c['clients'], c.get('rate', ''))}", c["speedup"]
         out[f"{k}/slowdown"] = _inv(s["estimate"])
-        out[f"{k}/slowdown_ci_low"] = _inv(s["high"])
-        out[f"{k}/slowdown_ci_high"] = _inv(s["low"])
         out[f"{k}/goodput_loss"] = _inv(c["goodput_ratio"])
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """A tracked value's confidence interval, oriented like the value, and the blocks behind it (per-block values
+    too, for the release-to-release test)."""
+
+    low: float
+    high: float
+    confidence: float
+    blocks: int
+    block_values: tuple[float, ...] = ()
+    speed_verdict: str = ""
+    quality_verdict: str = ""
+
+
+def asv_intervals(report: dict[str, Any], candidate: str = "ngram", reference: str = "baseline") -> dict[str, Interval]:
+    """The intervals of the tracked paired ratios, keyed like :func:`asv_metrics`: the slowdown's is 1 / the
+    same-work speedup's CI (ends swapped), over the blocks the comparison kept."""
+    out: dict[str, Interval] = {}
+    for c in report["comparisons"]:
+        if (c["arm_a"], c["arm_b"]) != (reference, candidate):
+            continue
+        k, s = f"{c['workload']}/{load_label(c['clients'], c.get('rate', ''))}", c["speedup"]
+        low, high = _inv(s["high"]), _inv(s["low"])
+        if math.isfinite(low) and math.isfinite(high):
+            blocks = tuple(_inv(v) for v in c.get("block_speedups") or ())
+            out[f"{k}/slowdown"] = Interval(low, high, float(s.get("confidence", 0.95)), int(s.get("blocks", 0)),
+                                            tuple(b for b in blocks if math.isfinite(b)),
+                                            str(c.get("speed", {}).get("verdict", "")),
+                                            str(c.get("quality", {}).get("verdict", "")))  # fmt: skip
     return out
 
 

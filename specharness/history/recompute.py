@@ -12,9 +12,10 @@ import itertools
 import math
 from typing import Any
 
-from specharness.history.metrics import asv_metrics, load_metrics
+from specharness.history.asvnotes import Note
+from specharness.history.metrics import asv_intervals, asv_metrics, load_metrics
 
-__all__ = ["LOAD_PREFIX", "PAIRED_PREFIX", "recompute_load", "recompute_paired"]
+__all__ = ["LOAD_PREFIX", "PAIRED_PREFIX", "paired_notes", "recompute_load", "recompute_paired"]
 
 PAIRED_PREFIX = "bench_paired.PairedNgram.track_"
 LOAD_PREFIX = "bench_load.LoadSweep.track_"
@@ -58,3 +59,17 @@ def recompute_load(result: dict[str, Any], report: dict[str, Any]) -> list[str]:
         row[at_result] = values
         changed.append(name)
     return changed
+
+
+def paired_notes(report: dict[str, Any], commit: str, source: str) -> list[Note]:
+    """The notes a PairedNgram run leaves (slowdown interval, blocks, verdicts), rebuilt from its report."""
+    notes = []
+    for key, iv in asv_intervals(report).items():
+        workload, load, metric = key.split("/")
+        if not load.startswith("c"):
+            continue
+        notes.append(Note(benchmark=PAIRED_PREFIX + metric, params=(repr(workload), str(int(load[1:]))), commit=commit,
+                          ci_low=iv.low, ci_high=iv.high, ci_level=iv.confidence, n=iv.blocks,
+                          block_values=iv.block_values, speed_verdict=iv.speed_verdict,
+                          quality_verdict=iv.quality_verdict, source=source))  # fmt: skip
+    return notes

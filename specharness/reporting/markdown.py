@@ -3,6 +3,12 @@
 Per comparison it shows the same-work speedup with its interval, block count and width, how the pairs split
 (same work, truncated, divergent, unstable, failed), the order effect, system throughput beside it, and the quality
 verdict with the paired test behind it; per arm, latency percentiles that count failures, with their sample sizes.
+
+The quality section keeps four questions apart, each with its evidence or a line saying it was not measured in this
+run: greedy identity (outputs identical token for token between arms), the sampled-distribution tests (only
+``specharness sampled`` runs them; its ``sampled.md``), structured validity (:func:`structured_validity`: per arm and
+check type, each structured request at the first stage it failed; counted in
+:mod:`specharness.analysis.structured_validity`) and refusal agreement (the refusal listing).
 """
 
 from __future__ import annotations
@@ -16,11 +22,12 @@ from specharness.analysis.analyse import Analysis, sequential_looks
 from specharness.analysis.comparison import PairedComparison
 from specharness.analysis.slo import slo_text
 from specharness.analysis.stats import RatioInterval
+from specharness.analysis.structured_validity import StructuredValidity, structured_validity
 from specharness.analysis.sweep import Capacity, WorkloadSweep, offered_text
 from specharness.analysis.verdict import band_edges
 from specharness.reporting.groups import groups_markdown
 
-__all__ = ["render_markdown"]
+__all__ = ["STRUCTURED_RULE", "render_markdown", "validity_text"]
 
 
 def _f(value: float | None, digits: int = 2) -> str:
@@ -101,8 +108,35 @@ def _speed(a: Analysis) -> list[str]:
     return lines
 
 
+_CHECK_TEXT = {"json_schema": "JSON answer", "tool_call": "forced tool call"}
+
+
+def validity_text(rows: list[StructuredValidity]) -> list[str]:
+    """The structured-validity table, one row per :class:`StructuredValidity`."""
+    lines = ["| workload | load | arm | kind | requests | rejected / failed | no tool call | not JSON | off the schema | "
+             "**invalid** (share) | wrong values | valid and right | detail not kept | cut at max_tokens (any stage) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for v in rows:
+        tool = str(v.no_tool_call) if v.check == "tool_call" else "n/a"
+        lines.append(f"| {v.workload} | {load_text(v.load)} | {v.arm} | {_CHECK_TEXT[v.check]} | {v.requests} | "
+                     f"{v.rejected} / {v.failed} | {tool} | {v.not_json} | {v.schema_invalid} | **{v.invalid}** "
+                     f"({_pct(v.invalid_fraction)}) | {v.wrong_values} | {v.valid} | {v.unknown} | {v.truncated} |")  # fmt: skip
+    return lines
+
+
+STRUCTURED_RULE = (
+    "Each structured request (a json_schema or tool_call check) is counted once, at the first stage it failed: "
+    "rejected by the server (HTTP 4xx) or failed (no finished answer); no tool call to the function expected; not "
+    "JSON; off the schema; wrong values. *Invalid* = no tool call + not JSON + off the schema, over all requests: "
+    "output a client cannot use, which constrained decoding is meant to rule out; a cut answer (max_tokens) counts "
+    "there too (mostly as not JSON: both arms share the cap). Wrong values are the model's accuracy."
+)  # fmt: skip
+
+
 def _quality(a: Analysis) -> list[str]:
     lines = ["## Quality", "",
+             "Four questions, kept apart: greedy identity, sampled distribution, structured validity, refusal "
+             "agreement. The verdict per comparison (right answers and completed requests, pair by pair):", "",
              "| workload | load | comparison | quality verdict | correct A / B | paired answers lost / gained (p) | "
              "loss upper bound | failed A / B (p) | identical outputs |",
              "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
@@ -117,7 +151,46 @@ def _quality(a: Analysis) -> list[str]:
             f"{sb.failed + sb.incomplete} (p={_f(comp.pvalue_b_worse)}) | "
             f"{c.pair_counts.same_work + c.pair_counts.unstable}/{c.pair_counts.pairs} |"
         )  # fmt: skip
-    return lines
+    return [*lines, "", *_greedy_identity(a), *_distribution_pointer(a), *_structured(a), *_refusals(a)]
+
+
+def _greedy_identity(a: Analysis) -> list[str]:
+    head = ["### Greedy identity", ""]
+    temperature = a.manifest["config"]["sampling"].get("temperature")
+    if not a.rules.greedy:
+        return [*head, f"Not measured in this run: it sampled at temperature {temperature}, where outputs differ by "
+                "design (the distribution check, `specharness sampled`, is the test under sampling).", ""]  # fmt: skip
+    if not a.comparisons:
+        return [*head, "Not measured in this run: no comparison between arms.", ""]
+    lines = [*head, "Under greedy decoding both arms should write the same tokens. Identical = both finished alike "
+             "with the same output token ids (a digest of them).", "",
+             "| workload | load | comparison | identical | differing | failed in either arm | after a diverged turn |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for c in a.comparisons:
+        n = c.pair_counts
+        identical = n.same_work + n.unstable
+        lines.append(f"| {c.workload} | {load_text(c.load)} | {c.arm_b} vs {c.arm_a} | {identical}/{n.pairs} "
+                     f"({_pct(identical / n.pairs if n.pairs else math.nan)}) | {n.divergent} | {n.failed} | "
+                     f"{n.history_diverged} |")  # fmt: skip
+    return [*lines, ""]
+
+
+def _distribution_pointer(a: Analysis) -> list[str]:
+    return ["### Sampled distribution", "",
+            "Not measured in this run: a paired run sends each case once per block and arm. The distribution check "
+            "is `specharness sampled` (its `sampled.md` and `sampled.json`: per statistic *differs* or *no difference "
+            "detected* with the smallest difference the run could have detected, and a positive control and an A/A "
+            "pair to show the test can fail and does not cry wolf).", ""]  # fmt: skip
+
+
+def _structured(a: Analysis) -> list[str]:
+    rows = structured_validity((r for rs in a.measured.values() for r in rs), a.manifest)
+    head = ["### Structured validity", ""]
+    if not rows:
+        return [*head, "Not measured in this run: no workload has structured cases (json_schema or tool_call "
+                "checks; the built-in `structured` workload has them).", ""]  # fmt: skip
+    return [*head, STRUCTURED_RULE + " Right answers are judged by the quality verdict above.", "",
+            *validity_text(rows), ""]  # fmt: skip
 
 
 def _rules(a: Analysis) -> list[str]:
@@ -233,8 +306,9 @@ def _manifest(a: Analysis, engines: list[dict[str, Any]]) -> list[str]:
 
 def _refusals(a: Analysis) -> list[str]:
     if not a.refusals:
-        return []
-    lines = ["## Refusal control (cases whose right answer is to decline)", "",
+        return ["### Refusal agreement", "", "Not measured in this run: no case whose right answer is to decline "
+                "(an `abstains` check; the built-in `abstain` workload has 80).", ""]  # fmt: skip
+    lines = ["### Refusal agreement (cases whose right answer is to decline)", "",
              "| workload | load | comparison | pairs (independent) | refused A / B | answered where the other refused | "
              "smallest answer rate detectable (80% power) |",
              "|---|---|---|---|---|---|---|"]  # fmt: skip
@@ -359,8 +433,8 @@ def render_markdown(a: Analysis, run_dir: Path, engines: list[dict[str, Any]],
     if status != "complete":
         lines += [f"> **PARTIAL REPORT — run status: {status}.** Missing cells: {len(a.missing_cells)}. "
                   f"Finish with `specharness run --resume {run_dir}`.", ""]  # fmt: skip
-    lines += _decision(a) + _rules(a) + _sweeps(a, found or []) + _speed(a) + [""] + _quality(a) + [""]
-    lines += groups_markdown(a.group_decisions, a.feature_correlations, load_text) + _refusals(a)
+    lines += _decision(a) + _rules(a) + _sweeps(a, found or []) + _speed(a) + [""] + _quality(a)
+    lines += groups_markdown(a.group_decisions, a.feature_correlations, load_text)
     lines += _delivery(a) + _per_arm(a)
     lines.append("## Acceptance by draft position")
     lines.append("")

@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 
 from specharness.analysis.analyse import Analysis, analyse
+from specharness.analysis.structured_validity import structured_validity
 from specharness.analysis.sweep import WorkloadSweep, sweeps
 from specharness.analysis.verdict import band_edges
 from specharness.experiment.rundir import read_manifest
@@ -23,7 +24,8 @@ REPORT_MD = "report.md"
 # report.json history: 1 — first; 2 — comparisons carry speed and quality verdicts, intervals as objects;
 # 3 — summaries and comparisons carry ``load`` and ``rate``, summaries delivery and SLO goodput; ``sweeps``;
 # ``group_decisions`` (per comparison: the pooled row and one per group: verdicts, acceptance, token lengths,
-# copyability) and ``feature_correlations``.
+# copyability) and ``feature_correlations``; later within 3: ``refusals``, ``structured_validity`` (per workload,
+# load, arm and check type: requests by the first stage they failed).
 REPORT_SCHEMA = 3
 
 
@@ -177,6 +179,8 @@ def write_report(run_dir: Path, *, plots: bool = True) -> dict[str, Any]:
         "group_decisions": [d.to_dict() for d in a.group_decisions],
         "feature_correlations": [c.to_dict() for c in a.feature_correlations],
         "refusals": [r.to_dict() for r in a.refusals],
+        "structured_validity": [v.to_dict() for v in
+                                structured_validity((r for rs in a.measured.values() for r in rs), a.manifest)],
     }  # fmt: skip
     (run_dir / REPORT_JSON).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
     (run_dir / REPORT_MD).write_text(render_markdown(a, run_dir, engines, found))

@@ -3,7 +3,8 @@
 Per workload, three comparisons against the baseline stream: ngram (the question), baseline-aa (A/A: a flag is a
 false alarm) and baseline-t (positive control: a flag is a detection). Each is tested per repetition (the rates over
 repetitions are the check's measured error rates) and over all repetitions together (the run's answer, with the
-smallest difference it could have detected).
+smallest difference it could have detected). A quality section first sets this check beside the three other
+quality questions a paired run's ``report.md`` answers (greedy identity, structured validity, refusal agreement).
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from typing import Any
 import orjson
 
 from specharness.analysis.distribution import DistributionComparison, Sample, compare_streams, detection_rates
+from specharness.analysis.structured_validity import structured_validity
 from specharness.experiment.journal import read_journal
 from specharness.experiment.rundir import read_manifest
 from specharness.records import RequestRecord
+from specharness.reporting.markdown import STRUCTURED_RULE, validity_text
 
 __all__ = ["write_sampled_report"]
 
@@ -43,6 +46,28 @@ def _cell(stats: dict[str, Any], name: str) -> str:
     return f"{_f(s.p_value)} ({_f(s.effect)}, {_f(s.mde)})"
 
 
+def _greedy_identity(design: dict[str, Any]) -> list[str]:
+    return ["## Quality", "",
+            "Four questions, kept apart as in a paired run's report.md; this run answers the second.", "",
+            "### Greedy identity", "",
+            f"Not measured in this run: every request samples (temperature {design['temperature']}), where outputs "
+            "differ by design. A paired run (`specharness run`, greedy) counts identical outputs in its report.md.",
+            ""]  # fmt: skip
+
+
+def _structured_and_refusals(records: list[RequestRecord], manifest: dict[str, Any]) -> list[str]:
+    rows = structured_validity(records, manifest)
+    structured = ([STRUCTURED_RULE + " Right answers are compared by the pass rate above.", "", *validity_text(rows)]
+                  if rows else
+                  ["Not measured in this run: no workload has structured cases (json_schema or tool_call checks; "
+                   "the built-in `structured` workload has them)."])  # fmt: skip
+    return ["### Structured validity", "", *structured, "",
+            "### Refusal agreement", "",
+            "Not measured in this run: refusals are listed pair by pair by a paired run of the `abstain` workload "
+            "(its report.md); here a workload whose cases must decline compares refusal rates through its pass "
+            "rate.", ""]  # fmt: skip
+
+
 def write_sampled_report(run_dir: Path) -> dict[str, Any]:
     manifest = read_manifest(run_dir)
     design = manifest["design"]
@@ -61,11 +86,13 @@ def write_sampled_report(run_dir: Path) -> dict[str, Any]:
              f"temperature {design['temperature']}, top-p {design['top_p']}, positive control at temperature "
              f"{design['control_temperature']}; max_tokens {design['max_tokens']}; {design['clients']} requests in "
              f"flight; one seed per request. Requests: {len(records)}, failed: {failed or 'none'}.", "",
+             *_greedy_identity(design),
+             "### Sampled distribution", "",
              "Each comparison is against the baseline stream. *no difference detected* is not a proof of equality: "
              "the MDE columns give the smallest difference the run could have detected (80% power).", ""]  # fmt: skip
     for workload in manifest["workloads"]:  # names (a .jsonl workload is journaled by its file's stem)
         entry: dict[str, Any] = {}
-        lines += [f"## {workload}", "",
+        lines += [f"#### {workload}", "",
                   "| comparison | role | all repetitions: verdict | first token p (w, MDE w) | length p (Δ tokens, MDE) | "
                   "pass rate p (Δ, MDE) | flagged in repetitions |",
                   "|---|---|---|---|---|---|---|"]  # fmt: skip
@@ -94,6 +121,7 @@ def write_sampled_report(run_dir: Path) -> dict[str, Any]:
     lines += ["Methods: see `specharness/analysis/distribution.py` (first token: chi-square homogeneity with sparse "
               "tokens merged, pooled over cases; length: Mann-Whitney per case, combined; pass rate: Cochran-Mantel-"
               "Haenszel over cases; the three share α = 0.05 by Bonferroni).", ""]  # fmt: skip
+    lines += _structured_and_refusals(records, manifest)
     (run_dir / "sampled.md").write_text("\n".join(lines))
     (run_dir / "sampled.json").write_bytes(orjson.dumps(out, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
     return out

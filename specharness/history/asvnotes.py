@@ -1,0 +1,202 @@
+"""What a tracked value carries beyond its number: its interval, its sample count, or why its release failed.
+
+ASV's result files have statistics columns (``ci_99_a``, ``ci_99_b``, ``q_25``, ``q_75``, ``repeat``, ``number``)
+that ``asv compare`` reads (overlapping intervals are *not significant*) and that weight its step detection. A
+``track_*`` benchmark cannot fill them itself, so each lookup in ``benchmarks/common.py`` writes a *note* (one JSON
+line: benchmark, parameters, interval, count, or failure) and the ASV plugin (:mod:`specharness.history.asvplugin`)
+copies the notes into the result file as ASV saves it, plus a companion ``<result>.notes.jsonl`` beside it (ASV
+skips files not ending in ``.json``) that keeps failure reasons and the interval's provenance.
+
+Intervals, by metric:
+- the slowdown: the experiment's own 95% CI over blocks (as in the report); ``repeat`` is the number of blocks. The
+  column is named ``ci_99`` by ASV; the note states the level.
+- every other value with a measured run-to-run spread (:mod:`specharness.history.spread`; latencies, ms per token,
+  memory, goodput loss): value ×/÷ √factor, so compare flags it only beyond that spread; rebuilt on every save.
+This module owns the note format; nothing else reads or writes it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Note", "apply_notes", "companion_path", "consume_notes", "notes_dir", "read_companion", "read_notes",
+           "reset_notes", "stats_entry", "write_companion", "write_note"]  # fmt: skip
+
+NOTE_SCHEMA = 1
+NO_ENV = "no-env"  # where notes go when ASV did not name the environment (an existing one, which runs one commit)
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """One tracked value's extra: ``benchmark`` is ASV's name (``bench_paired.PairedNgram.track_slowdown``),
+    ``params`` the parameter values as ASV writes them (``repr``), ``commit`` the ledger commit (None where ASV did
+    not say: an existing environment)."""
+
+    benchmark: str
+    params: tuple[str, ...]
+    commit: str | None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    ci_level: float | None = None
+    n: int | None = None
+    failed: str | None = None
+    source: str = ""
+    block_values: tuple[float, ...] = ()
+    speed_verdict: str = ""
+    quality_verdict: str = ""
+    harness: str = ""  # the harness version (and its commit) that measured the value
+
+
+def notes_dir(conf_dir: Path | None = None) -> Path:
+    """Where lookups leave notes: ``SPECHARNESS_ASV_NOTES`` or ``<ASV conf dir>/.asv/specharness-notes``."""
+    raw = os.environ.get("SPECHARNESS_ASV_NOTES")
+    if raw:
+        return Path(raw)
+    base = conf_dir or Path(os.environ.get("ASV_CONF_DIR") or Path.cwd())
+    return base / ".asv" / "specharness-notes"
+
+
+def _file(env_name: str, bench_class: str, root: Path) -> Path:
+    return root / env_name / f"{bench_class}.jsonl"
+
+
+def reset_notes(bench_class: str) -> None:
+    """Forget a class's notes for this environment (its ``setup_cache`` starts a new experiment)."""
+    path = _file(os.environ.get("ASV_ENV_NAME", NO_ENV), bench_class, notes_dir())
+    path.unlink(missing_ok=True)
+
+
+def write_note(note: Note) -> None:
+    """Append one note for this environment (``ASV_ENV_NAME``), flushed at once."""
+    bench_class = ".".join(note.benchmark.split(".")[:2])
+    path = _file(os.environ.get("ASV_ENV_NAME", NO_ENV), bench_class, notes_dir())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        f.write(json.dumps({"schema": NOTE_SCHEMA, **asdict(note)}) + "\n")
+
+
+def _parse(line: str) -> Note | None:
+    try:
+        raw = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(raw, dict) or raw.pop("schema", None) != NOTE_SCHEMA:
+        return None
+    known = {f.name for f in fields(Note)}
+    raw = {k: v for k, v in raw.items() if k in known}  # a newer writer's extra fields are ignored
+    raw["params"] = tuple(raw.get("params") or ())
+    raw["block_values"] = tuple(raw.get("block_values") or ())
+    try:
+        return Note(**raw)
+    except TypeError:
+        return None
+
+
+def read_notes(env_name: str, commit: str, root: Path | None = None) -> list[Note]:
+    """The notes left in an environment for ``commit`` (or with no commit: an existing environment runs one; its
+    benchmarks leave notes under :data:`NO_ENV`, read only for an existing environment's result)."""
+    notes: list[Note] = []
+    for path in _note_files(env_name, root):
+        for line in path.read_text().splitlines():
+            note = _parse(line)
+            if note is not None and note.commit in (None, commit):
+                notes.append(note)
+    return notes
+
+
+def _note_files(env_name: str, root: Path | None = None) -> list[Path]:
+    base = root or notes_dir()
+    folders = [base / env_name] + ([base / NO_ENV] if env_name.startswith("existing") else [])
+    return [p for folder in folders if folder.is_dir() for p in sorted(folder.glob("*.jsonl"))]
+
+
+def consume_notes(env_name: str, root: Path | None = None) -> None:
+    """Delete an environment's notes once its result is saved, so none can attach to a later commit's result."""
+    for path in _note_files(env_name, root):
+        path.unlink(missing_ok=True)
+
+
+def stats_entry(value: float, low: float, high: float, n: int) -> dict[str, Any]:
+    """ASV's stats dict for a value with an interval: ``compare`` reads ``ci_99_a/b`` and needs ``repeat`` != 1."""
+    return {"ci_99_a": low, "ci_99_b": high, "q_25": low, "q_75": high, "repeat": max(int(n), 2), "number": 1}
+
+
+def _index(params_grid: list[list[str]], params: tuple[str, ...]) -> int | None:
+    if not params_grid:
+        return 0 if not params else None
+    for i, combo in enumerate(itertools.product(*params_grid)):
+        if tuple(combo) == params:
+            return i
+    return None
+
+
+def _finite(*values: Any) -> bool:
+    return all(isinstance(v, (int, float)) and math.isfinite(v) for v in values)
+
+
+def apply_notes(results: Any, notes: list[Note], spread: dict[str, Any] | None = None) -> list[Note]:
+    """Fill an ``asv.results.Results``' stats from notes (intervals) and the machine's spread (absolute values).
+
+    Returns the notes it used, for the companion file. A failed release keeps ASV's null results; its note carries
+    the reason. Every value other than a slowdown gets its interval from the spread alone, rebuilt here (none
+    without a measured spread)."""
+    spread = spread or {}
+    used: list[Note] = []
+    stats_of = results._stats
+    values_of = results._results
+    grids = results._benchmark_params
+    for note in notes:
+        if note.benchmark not in values_of:
+            continue
+        used.append(note)
+        i = _index(grids.get(note.benchmark) or [], note.params)
+        values = values_of.get(note.benchmark)
+        if i is None or values is None or note.failed or not _finite(note.ci_low, note.ci_high):
+            continue
+        value = values[i] if i < len(values) else None
+        if not _finite(value):
+            continue
+        stats = list(stats_of.get(note.benchmark) or [None] * len(values))
+        stats[i] = stats_entry(value, float(note.ci_low), float(note.ci_high), note.n or 2)  # type: ignore[arg-type]
+        stats_of[note.benchmark] = stats
+    from specharness.history.spread import spread_factor
+
+    for name, values in values_of.items():
+        if name.endswith(".track_slowdown"):
+            continue  # its interval is the experiment's own (the notes)
+        factor = spread_factor(spread, name)
+        if values is None:
+            continue
+        if factor is None:  # no measured spread: no interval (compare falls back to its factor), never a stale one
+            stats_of[name] = None
+            continue
+        half = math.sqrt(factor)  # intervals overlap unless the two values differ by more than the spread factor
+        stats_of[name] = [stats_entry(v, v / half, v * half, int(spread.get("runs", 3))) if _finite(v) else None
+                          for v in values]  # fmt: skip
+    return used
+
+
+def companion_path(result_file: Path) -> Path:
+    """``<commit>-<env>.json`` → ``<commit>-<env>.notes.jsonl`` (not read by ASV)."""
+    return result_file.with_name(result_file.name.removesuffix(".json") + ".notes.jsonl")
+
+
+def read_companion(result_file: Path) -> list[Note]:
+    path = companion_path(result_file)
+    if not path.is_file():
+        return []
+    return [n for n in (_parse(line) for line in path.read_text().splitlines()) if n is not None]
+
+
+def write_companion(result_file: Path, notes: list[Note]) -> None:
+    path = companion_path(result_file)
+    if not notes:
+        path.unlink(missing_ok=True)
+        return
+    path.write_text("".join(json.dumps({"schema": NOTE_SCHEMA, **asdict(n)}) + "\n" for n in notes))

