@@ -180,22 +180,39 @@ class RatioChange:
     pvalue: float
     blocks_a: int
     blocks_b: int
+    df: float = math.nan
+    offset_var: float = 0.0  # the engine-instance offset variance (log scale) the interval allows for
 
     @property
     def significant(self) -> bool:
         return self.pvalue < 0.05
 
 
-def ratio_change(block_ratios_a: Sequence[float], block_ratios_b: Sequence[float],
-                 confidence: float = 0.95) -> RatioChange:  # fmt: skip
-    """Welch's two-sample t test on the two runs' block log ratios (``scipy.stats.ttest_ind``, unequal variances):
-    the change in the geometric-mean ratio, its CI and the two-sided p-value. Needs 2 blocks in each run."""
+def ratio_change(block_ratios_a: Sequence[float], block_ratios_b: Sequence[float], confidence: float = 0.95,
+                 offset_var: float = 0.0, offset_df: float = math.inf) -> RatioChange:  # fmt: skip
+    """The change of a geometric-mean ratio between two runs, from their block log ratios: the difference of means
+    with standard error² = s_a²/n_a + s_b²/n_b + 2·σ_u², its CI and two-sided p-value. Needs 2 blocks in each run.
+
+    σ_u² (``offset_var``, ``offset_df`` degrees of freedom) is the variance of an engine instance's offset, which
+    every block of a run shares and the blocks therefore cannot see; it is measured from repeated runs of one
+    release (:mod:`specharness.history.spread`). With σ_u² = 0 this is Welch's test, computed by
+    ``scipy.stats.ttest_ind(equal_var=False)``; otherwise the degrees of freedom are Welch–Satterthwaite's over the
+    three terms and the t distribution is scipy's."""
     a = np.log(np.asarray([v for v in block_ratios_a if v > 0 and math.isfinite(v)], dtype=float))
     b = np.log(np.asarray([v for v in block_ratios_b if v > 0 and math.isfinite(v)], dtype=float))
     if a.size < 2 or b.size < 2:
         est = math.exp(b.mean() - a.mean()) if a.size and b.size else math.nan
         return RatioChange(est, math.nan, math.nan, math.nan, int(a.size), int(b.size))
-    res = sps.ttest_ind(b, a, equal_var=False)
-    ci = res.confidence_interval(confidence_level=confidence)
-    return RatioChange(math.exp(b.mean() - a.mean()), math.exp(ci.low), math.exp(ci.high), float(res.pvalue),
-                       int(a.size), int(b.size))  # fmt: skip
+    diff = float(b.mean() - a.mean())
+    if offset_var <= 0:
+        res = sps.ttest_ind(b, a, equal_var=False)
+        ci = res.confidence_interval(confidence_level=confidence)
+        return RatioChange(math.exp(diff), math.exp(ci.low), math.exp(ci.high), float(res.pvalue), int(a.size),
+                           int(b.size), float(res.df))  # fmt: skip
+    ta, tb, tu = float(a.var(ddof=1)) / a.size, float(b.var(ddof=1)) / b.size, 2.0 * offset_var
+    se2 = ta + tb + tu
+    df = se2**2 / (ta**2 / (a.size - 1) + tb**2 / (b.size - 1) + (tu**2 / offset_df if 0 < offset_df < math.inf else 0.0))
+    se = math.sqrt(se2)
+    half = float(sps.t.ppf(0.5 + confidence / 2, df)) * se
+    return RatioChange(math.exp(diff), math.exp(diff - half), math.exp(diff + half),
+                       float(2 * sps.t.sf(abs(diff) / se, df)), int(a.size), int(b.size), df, offset_var)  # fmt: skip

@@ -19,19 +19,18 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from scipy import stats
-
 from specharness._errors import ConfigError
+from specharness.analysis.stats import RatioChange, ratio_change
 from specharness.history.asvnotes import Note, read_companion
 from specharness.history.ledger import ensure_ledger, ledger_tags
 from specharness.history.spread import load_spread, offset_of, spread_factor
 
-__all__ = ["BlockChange", "ReleaseChange", "ReleaseValue", "block_change", "compare_releases",
+__all__ = ["ReleaseChange", "ReleaseValue", "block_change", "compare_releases",
            "format_release_changes", "release_values", "slowdown_verdict"]  # fmt: skip
 
 
@@ -57,21 +56,6 @@ class ReleaseValue:
 
 
 @dataclass(frozen=True, slots=True)
-class BlockChange:
-    """Ratio of geometric means (B / A) of per-block values with its interval (:func:`block_change`)."""
-
-    ratio: float
-    low: float
-    high: float
-    pvalue: float
-    df: float
-    blocks_a: int
-    blocks_b: int
-    offset_var: float = 0.0  # the engine-instance offset variance (log scale) the interval allows for, per run
-    method: str = "Welch t on log block values"
-
-
-@dataclass(frozen=True, slots=True)
 class ReleaseChange:
     benchmark: str
     params: str
@@ -82,36 +66,14 @@ class ReleaseChange:
     evidence: str
 
 
-def block_change(blocks_a: tuple[float, ...] | list[float], blocks_b: tuple[float, ...] | list[float],
-                 confidence: float = 0.95, offset_var: float = 0.0, offset_df: float = math.inf) -> BlockChange:  # fmt: skip
-    """Compare two runs' per-block values (each release's blocks are independent replicates of its paired
-    comparison) on the log scale: the difference of means, with standard error² = s_a²/n_a + s_b²/n_b + 2·σ_u².
-
-    σ_u² (``offset_var``) is the variance of an engine instance's offset, which every block of one run shares, so
-    the blocks of one run cannot see it; :func:`specharness.history.spread.measure_spread` estimates it from
-    repeated runs of one release (``offset_df`` degrees of freedom). Degrees of freedom by Welch–Satterthwaite over
-    the three terms; the t distribution from scipy.stats. With σ_u² = 0 this is Welch's test (scipy.stats.ttest_ind
-    with equal_var=False gives the same; tests/unit/test_release_test.py checks it). Needs two blocks a side."""
-    a = np.log(np.asarray([v for v in blocks_a if v > 0 and math.isfinite(v)], dtype=float))
-    b = np.log(np.asarray([v for v in blocks_b if v > 0 and math.isfinite(v)], dtype=float))
-    if len(a) < 2 or len(b) < 2:
-        return BlockChange(math.nan, math.nan, math.nan, math.nan, math.nan, len(a), len(b))
-    ta, tb, tu = float(a.var(ddof=1)) / len(a), float(b.var(ddof=1)) / len(b), 2.0 * max(offset_var, 0.0)
-    se2 = ta + tb + tu
-    diff = float(b.mean() - a.mean())
-    if se2 <= 0:
-        return BlockChange(math.exp(diff), math.exp(diff), math.exp(diff), 0.0 if diff else 1.0, math.inf,
-                           len(a), len(b), offset_var)  # fmt: skip
-    denom = ta**2 / (len(a) - 1) + tb**2 / (len(b) - 1) + (tu**2 / offset_df if tu > 0 and 0 < offset_df < math.inf else 0.0)
-    df = se2**2 / denom if denom > 0 else math.inf
-    se = math.sqrt(se2)
-    half = float(stats.t.ppf(0.5 + confidence / 2, df)) * se
-    pvalue = float(2 * stats.t.sf(abs(diff) / se, df))
-    return BlockChange(math.exp(diff), math.exp(diff - half), math.exp(diff + half), pvalue, df, len(a), len(b),
-                       offset_var, "Welch t on log block values" + (" + engine-instance offsets" if tu else ""))  # fmt: skip
+def block_change(blocks_a: Sequence[float], blocks_b: Sequence[float], confidence: float = 0.95,
+                 offset_var: float = 0.0, offset_df: float = math.inf) -> RatioChange:  # fmt: skip
+    """Release B's per-block values over release A's: :func:`specharness.analysis.stats.ratio_change`, the one test
+    of a ratio's change between two runs (``specharness compare`` uses it too), with the engine-instance offset."""
+    return ratio_change(blocks_a, blocks_b, confidence, offset_var, offset_df)
 
 
-def slowdown_verdict(change: BlockChange) -> str:
+def slowdown_verdict(change: RatioChange) -> str:
     """*regressed* / *improved* when the interval of the ratio B/A lies wholly above / below 1; else *no
     significant change*; *not tested* without an interval."""
     if not math.isfinite(change.low):
@@ -181,7 +143,7 @@ def _judge(a: ReleaseValue, b: ReleaseValue, spread: dict[str, Any], factor: flo
         offset = offset_of(spread, a.benchmark)
         change = block_change(a.block_values, b.block_values, offset_var=offset[0], offset_df=offset[1])
         if math.isfinite(change.low):
-            evidence = (f"blocks {change.blocks_a}+{change.blocks_b}, ratio of geometric means {change.ratio:.3f} "
+            evidence = (f"blocks {change.blocks_a}+{change.blocks_b}, ratio of geometric means {change.change:.3f} "
                         f"[{change.low:.3f}, {change.high:.3f}], p={change.pvalue:.3g}, df={change.df:.1f}; "
                         + (f"engine-instance offset sd {math.sqrt(offset[0]):.3f} (log) from {spread.get('runs')} runs"
                            if offset[1] > 0 else "no run-to-run offset measured (within-run blocks only)"))  # fmt: skip

@@ -164,7 +164,7 @@ def measure_spread(result_files: list[Path], release: str) -> dict[str, Any]:
             calls["called_different_within_run_only"] += slowdown_verdict(plain) != "no significant change"
             calls["called_different_with_offset"] += slowdown_verdict(full) != "no significant change"
             calls["detail"].append(f"run{i + 1} vs run{j + 1} {', '.join(p.strip(chr(39)) for p in key[1])}: "
-                                   f"{plain.ratio:.3f} [{plain.low:.3f}, {plain.high:.3f}] within-run only; "
+                                   f"{plain.change:.3f} [{plain.low:.3f}, {plain.high:.3f}] within-run only; "
                                    f"[{full.low:.3f}, {full.high:.3f}] with the offset")  # fmt: skip
     return {"runs": k, "release": release,
             "rule": f"factor = exp(t(0.975, df) * sqrt(2) * s), s² = log-scale variance over {k} runs pooled over cells",
