@@ -7,7 +7,7 @@ with the value's interval for the ASV plugin (specharness.history.asvplugin), an
 
 import os
 
-from specharness.history.asvnotes import Note, reset_notes, write_note
+from specharness.history.asvnotes import reset_notes, value_note, write_note
 from specharness.history.asvsuite import ASV_GRID, SWEEP_GRID
 from specharness.history.method import METHOD_VERSION
 from specharness.history.metrics import lookup as _metric
@@ -24,9 +24,13 @@ class ReleaseFailed(RuntimeError):
     """The release's engine failed to start or warm up: every value of the experiment is a failure, not a number."""
 
 
+def _asv_class(bench):
+    """ASV's name of a benchmark class: ``bench_paired.PairedNgram``."""
+    return f"{type(bench).__module__.removeprefix('benchmarks.')}.{type(bench).__name__}"
+
+
 def _asv_name(bench, method):
-    module = type(bench).__module__.removeprefix("benchmarks.")
-    return f"{module}.{type(bench).__name__}.{method}"
+    return f"{_asv_class(bench)}.{method}"
 
 
 def _commit():
@@ -37,7 +41,7 @@ def _commit():
 
 def started(bench, result):
     """Call at the end of ``setup_cache``: forget the class's notes of an earlier experiment in this environment."""
-    reset_notes(_asv_name(bench, "x").rsplit(".", 1)[0])
+    reset_notes(_asv_class(bench))
     return result
 
 
@@ -46,16 +50,9 @@ def lookup(cache, key, bench=None, method="", params=()):
     release's failure) for ASV's stats columns. A failed release raises :class:`ReleaseFailed` (ASV: "failed")."""
     failed = cache.get("failed")
     if bench is not None:
-        interval = (cache.get("intervals") or {}).get(key)
-        write_note(Note(
-            benchmark=_asv_name(bench, method), params=tuple(repr(p) for p in params),
-            commit=_commit(), failed=failed,
-            ci_low=getattr(interval, "low", None), ci_high=getattr(interval, "high", None),
-            ci_level=getattr(interval, "confidence", None), n=getattr(interval, "blocks", None),
-            block_values=tuple(getattr(interval, "block_values", ())), source=cache.get("run_dir", ""),
-            speed_verdict=getattr(interval, "speed_verdict", ""), quality_verdict=getattr(interval, "quality_verdict", ""),
-            harness=cache.get("harness", ""),
-        ))  # fmt: skip
+        write_note(value_note(_asv_name(bench, method), tuple(params), _commit(),
+                              (cache.get("intervals") or {}).get(key), source=cache.get("run_dir", ""),
+                              failed=failed, harness=cache.get("harness", "")))  # fmt: skip
     if failed:
         raise ReleaseFailed(failed)
     return _metric(cache, key)

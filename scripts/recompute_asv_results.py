@@ -18,7 +18,7 @@ from pathlib import Path
 
 from asv.results import Results
 
-from specharness.history.asvnotes import apply_notes, read_companion, write_companion
+from specharness.history.asvnotes import apply_notes, update_companion
 from specharness.history.recompute import paired_notes, recompute_load, recompute_paired
 from specharness.reporting.report import write_report
 
@@ -46,8 +46,7 @@ def main(argv: list[str]) -> int:
         notes = paired_notes(report, loaded.commit_hash, f"recomputed from {source}")
         used = apply_notes(loaded, notes)
         loaded.save(str(path.parent.parent))
-        fresh = {(n.benchmark, n.params) for n in used}
-        write_companion(path, [n for n in read_companion(path) if (n.benchmark, n.params) not in fresh] + used)
+        update_companion(path, used)
         print(f"{result_path}: {len(changed)} benchmarks recomputed, {len(used)} intervals noted, from {run_dir}")
     return 0
 

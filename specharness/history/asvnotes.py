@@ -21,12 +21,16 @@ import itertools
 import json
 import math
 import os
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Collection
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from specharness.history.metrics import Interval
 
 __all__ = ["Note", "apply_notes", "companion_path", "consume_notes", "notes_dir", "read_companion", "read_notes",
-           "reset_notes", "stats_entry", "write_companion", "write_note"]  # fmt: skip
+           "reset_notes", "stats_entry", "update_companion", "value_note", "write_companion", "write_note"]  # fmt: skip
 
 NOTE_SCHEMA = 1
 NO_ENV = "no-env"  # where notes go when ASV did not name the environment (an existing one, which runs one commit)
@@ -51,6 +55,23 @@ class Note:
     speed_verdict: str = ""
     quality_verdict: str = ""
     harness: str = ""  # the harness version (and its commit) that measured the value
+
+
+def value_note(benchmark: str, params: tuple[Any, ...], commit: str | None, interval: Interval | None, *,
+               source: str = "", failed: str | None = None, harness: str = "") -> Note:
+    """The note of one tracked value: ASV's parameter strings (``repr`` of each value) and, where the value has an
+    interval, its ends, level, block count, per-block values and verdicts."""
+    note = Note(benchmark=benchmark, params=tuple(repr(p) for p in params), commit=commit, failed=failed,
+                source=source, harness=harness)  # fmt: skip
+    if interval is None:
+        return note
+    return replace(note, ci_low=interval.low, ci_high=interval.high, ci_level=interval.confidence, n=interval.blocks,
+                   block_values=tuple(interval.block_values), speed_verdict=interval.speed_verdict,
+                   quality_verdict=interval.quality_verdict)  # fmt: skip
+
+
+def _line(note: Note) -> str:
+    return json.dumps({"schema": NOTE_SCHEMA, **asdict(note)}) + "\n"
 
 
 def notes_dir(conf_dir: Path | None = None) -> Path:
@@ -78,7 +99,7 @@ def write_note(note: Note) -> None:
     path = _file(os.environ.get("ASV_ENV_NAME", NO_ENV), bench_class, notes_dir())
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as f:
-        f.write(json.dumps({"schema": NOTE_SCHEMA, **asdict(note)}) + "\n")
+        f.write(_line(note))
 
 
 def _parse(line: str) -> Note | None:
@@ -194,9 +215,17 @@ def read_companion(result_file: Path) -> list[Note]:
     return [n for n in (_parse(line) for line in path.read_text().splitlines()) if n is not None]
 
 
+def update_companion(result_file: Path, fresh: list[Note], remeasured: Collection[str] = ()) -> None:
+    """Put ``fresh`` notes into a result's companion: an older note stays only where no fresh note has its benchmark
+    and parameters and its benchmark was not measured again (``remeasured``: a save with a new ``started_at``)."""
+    keys = {(n.benchmark, n.params) for n in fresh}
+    kept = [n for n in read_companion(result_file) if (n.benchmark, n.params) not in keys and n.benchmark not in remeasured]
+    write_companion(result_file, kept + fresh)
+
+
 def write_companion(result_file: Path, notes: list[Note]) -> None:
     path = companion_path(result_file)
     if not notes:
         path.unlink(missing_ok=True)
         return
-    path.write_text("".join(json.dumps({"schema": NOTE_SCHEMA, **asdict(n)}) + "\n" for n in notes))
+    path.write_text("".join(_line(n) for n in notes))

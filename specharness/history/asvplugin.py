@@ -10,11 +10,17 @@ Tested against the ASV version pinned in ``pyproject.toml`` (its ``Results`` kee
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from specharness.history.asvnotes import apply_notes, consume_notes, read_companion, read_notes, write_companion
+from specharness.history.asvnotes import (
+    apply_notes,
+    consume_notes,
+    notes_dir,
+    read_notes,
+    update_companion,
+)
+from specharness.history.ledger import DEFAULT_PATH, ensure_ledger
 from specharness.history.spread import load_spread
 
 __all__ = ["install"]
@@ -22,11 +28,14 @@ __all__ = ["install"]
 
 def _started_at(path: Path) -> dict[str, Any]:
     """Each benchmark's ``started_at`` in a saved result file (empty when there is none yet)."""
+    from asv.results import Results
+    from asv.util import UserError
+
+    if not path.is_file():
+        return {}
     try:
-        data = json.loads(path.read_text())
-        at = data["result_columns"].index("started_at")
-        return {name: row[at] for name, row in data["results"].items()}
-    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        return dict(Results.load(str(path)).started_at)
+    except UserError:
         return {}
 
 
@@ -38,13 +47,11 @@ def install() -> None:
 
     from asv import results as asv_results
 
-    os.environ.setdefault("SPECHARNESS_ASV_NOTES", str(Path.cwd().resolve() / ".asv" / "specharness-notes"))
+    os.environ.setdefault("SPECHARNESS_ASV_NOTES", str(notes_dir(Path.cwd().resolve())))
     # ASV opens its repo after importing plugins; without the generated ledger it would try to clone ".asv/ledger"
     # as a URL into a folder named after the project (this package's own folder) and fail on a fresh clone.
-    if (Path.cwd() / "asv.conf.json").is_file() and not (Path.cwd() / ".asv" / "ledger").exists():
-        from specharness.history.ledger import ensure_ledger
-
-        ensure_ledger(Path.cwd() / ".asv" / "ledger")
+    if (Path.cwd() / "asv.conf.json").is_file() and not (Path.cwd() / DEFAULT_PATH).exists():
+        ensure_ledger(Path.cwd() / DEFAULT_PATH)
     original = asv_results.Results.save
     if getattr(original, "_specharness", False):
         return
@@ -55,10 +62,7 @@ def install() -> None:
         path = Path(result_dir) / self._filename
         before = _started_at(path)
         original(self, result_dir)
-        # an older note stays only for a benchmark this save did not measure again (same started_at)
-        remeasured = {name for name, at in self._started_at.items() if before.get(name) != at}
-        kept = [n for n in read_companion(path) if n.benchmark not in remeasured]
-        write_companion(path, kept + used)
+        update_companion(path, used, {name for name, at in self._started_at.items() if before.get(name) != at})
         consume_notes(self.env_name)
 
     save._specharness = True  # type: ignore[attr-defined]

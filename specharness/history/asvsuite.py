@@ -18,6 +18,7 @@ import os
 import re
 import shlex
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,19 @@ from specharness.history.metrics import asv_intervals, asv_metrics, group_metric
 from specharness.reporting.report import load_report, write_report
 from specharness.traffic.client import Sampling
 
-__all__ = ["ASV_GRID", "SWEEP_GRID", "failure_reason", "grid_experiment", "load_sweep_experiment", "sweep_experiments", "user_groups",
-           "user_workload_experiment", "vllm_version"]
+__all__ = [
+    "ASV_GRID",
+    "SWEEP_GRID",
+    "experiment_cache",
+    "failure_reason",
+    "grid_experiment",
+    "load_sweep_experiment",
+    "run_folder",
+    "sweep_experiments",
+    "user_groups",
+    "user_workload_experiment",
+    "vllm_version",
+]
 
 _SMOKE = {"workloads": ("copy",), "clients": (1,), "blocks": 2, "requests_per_cell": 2, "warmups_per_cell": 1,
           "max_tokens_cap": 32}  # fmt: skip
@@ -119,19 +131,34 @@ def failure_reason(error: EngineError, logs_dir: Path | None = None) -> str:
     return f"failed: {head}: {cause}" if cause != head else f"failed: {head}"
 
 
-def _run(profile: Profile, label: str) -> dict[str, Any]:
-    """Run one experiment; an engine that fails to start or warm up is a *result* (``failed``), not an error."""
-    out = _runs_root() / f"{label}-vllm{vllm_version()}-{time.strftime('%Y%m%d-%H%M%S')}"
-    config = RunConfig(profile=profile, out_dir=out, sampling=Sampling(max_tokens_cap=profile.max_tokens_cap),
-                       **_engine_options())  # fmt: skip
+def run_folder(label: str) -> Path:
+    """Where a ``setup_cache`` experiment's run folder goes: ``<runs root>/<label>-vllm<version>-<time>``."""
+    return _runs_root() / f"{label}-vllm{vllm_version()}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def experiment_cache(out: Path, run: Callable[[], object], values: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """A ``setup_cache`` result: ``run()`` the experiment into ``out``, then ``values()`` (``metrics`` and
+    ``intervals``); an engine that fails to start or warm up is a *result* (``failed: <reason>``), not an error."""
     base = {"run_dir": str(out), "vllm_version": vllm_version(), "harness": f"{harness_version()} ({harness_commit()})"}
     try:
-        run_experiment(config, on_finish=write_report)
+        run()
     except EngineError as error:
         return {**base, "failed": failure_reason(error, out / "logs"), "metrics": {}, "intervals": {}}
-    report = load_report(out)
-    metrics = {**asv_metrics(report), **load_metrics(report), **group_metrics(report)}
-    return {**base, "metrics": metrics, "intervals": asv_intervals(report)}
+    return {**base, **values()}
+
+
+def _run(profile: Profile, label: str) -> dict[str, Any]:
+    """Run one paired experiment; its metrics and the slowdown's intervals."""
+    out = run_folder(label)
+    config = RunConfig(profile=profile, out_dir=out, sampling=Sampling(max_tokens_cap=profile.max_tokens_cap),
+                       **_engine_options())  # fmt: skip
+
+    def values() -> dict[str, Any]:
+        report = load_report(out)
+        return {"metrics": {**asv_metrics(report), **load_metrics(report), **group_metrics(report)},
+                "intervals": asv_intervals(report)}  # fmt: skip
+
+    return experiment_cache(out, lambda: run_experiment(config, on_finish=write_report), values)
 
 
 # The ASV load sweep, by SPECHARNESS_ASV_PROFILE: quick (default) is the sweep profile made lighter (3 levels + all

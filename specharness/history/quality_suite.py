@@ -33,19 +33,18 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from specharness._errors import ConfigError, EngineError
+from specharness._errors import ConfigError
 from specharness.analysis.analyse import analyse
 from specharness.analysis.structured_validity import STRUCTURED_CHECKS, structured_validity
 from specharness.experiment.config import RunConfig
 from specharness.experiment.design import Profile, get_profile, override
 from specharness.experiment.driver import run_experiment
-from specharness.experiment.rundir import harness_commit, harness_version, read_manifest
+from specharness.experiment.rundir import read_manifest
 from specharness.experiment.sampled import SampledDesign, run_sampled
-from specharness.history.asvsuite import _engine_options, _runs_root, failure_reason, vllm_version
+from specharness.history.asvsuite import _engine_options, experiment_cache, run_folder
 from specharness.history.quality_metrics import ALL_CHECKS, distribution_metrics, structured_metrics
 from specharness.reporting.report import load_report, write_report
 from specharness.reporting.sampled_report import write_sampled_report
@@ -90,14 +89,6 @@ def sampled_design(name: str = "quick") -> SampledDesign:
     return _SAMPLED[name]
 
 
-def _out(label: str) -> Path:
-    return _runs_root() / f"{label}-vllm{vllm_version()}-{time.strftime('%Y%m%d-%H%M%S')}"
-
-
-def _base(out: Path) -> dict[str, Any]:
-    return {"run_dir": str(out), "vllm_version": vllm_version(), "harness": f"{harness_version()} ({harness_commit()})"}
-
-
 def _with_tool_parser(options: dict[str, Any]) -> dict[str, Any]:
     """The engine options with :data:`TOOL_PARSER_ARGS` added where SPECHARNESS_ASV_ENGINE did not set them."""
     extra = tuple(options.get("extra_engine_args", ()))
@@ -123,26 +114,21 @@ def structured_report(run_dir: Path) -> dict[str, Any]:
 def structured_experiment() -> dict[str, Any]:
     """One paired run of the structured workload; its values keyed ``structured/c1/<check>/<name>_<arm>``."""
     profile = structured_profile(_profile_name(_STRUCTURED, "structured benchmark"))
-    out = _out("asv-structured")
+    out = run_folder("asv-structured")
     config = RunConfig(profile=profile, out_dir=out, sampling=Sampling(max_tokens_cap=profile.max_tokens_cap),
                        **_with_tool_parser(_engine_options()))  # fmt: skip
-    base = {**_base(out), "prefix": STRUCTURED_PREFIX}
-    try:
-        run_experiment(config, on_finish=write_report)
-    except EngineError as error:
-        return {**base, "failed": failure_reason(error, out / "logs"), "metrics": {}, "intervals": {}}
-    return {**base, "metrics": structured_metrics(structured_report(out)), "intervals": {}}
+    cache = experiment_cache(out, lambda: run_experiment(config, on_finish=write_report),
+                             lambda: {"metrics": structured_metrics(structured_report(out)), "intervals": {}})  # fmt: skip
+    return {**cache, "prefix": STRUCTURED_PREFIX}
 
 
 def sampled_experiment() -> dict[str, Any]:
     """One distribution check; its values keyed ``<workload>/<name>``."""
     design = sampled_design(_profile_name(_SAMPLED, "distribution benchmark"))
-    out = _out("asv-sampled")
-    options = _engine_options()
-    config = RunConfig(profile=get_profile("quick"), out_dir=out, **options)  # run_sampled sets arms and workloads
-    base = _base(out)
-    try:
+    out = run_folder("asv-sampled")
+    config = RunConfig(profile=get_profile("quick"), out_dir=out, **_engine_options())  # run_sampled sets arms, workloads
+
+    def run() -> None:
         run_sampled(config, design, say=lambda message: print(f"specharness: {message}", file=sys.stderr))
-    except EngineError as error:
-        return {**base, "failed": failure_reason(error, out / "logs"), "metrics": {}, "intervals": {}}
-    return {**base, "metrics": distribution_metrics(write_sampled_report(out)), "intervals": {}}
+
+    return experiment_cache(out, run, lambda: {"metrics": distribution_metrics(write_sampled_report(out)), "intervals": {}})

@@ -12,7 +12,7 @@ import itertools
 import math
 from typing import Any
 
-from specharness.history.asvnotes import Note
+from specharness.history.asvnotes import Note, value_note
 from specharness.history.metrics import asv_intervals, asv_metrics, load_metrics
 
 __all__ = ["LOAD_PREFIX", "PAIRED_PREFIX", "paired_notes", "recompute_load", "recompute_paired"]
@@ -68,8 +68,5 @@ def paired_notes(report: dict[str, Any], commit: str, source: str) -> list[Note]
         workload, load, metric = key.split("/")
         if not load.startswith("c"):
             continue
-        notes.append(Note(benchmark=PAIRED_PREFIX + metric, params=(repr(workload), str(int(load[1:]))), commit=commit,
-                          ci_low=iv.low, ci_high=iv.high, ci_level=iv.confidence, n=iv.blocks,
-                          block_values=iv.block_values, speed_verdict=iv.speed_verdict,
-                          quality_verdict=iv.quality_verdict, source=source))  # fmt: skip
+        notes.append(value_note(PAIRED_PREFIX + metric, (workload, int(load[1:])), commit, iv, source=source))
     return notes

@@ -3,7 +3,8 @@
 The results are ASV's own files (the ledger commit names the release) plus their companion notes (intervals, block
 values, verdicts, failure reasons; :mod:`specharness.history.asvnotes`). How a change is judged:
 
-- **slowdown** (1 / same-work speedup): by :func:`block_change`, a t-test on the two releases' per-block log
+- **slowdown** (1 / same-work speedup): by :func:`specharness.analysis.stats.ratio_change` (the one test of a
+  ratio's change between two runs; ``specharness compare`` uses it too), a t-test on the two releases' per-block log
   slowdowns whose standard error adds, to each run's block-to-block variance, the engine-instance offset variance
   measured from repeated runs of one release (``spread.jsonl``): *regressed* when the whole 95% interval of the
   ratio B/A lies above 1, *improved* when below, else *no significant change*. Without block values on both sides (migrated
@@ -30,8 +31,8 @@ from specharness.history.asvnotes import Note, read_companion
 from specharness.history.ledger import ensure_ledger, ledger_tags
 from specharness.history.spread import load_spread, offset_of, spread_factor
 
-__all__ = ["ReleaseChange", "ReleaseValue", "block_change", "compare_releases",
-           "format_release_changes", "release_values", "slowdown_verdict"]  # fmt: skip
+__all__ = ["ReleaseChange", "ReleaseValue", "compare_releases",
+           "format_release_changes", "params_label", "release_values", "slowdown_verdict"]  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,13 +67,6 @@ class ReleaseChange:
     evidence: str
 
 
-def block_change(blocks_a: Sequence[float], blocks_b: Sequence[float], confidence: float = 0.95,
-                 offset_var: float = 0.0, offset_df: float = math.inf) -> RatioChange:  # fmt: skip
-    """Release B's per-block values over release A's: :func:`specharness.analysis.stats.ratio_change`, the one test
-    of a ratio's change between two runs (``specharness compare`` uses it too), with the engine-instance offset."""
-    return ratio_change(blocks_a, blocks_b, confidence, offset_var, offset_df)
-
-
 def slowdown_verdict(change: RatioChange) -> str:
     """*regressed* / *improved* when the interval of the ratio B/A lies wholly above / below 1; else *no
     significant change*; *not tested* without an interval."""
@@ -85,8 +79,13 @@ def slowdown_verdict(change: RatioChange) -> str:
     return "no significant change"
 
 
+def params_label(params: Sequence[object]) -> str:
+    """ASV's parameter strings as a reader writes them: ``('copy', 4)`` → ``copy, 4``."""
+    return ", ".join(str(p).strip("'") for p in params)
+
+
 def _note_index(notes: list[Note]) -> dict[tuple[str, str], Note]:
-    return {(n.benchmark, ", ".join(p.strip("'") for p in n.params)): n for n in notes}
+    return {(n.benchmark, params_label(n.params)): n for n in notes}
 
 
 def release_values(results_dir: Path, ledger_dir: Path | None = None) -> list[ReleaseValue]:
@@ -107,7 +106,7 @@ def release_values(results_dir: Path, ledger_dir: Path | None = None) -> list[Re
             values = result.get_result_value(key, params)
             combos = list(itertools.product(*params)) if params else [()]
             for combo, value in zip(combos, values if isinstance(values, list) else [values], strict=False):
-                label = ", ".join(str(c).strip("'") for c in combo)
+                label = params_label(combo)
                 note = index.get((key, label))
                 num = float(value) if isinstance(value, (int, float)) else math.nan
                 out.append(ReleaseValue(
@@ -141,7 +140,7 @@ def _judge(a: ReleaseValue, b: ReleaseValue, spread: dict[str, Any], factor: flo
     ratio = b.value / a.value if a.value else math.nan
     if a.benchmark.endswith(".track_slowdown"):
         offset = offset_of(spread, a.benchmark)
-        change = block_change(a.block_values, b.block_values, offset_var=offset[0], offset_df=offset[1])
+        change = ratio_change(a.block_values, b.block_values, offset_var=offset[0], offset_df=offset[1])
         if math.isfinite(change.low):
             evidence = (f"blocks {change.blocks_a}+{change.blocks_b}, ratio of geometric means {change.change:.3f} "
                         f"[{change.low:.3f}, {change.high:.3f}], p={change.pvalue:.3g}, df={change.df:.1f}; "

@@ -27,7 +27,6 @@ from specharness.history.releases import ReleaseValue, release_values
 __all__ = ["PAGE", "link_from_index", "nice_ticks", "write_release_page"]
 
 PAGE = "releases.html"
-_UNITS = {"ms": "ms", "mib": "MiB", "fraction": "fraction", "_s": "s"}
 _COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"]
 
 
@@ -143,6 +142,16 @@ def _inv(v: float) -> float:
     return 1 / v if v and math.isfinite(v) else math.nan
 
 
+def _speedup(v: ReleaseValue) -> tuple[str, float, float, float]:
+    """A chart point (release, speedup, low, high) from a tracked slowdown: speedup = 1 / slowdown, ends swapped."""
+    return v.tag, _inv(v.value), _inv(v.ci_high), _inv(v.ci_low)
+
+
+def _speedup_text(v: ReleaseValue) -> str:
+    _, est, low, high = _speedup(v)
+    return f"{_fmt(est)} [{_fmt(low)}, {_fmt(high)}]" if math.isfinite(low) else f"{_fmt(est)} (no CI)"
+
+
 def _by(values: list[ReleaseValue], benchmark_suffix: str) -> dict[tuple[str, str], ReleaseValue]:
     return {(v.params, v.tag): v for v in values if v.benchmark.endswith(benchmark_suffix)}
 
@@ -158,8 +167,7 @@ def _paired_section(vals: list[ReleaseValue], releases: list[str], failed: dict[
     for cell in cells:
         if not any(math.isfinite(slow[(cell, r)].value) for r in releases if (cell, r) in slow):
             continue
-        pts = [(r, _inv(slow[(cell, r)].value), _inv(slow[(cell, r)].ci_high), _inv(slow[(cell, r)].ci_low))
-               for r in releases if (cell, r) in slow]  # fmt: skip
+        pts = [_speedup(slow[(cell, r)]) for r in releases if (cell, r) in slow]
         workload, _, clients = cell.partition(", ")
         rows = []
         for r in releases:
@@ -173,9 +181,8 @@ def _paired_section(vals: list[ReleaseValue], releases: list[str], failed: dict[
             acc = 1 - rej[(cell, r)].value if (cell, r) in rej else math.nan
             gr = _inv(good[(cell, r)].value) if (cell, r) in good else math.nan
             mem = f"{_fmt(mem_b[(cell, r)].value)} / {_fmt(mem_n[(cell, r)].value)}" if (cell, r) in mem_b and (cell, r) in mem_n else "—"
-            ci = f"[{_fmt(_inv(v.ci_high))}, {_fmt(_inv(v.ci_low))}]" if math.isfinite(v.ci_low) else "(no CI)"
             n = f"{v.blocks} blocks" if v.blocks else (v.source or "")
-            rows.append(f"<tr><td>{html.escape(r)}</td><td>{_fmt(_inv(v.value))} {ci}</td>"
+            rows.append(f"<tr><td>{html.escape(r)}</td><td>{_speedup_text(v)}</td>"
                         f"<td class='verdict'>{html.escape(v.speed_verdict or 'not recorded')}</td>"
                         f"<td class='verdict'>{html.escape(v.quality_verdict or 'not recorded')}</td>"
                         f"<td>{_fmt(100 * acc) + ' %' if math.isfinite(acc) else '—'}</td><td>{_fmt(gr)}</td>"
@@ -195,9 +202,8 @@ def _config_section(vals: list[ReleaseValue], releases: list[str]) -> list[str]:
     if not here:
         return []
     configs = sorted({p for p, _ in slow}, key=lambda s: tuple(int(x) for x in re.findall(r"\d+", s)))
-    series = {f"k={c.split(', ')[0]}, lookup max {c.split(', ')[1]}":
-              [(r, _inv(slow[(c, r)].value), _inv(slow[(c, r)].ci_high), _inv(slow[(c, r)].ci_low))
-               for r in here if (c, r) in slow] for c in configs}  # fmt: skip
+    series = {f"k={c.split(', ')[0]}, lookup max {c.split(', ')[1]}": [_speedup(slow[(c, r)]) for r in here if (c, r) in slow]
+              for c in configs}  # fmt: skip
     head = "".join(f"<th>{html.escape(r)}</th>" for r in here)
     rows = []
     for c in configs:
@@ -206,7 +212,7 @@ def _config_section(vals: list[ReleaseValue], releases: list[str]) -> list[str]:
             v = slow.get((c, r))
             acc = 1 - rej[(c, r)].value if (c, r) in rej else math.nan
             cells.append("<td>—</td>" if v is None or not math.isfinite(v.value) else
-                         f"<td>{_fmt(_inv(v.value))} [{_fmt(_inv(v.ci_high))}, {_fmt(_inv(v.ci_low))}], "
+                         f"<td>{_speedup_text(v)}, "
                          f"{v.speed_verdict or '?'}; acceptance {_fmt(100 * acc)} %</td>")  # fmt: skip
         k, mx = c.split(", ")
         rows.append(f"<tr><td>num_speculative_tokens={k}, prompt_lookup_max={mx}</td>{''.join(cells)}</tr>")

@@ -12,7 +12,7 @@ gives, per tracked value (``Class.method``):
   ``release-compare`` flags absolute values beyond it, and ``asv.conf.json``'s regression thresholds copy it.
 - **slowdown offset**: the engine-instance offset variance σ_u² of the log slowdown, from the repeats' per-block
   values: the variance of run means minus the within-run part (mean of s²_blocks / n), pooled over cells, floored
-  at 0. :func:`specharness.history.releases.block_change` adds 2·σ_u² to its standard error.
+  at 0. :func:`specharness.analysis.stats.ratio_change` adds 2·σ_u² to its standard error.
 - **A/A calls**: every pair of repeats compared by that test (without and with the offset): how often two runs of
   the same release were called different.
 """
@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from specharness.analysis.stats import ratio_change
 from specharness.history.asvnotes import read_companion
 
 __all__ = ["SPREAD_FILE", "load_spread", "measure_spread", "offset_of", "offset_variance", "regression_thresholds",
@@ -129,7 +130,7 @@ def _offset(notes: list[dict[tuple[str, tuple[str, ...]], Any]]) -> dict[str, fl
 def measure_spread(result_files: list[Path], release: str) -> dict[str, Any]:
     """The spread of repeated runs of one release on one machine (see the module docstring). Only benchmarks every
     file measured anew count (a value ASV merged in from an older run has the same ``started_at`` everywhere)."""
-    from specharness.history.releases import block_change, slowdown_verdict
+    from specharness.history.releases import params_label, slowdown_verdict
 
     loaded = [_values(p) for p in result_files]
     k = len(loaded)
@@ -157,13 +158,13 @@ def measure_spread(result_files: list[Path], release: str) -> dict[str, Any]:
             a, b = notes[i][key], notes[j][key]
             if key[0] != _SLOWDOWN or len(a.block_values) < 2 or len(b.block_values) < 2:
                 continue
-            plain = block_change(a.block_values, b.block_values)
-            full = block_change(a.block_values, b.block_values, offset_var=offset.get("var_log", 0.0),
+            plain = ratio_change(a.block_values, b.block_values)
+            full = ratio_change(a.block_values, b.block_values, offset_var=offset.get("var_log", 0.0),
                                 offset_df=offset.get("df", math.inf))  # fmt: skip
             calls["pairs"] += 1
             calls["called_different_within_run_only"] += slowdown_verdict(plain) != "no significant change"
             calls["called_different_with_offset"] += slowdown_verdict(full) != "no significant change"
-            calls["detail"].append(f"run{i + 1} vs run{j + 1} {', '.join(p.strip(chr(39)) for p in key[1])}: "
+            calls["detail"].append(f"run{i + 1} vs run{j + 1} {params_label(key[1])}: "
                                    f"{plain.change:.3f} [{plain.low:.3f}, {plain.high:.3f}] within-run only; "
                                    f"[{full.low:.3f}, {full.high:.3f}] with the offset")  # fmt: skip
     return {"runs": k, "release": release,

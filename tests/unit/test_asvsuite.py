@@ -58,3 +58,19 @@ def test_a_failed_release_names_the_root_cause_from_the_engine_log() -> None:
                                            "inspect kernel parameters for function (ngram.s0.log)")  # fmt: skip
     assert failure_reason(error) == ("failed: ngram server ended (exit code 1) while starting: RuntimeError: Engine core "
                                      "initialization failed. See root cause above.")  # fmt: skip
+
+
+def test_an_engine_failure_is_a_cache_result_not_an_error(tmp_path: Path) -> None:
+    """What every setup_cache (paired, load, structured, sampled) returns when the engine fails: the failure with
+    its reason, and no values; a run that works gives its values."""
+    from specharness._errors import EngineDied
+    from specharness.history.asvsuite import experiment_cache
+
+    def broken() -> None:
+        raise EngineDied("ngram server ended (exit code 1) while starting: (APIServer pid=1) RuntimeError: boom")
+
+    failed = experiment_cache(tmp_path, broken, lambda: {"metrics": {"x": 1.0}, "intervals": {}})
+    assert failed["failed"] == "failed: ngram server ended (exit code 1) while starting: RuntimeError: boom"
+    assert failed["metrics"] == {} and failed["run_dir"] == str(tmp_path)
+    worked = experiment_cache(tmp_path, lambda: None, lambda: {"metrics": {"x": 1.0}, "intervals": {}})
+    assert "failed" not in worked and worked["metrics"] == {"x": 1.0} and "harness" in worked

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from specharness.history.releases import block_change, slowdown_verdict
+from specharness.analysis.stats import ratio_change
+from specharness.history.releases import slowdown_verdict
 from specharness.history.spread import offset_variance
 
 REPS = 1200
@@ -35,7 +36,7 @@ def rate(effect: float, blocks: int, sigma: float = 0.05, offset_sd: float = 0.0
                                       for _ in range(CELLS)])  # fmt: skip
         a = run_blocks(rng, 1.0, blocks, sigma, offset_sd, tails, drift)
         b = run_blocks(rng, effect, blocks, sigma, offset_sd, tails, drift)
-        change = block_change(a, b, offset_var=offset.get("var_log", 0.0), offset_df=offset.get("df", np.inf))
+        change = ratio_change(a, b, offset_var=offset.get("var_log", 0.0), offset_df=offset.get("df", np.inf))
         flagged += slowdown_verdict(change) in ("regressed", "improved")
     return flagged / REPS
 
@@ -69,7 +70,7 @@ def test_instance_offsets_break_the_within_run_test_and_the_measured_offset_rest
 def test_without_offsets_it_is_welchs_test() -> None:
     rng = np.random.default_rng(3)
     a, b = np.exp(rng.normal(0, 0.1, 5)), np.exp(rng.normal(0.1, 0.2, 4))
-    change = block_change(a, b)
+    change = ratio_change(a, b)
     welch = stats.ttest_ind(np.log(b), np.log(a), equal_var=False)
     ci = welch.confidence_interval(0.95)
     assert change.pvalue == pytest.approx(welch.pvalue) and change.df == pytest.approx(welch.df)
@@ -84,5 +85,5 @@ def test_offset_variance_recovers_a_known_offset() -> None:
 
 
 def test_too_few_blocks_are_not_tested() -> None:
-    assert slowdown_verdict(block_change([0.9], [1.2, 1.3])) == "not tested"
+    assert slowdown_verdict(ratio_change([0.9], [1.2, 1.3])) == "not tested"
     assert offset_variance([[[0.9], [1.0]]]) == {}
