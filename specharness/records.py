@@ -16,6 +16,11 @@ Schema history:
         (``--turns replay``) journals each turn as a request with ``case_id`` ``<id>#t<k>`` (k from 1), all turns
         sharing the conversation's ``seq``; ``error_kind`` ``skipped_after_failure`` marks a turn not sent because an
         earlier turn had no answer.
+
+Journal events (``segment``, ``segment_end``, ``engine_spawned``, ``attach_warning``, ``mismatch``, ``look``,
+``sweep_plan``, ``peak_probe``) and the run folder's manifest are typed below; their on-disk form is the one every
+schema (1-3) already wrote, so typing them changed no version. A line of a kind this version does not know reads
+back as :class:`OtherEvent`.
 """
 
 from __future__ import annotations
@@ -24,14 +29,26 @@ import dataclasses
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 __all__ = [
+    "EVENT_KINDS",
     "READABLE_SCHEMAS",
     "SCHEMA_VERSION",
+    "AttachWarningEvent",
     "CellRecord",
     "EngineRecord",
+    "EngineSpawnedEvent",
+    "JournalEvent",
+    "LookEvent",
+    "Manifest",
+    "MismatchEvent",
+    "OtherEvent",
+    "PeakProbeEvent",
     "RequestRecord",
+    "SegmentEndEvent",
+    "SegmentEvent",
+    "SweepPlanEvent",
     "base_key",
     "cell_id",
     "cell_key",
@@ -230,3 +247,208 @@ class CellRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": "cell", "schema": SCHEMA_VERSION, **dataclasses.asdict(self)}
+
+
+def _event_dict(kind: str, event: Any) -> dict[str, Any]:
+    return {"kind": kind, "schema": SCHEMA_VERSION, **dataclasses.asdict(event)}
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentEvent:
+    """A run segment began (the first run is segment 0, each resume the next); ``skipped_cells``: keys already done."""
+
+    KIND: ClassVar[str] = "segment"
+    segment: int
+    resume: bool
+    started_unix_s: float
+    skipped_cells: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _event_dict(self.KIND, self)
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentEndEvent:
+    """A run segment ended: ``status`` complete, interrupted, engine-died or failed; ``error`` empty when none."""
+
+    KIND: ClassVar[str] = "segment_end"
+    segment: int
+    status: str
+    ended_unix_s: float
+    error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return _event_dict(self.KIND, self)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSpawnedEvent:
+    """An engine process was spawned (before it is ready): its pid, so a crashed run's engines can be found."""
+
+    KIND: ClassVar[str] = "engine_spawned"
+    arm: str
+    pid: int
+    segment: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return _event_dict(self.KIND, self)
+
+
+@dataclass(frozen=True, slots=True)
+class AttachWarningEvent:
+    """An attached engine's speculation does not match its arm (the run refuses to measure)."""
+
+    KIND: ClassVar[str] = "attach_warning"
+    arm: str
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return _event_dict(self.KIND, self)
+
+
+@dataclass(frozen=True, slots=True)
+class MismatchEvent:
+    """The engine's generation-token counter and the journal's completion tokens disagree for a cell."""
+
+    KIND: ClassVar[str] = "mismatch"
+    cell: str
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return _event_dict(self.KIND, self)
+
+
+@dataclass(frozen=True, slots=True)
+class LookEvent:
+    """A look of ``--until-decided`` after ``blocks`` blocks: the ``<workload>/<load>`` cells still undecided."""
+
+    KIND: ClassVar[str] = "look"
+    blocks: int
+    undecided: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _event_dict(self.KIND, self)
+
+
+@dataclass(frozen=True, slots=True)
+class SweepPlanEvent:
+    """A sweep's resolved open-loop rates for one workload: the levels taken of the reference arm's peak."""
+
+    KIND: ClassVar[str] = "sweep_plan"
+    workload: str
+    reference_arm: str
+    peak_rps: dict[str, float]
+    levels: list[float]
+    rates: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return _event_dict(self.KIND, self)
+
+
+@dataclass(frozen=True, slots=True)
+class PeakProbeEvent:
+    """One arm's peak request rate, probed with every case at once: completed requests per second of the burst."""
+
+    KIND: ClassVar[str] = "peak_probe"
+    workload: str
+    arm: str
+    requests: int
+    ok: int
+    wall_s: float = math.nan  # NaN (JSON null) when nothing was measured
+    peak_rps: float = math.nan
+
+    def to_dict(self) -> dict[str, Any]:
+        return _event_dict(self.KIND, self)
+
+
+@dataclass(frozen=True, slots=True)
+class OtherEvent:
+    """A journal line of a kind this version does not type (kept whole, never written by this version)."""
+
+    kind: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "schema": SCHEMA_VERSION, **self.fields}
+
+
+JournalEvent = (
+    SegmentEvent
+    | SegmentEndEvent
+    | EngineSpawnedEvent
+    | AttachWarningEvent
+    | MismatchEvent
+    | LookEvent
+    | SweepPlanEvent
+    | PeakProbeEvent
+    | OtherEvent
+)
+EVENT_KINDS: dict[str, type] = {
+    cls.KIND: cls
+    for cls in (
+        SegmentEvent,
+        SegmentEndEvent,
+        EngineSpawnedEvent,
+        AttachWarningEvent,
+        MismatchEvent,
+        LookEvent,
+        SweepPlanEvent,
+        PeakProbeEvent,
+    )
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """The run folder's ``manifest.json``: what was run, on what, and how it ended. Optional parts (None, False or
+    empty) are left out of the file, as earlier versions wrote it; ``kind`` is ``"sampled"`` for a distribution
+    check and empty for a paired run."""
+
+    config: dict[str, Any]
+    harness: str = "specharness"
+    schema: int = SCHEMA_VERSION
+    kind: str = ""
+    harness_commit: str = ""
+    harness_version: str = ""
+    hardware: dict[str, Any] = field(default_factory=dict)
+    model: dict[str, Any] = field(default_factory=dict)
+    workloads: dict[str, Any] = field(default_factory=dict)
+    status: str = "running"
+    started_unix_s: float | None = None
+    ended_unix_s: float | None = None
+    segments: list[dict[str, Any]] = field(default_factory=list)  # {"segment", "started_unix_s", "resume", ...}
+    block_orders: dict[str, list[str]] | None = None
+    attached: dict[str, str] | None = None  # arm -> URL of an engine started elsewhere
+    design: dict[str, Any] | None = None  # a distribution check's declared design
+    streams: dict[str, str] | None = None  # a distribution check's stream -> engine
+    synthetic: bool = False  # made by experiment.synthetic, not measured
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in _OPTIONAL or not _unset(v)}
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Manifest:
+        """A manifest as read from disk (any schema): unknown keys are ignored, missing ones take their defaults."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in raw.items() if k in names})
+
+
+def _unset(value: Any) -> bool:
+    return value is None or value is False or (isinstance(value, (str, list)) and not value)
+
+
+_OPTIONAL = frozenset(
+    {
+        "kind",
+        "harness_commit",
+        "harness_version",
+        "started_unix_s",
+        "ended_unix_s",
+        "segments",
+        "block_orders",
+        "attached",
+        "design",
+        "streams",
+        "synthetic",
+    }
+)

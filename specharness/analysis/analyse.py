@@ -23,8 +23,9 @@ from specharness.analysis.stats import look_confidence
 from specharness.analysis.summary import ArmSummary, summarise_arm
 from specharness.analysis.verdict import DEFAULT_MARGIN
 from specharness.experiment.design import Load, Profile, possible_looks
-from specharness.experiment.journal import JournalContents, read_journal
-from specharness.records import CellRecord, RequestRecord, base_key, cell_key
+from specharness.experiment.journal import JournalContents
+from specharness.experiment.rundir import read_run_journal
+from specharness.records import CellRecord, RequestRecord, SweepPlanEvent, base_key, cell_key
 
 __all__ = ["Analysis", "analyse", "comparison_pairs", "rules_for", "sequential_looks"]
 
@@ -83,7 +84,7 @@ def _key(cell: CellRecord | RequestRecord) -> str:
 
 
 def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
-    contents = read_journal(run_dir / "journal.jsonl")
+    contents = read_run_journal(run_dir)
     profile = manifest["config"]["profile"]
     # Cells are keyed by workload *name*; the profile may list a user workload by its file path.
     workload_names = list(manifest.get("workloads") or profile["workloads"])
@@ -109,7 +110,7 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
     result.measured = by_cell
     declared = Profile.from_dict(profile)
     if declared.sweep_levels:  # the rates a sweep's peak probe resolved: the manifest's, else the journal's plan
-        planned = {e["workload"]: tuple(e["rates"]) for e in contents.events if e.get("kind") == "sweep_plan"}
+        planned = {e.workload: tuple(e.rates) for e in contents.events_of(SweepPlanEvent)}
         declared = replace(declared, workload_rates={**planned, **declared.workload_rates})
     result.loads = {w: declared.loads(w) for w in workload_names}
     slo = dict(profile.get("slo") or {})

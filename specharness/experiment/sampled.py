@@ -27,15 +27,16 @@ from typing import Any
 
 import httpx
 
-from specharness._errors import ConfigError, RunDirError
+from specharness._errors import ConfigError
 from specharness.engines.memory import MemoryProbe
 from specharness.engines.model import resolve_model
-from specharness.engines.server import stop_all
 from specharness.experiment.config import RunConfig
-from specharness.experiment.driver import _Experiment
+from specharness.experiment.design import build_arms
+from specharness.experiment.engineset import EngineSet, running_engines
 from specharness.experiment.journal import Journal
-from specharness.experiment.rundir import JOURNAL, hardware_info, harness_commit, harness_version, write_manifest
-from specharness.records import SCHEMA_VERSION, RequestRecord, cell_id
+from specharness.experiment.rundir import hardware_info, harness_commit, harness_version
+from specharness.experiment.runfolder import open_run_folder, run_segment
+from specharness.records import Manifest, RequestRecord, cell_id
 from specharness.traffic.client import RequestMeta, Sampling, build_body, send_request
 from specharness.traffic.workloads import Case, interleave_by_group, load_workloads
 
@@ -87,65 +88,83 @@ def request_seed(base: int, repetition: int, stream: str, case_id: str, sample: 
 def run_sampled(config: RunConfig, design: SampledDesign, say: Any = print) -> Path:
     """Run the distribution check into ``config.out_dir`` (journal + manifest); returns the folder."""
     out = config.out_dir
-    if (out / JOURNAL).exists():
-        raise RunDirError(f"{out} already holds a run; choose another --out")
-    out.mkdir(parents=True, exist_ok=True)
+    open_run_folder(out, resume=False)
     workloads = load_workloads(list(design.workloads))
     cases = {w.name: list(interleave_by_group(w.cases))[: design.cases_per_workload] for w in workloads}
     model = resolve_model(config.model)
-    manifest: dict[str, Any] = {
-        "harness": "specharness", "kind": "sampled", "schema": SCHEMA_VERSION, "design": asdict(design),
-        "streams": {s: ENGINE_OF[s] for s in STREAMS}, "config": config.to_dict(), "harness_commit": harness_commit(),
-        "harness_version": harness_version(), "hardware": hardware_info(MemoryProbe()), "started_unix_s": time.time(),
-        "model": {"name": model.name, "sha256": model.revision_sha256, "origin": model.origin},
-        "workloads": {name: {"cases": [c.id for c in cs]} for name, cs in cases.items()}, "status": "running",
-    }  # fmt: skip
-    write_manifest(out, manifest)
-    profile = replace(config.profile, arms=("baseline", "ngram"), workloads=design.workloads)
-    config = replace(config, profile=profile)
-    status = "failed"
-    with Journal(out / JOURNAL, fsync=config.fsync) as journal:
-        experiment = _Experiment(config, workloads, 0, set(), journal, None, manifest)
-        try:
-            say(f"starting 2 engines; {design.requests()} sampled requests to send")
-            experiment.start_engines(str(model.serve_path), "smollm2" if model.origin == "embedded-default" else model.name)
+    manifest = Manifest(
+        kind="sampled",
+        design=asdict(design),
+        streams={s: ENGINE_OF[s] for s in STREAMS},
+        config=config.to_dict(),
+        harness_commit=harness_commit(),
+        harness_version=harness_version(),
+        hardware=hardware_info(MemoryProbe()),
+        model={"name": model.name, "sha256": model.revision_sha256, "origin": model.origin},
+        workloads={name: {"cases": [c.id for c in cs]} for name, cs in cases.items()},
+    )
+    config = replace(config, profile=replace(config.profile, arms=("baseline", "ngram"), workloads=design.workloads))
+    with run_segment(out, manifest, segment=0, resume=False, done=set(), fsync=config.fsync) as folder:
+        say(f"starting 2 engines; {design.requests()} sampled requests to send")
+        arms = build_arms(config.profile)
+        with running_engines(config, arms, model, segment=0, journal=folder.journal) as engines:
             for repetition in range(design.repetitions):
                 t0 = time.perf_counter()
-                asyncio.run(_repetition(experiment, design, cases, repetition, journal))
+                asyncio.run(_repetition(config, engines, design, cases, repetition, folder.journal))
                 say(f"repetition {repetition + 1}/{design.repetitions}: {time.perf_counter() - t0:.0f} s")
-            status = "complete"
-        except KeyboardInterrupt:
-            status = "interrupted"
-            raise
-        finally:
-            experiment.stop()
-            stop_all()
-            manifest.update(status=status, ended_unix_s=time.time())
-            write_manifest(out, manifest)
     return out
 
 
-async def _repetition(experiment: _Experiment, design: SampledDesign, cases: dict[str, list[Case]], repetition: int,
-                      journal: Journal) -> None:  # fmt: skip
-    jobs = [(workload, case, stream, i) for workload, cs in cases.items() for case in cs for stream in STREAMS
-            for i in range(design.samples)]  # fmt: skip
+async def _repetition(
+    config: RunConfig,
+    engines: EngineSet,
+    design: SampledDesign,
+    cases: dict[str, list[Case]],
+    repetition: int,
+    journal: Journal,
+) -> None:
+    jobs = [
+        (workload, case, stream, i)
+        for workload, cs in cases.items()
+        for case in cs
+        for stream in STREAMS
+        for i in range(design.samples)
+    ]
     random.Random(f"{design.seed}/{repetition}").shuffle(jobs)
     slots = asyncio.Semaphore(design.clients)
-    timeout = httpx.Timeout(experiment.config.request_timeout_s, connect=10.0)
+    timeout = httpx.Timeout(config.request_timeout_s, connect=10.0)
     limits = httpx.Limits(max_connections=design.clients + 4, max_keepalive_connections=design.clients + 4)
     async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
 
         async def one(workload: str, case: Case, stream: str, sample: int) -> None:
             async with slots:
-                server = experiment.servers[ENGINE_OF[stream]]
+                server = engines.servers[ENGINE_OF[stream]]
                 temperature = design.control_temperature if stream == "baseline-t" else design.temperature
                 seed = request_seed(design.seed, repetition, stream, case.id, sample)
-                sampling = Sampling(temperature=temperature, top_p=design.top_p, seed=seed, max_tokens_cap=design.max_tokens)
-                meta = RequestMeta(arm=stream, block=repetition, workload=workload, clients=design.clients,
-                                   warmup=False, cell=cell_id(f"rep{repetition}/{workload}/{stream}", 0), seq=sample)  # fmt: skip
-                body = build_body(case, experiment.model_name, sampling)
-                await send_request(client, server.base_url, case, body, meta, journal.write,
-                                   timeout_s=experiment.config.request_timeout_s, headers=experiment.headers())  # fmt: skip
+                sampling = Sampling(
+                    temperature=temperature, top_p=design.top_p, seed=seed, max_tokens_cap=design.max_tokens
+                )
+                cell = cell_id(f"rep{repetition}/{workload}/{stream}", 0)
+                meta = RequestMeta(
+                    arm=stream,
+                    block=repetition,
+                    workload=workload,
+                    clients=design.clients,
+                    warmup=False,
+                    cell=cell,
+                    seq=sample,
+                )
+                body = build_body(case, engines.model_name, sampling)
+                await send_request(
+                    client,
+                    server.base_url,
+                    case,
+                    body,
+                    meta,
+                    journal.write,
+                    timeout_s=config.request_timeout_s,
+                    headers=engines.headers(),
+                )
 
         await asyncio.gather(*(one(*job) for job in jobs))
 

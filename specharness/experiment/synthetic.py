@@ -14,8 +14,8 @@ from pathlib import Path
 from specharness.experiment.config import RunConfig
 from specharness.experiment.design import Profile, block_orders, get_profile, override
 from specharness.experiment.journal import Journal
-from specharness.experiment.rundir import write_manifest
-from specharness.records import CellRecord, RequestRecord, cell_id, cell_key, load_label
+from specharness.experiment.rundir import JOURNAL, write_manifest
+from specharness.records import CellRecord, Manifest, RequestRecord, cell_id, cell_key, load_label
 
 __all__ = ["write_synthetic_run"]
 
@@ -30,13 +30,15 @@ def write_synthetic_run(out_dir: Path, records: int, seed: int = 7, profile_name
     out_dir.mkdir(parents=True, exist_ok=True)
     config = RunConfig(profile=profile, out_dir=out_dir)
     orders = block_orders(profile.arms, profile.blocks, profile.order_seed)
-    write_manifest(out_dir, {"config": config.to_dict(), "status": "complete", "synthetic": True,
-                             "model": {"name": "synthetic"}, "hardware": {},
-                             "block_orders": {str(b): list(o) for b, o in enumerate(orders)}})  # fmt: skip
+    by_block = {str(b): list(o) for b, o in enumerate(orders)}
+    manifest = Manifest(
+        config=config.to_dict(), status="complete", synthetic=True, model={"name": "synthetic"}, block_orders=by_block
+    )
+    write_manifest(out_dir, manifest)
     case_tokens = [rng.randint(20, 120) for _ in range(per_cell)]
     speeds = {"ngram": ngram_speed, "baseline-slow": 1.0 / profile.known_slowdown}
     clock = 0.0
-    with Journal(out_dir / "journal.jsonl", fsync=False) as journal:
+    with Journal(out_dir / JOURNAL, fsync=False) as journal:
         for block in range(profile.blocks):
             for workload in profile.workloads:
                 for clients in profile.clients:

@@ -17,8 +17,7 @@ import orjson
 
 from specharness.analysis.distribution import DistributionComparison, Sample, compare_streams, detection_rates
 from specharness.analysis.structured_validity import structured_validity
-from specharness.experiment.journal import read_journal
-from specharness.experiment.rundir import read_manifest
+from specharness.experiment.rundir import read_manifest, read_run_journal
 from specharness.records import RequestRecord
 from specharness.reporting.markdown import STRUCTURED_RULE, validity_text
 
@@ -71,7 +70,7 @@ def _structured_and_refusals(records: list[RequestRecord], manifest: dict[str, A
 def write_sampled_report(run_dir: Path) -> dict[str, Any]:
     manifest = read_manifest(run_dir)
     design = manifest["design"]
-    records = [r for r in read_journal(run_dir / "journal.jsonl").requests if not r.warmup]
+    records = [r for r in read_run_journal(run_dir).requests if not r.warmup]
     by: dict[tuple[int, str, str], list[Sample]] = {}
     failed: dict[str, int] = {}
     for r in records:

@@ -27,7 +27,7 @@ from specharness.experiment.config import RunConfig
 from specharness.experiment.design import block_orders, get_profile, override
 from specharness.experiment.journal import Journal
 from specharness.experiment.rundir import read_manifest, write_manifest
-from specharness.records import CellRecord, RequestRecord, cell_id, cell_key, load_label
+from specharness.records import CellRecord, Manifest, RequestRecord, cell_id, cell_key, load_label
 from specharness.reporting.groups import groups_chart, groups_markdown
 
 # ---------------------------------------------------------------------------------------------------- copyability
@@ -152,9 +152,14 @@ def write_synthetic_grouped_run(out_dir: Path, seed: int = 3) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     orders = block_orders(profile.arms, profile.blocks, profile.order_seed)
     saved = [{"id": c.id, "max_tokens": 256, "group": c.group, "prompt": c.prompt} for c in cases]
-    write_manifest(out_dir, {"config": RunConfig(profile=profile, out_dir=out_dir).to_dict(), "status": "complete",
-                             "synthetic": True, "model": {"name": "synthetic"}, "hardware": {},
-                             "workloads": {"copy": {"source": "synthetic", "cases": saved}}})  # fmt: skip
+    manifest = Manifest(
+        config=RunConfig(profile=profile, out_dir=out_dir).to_dict(),
+        status="complete",
+        synthetic=True,
+        model={"name": "synthetic"},
+        workloads={"copy": {"source": "synthetic", "cases": saved}},
+    )
+    write_manifest(out_dir, manifest)
     with Journal(out_dir / "journal.jsonl", fsync=False) as journal:
         for block in range(profile.blocks):
             sent = [c for c in cases if block in SYNTHETIC_GROUPS[c.group][2]]

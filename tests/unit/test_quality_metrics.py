@@ -3,15 +3,14 @@ structured-validity stages tied to the checks' own wording."""
 
 from __future__ import annotations
 
-import lzma
 import math
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from specharness.analysis.structured_validity import structured_validity, validity_stage
+from specharness.experiment.rundir import copy_run
 from specharness.history.quality_metrics import distribution_metrics, structured_metrics
 from specharness.history.quality_suite import STRUCTURED_GRID, structured_report
 from specharness.records import RequestRecord
@@ -24,11 +23,7 @@ REPORTS = Path(__file__).resolve().parents[2] / "reports"
 
 def unpack(committed: str, into: Path) -> Path:
     """A run folder rebuilt from a committed one (manifest.json + journal.jsonl.xz)."""
-    src = REPORTS / committed
-    into.mkdir(parents=True)
-    shutil.copy(src / "manifest.json", into / "manifest.json")
-    (into / "journal.jsonl").write_bytes(lzma.decompress((src / "journal.jsonl.xz").read_bytes()))
-    return into
+    return copy_run(REPORTS / committed, into)
 
 
 def _expect(metrics: dict[str, float], table: dict[str, tuple[float, float]]) -> None:

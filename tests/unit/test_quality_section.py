@@ -98,13 +98,14 @@ def test_a_sampled_run_of_structured_cases_shows_validity_per_stream(tmp_path: P
     from specharness.experiment.journal import Journal
     from specharness.experiment.rundir import write_manifest
     from specharness.experiment.sampled import STREAMS, SampledDesign
-    from specharness.records import RequestRecord
+    from specharness.records import Manifest, RequestRecord
 
     run = tmp_path / "run"
     run.mkdir()
     design = SampledDesign(workloads=("structured",), cases_per_workload=1, samples=4, repetitions=1)
-    write_manifest(run, {"kind": "sampled", "design": asdict(design), "status": "complete", "config": {},
-                         "workloads": {"structured": {"cases": ["t"]}}})  # fmt: skip
+    workloads = {"structured": {"cases": ["t"]}}
+    manifest = Manifest(kind="sampled", design=asdict(design), status="complete", config={}, workloads=workloads)
+    write_manifest(run, manifest)
     with Journal(run / "journal.jsonl", fsync=False) as journal:
         for stream in STREAMS:
             for i in range(4):

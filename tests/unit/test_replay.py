@@ -16,9 +16,11 @@ import pytest
 
 from specharness import WorkloadError
 from specharness.analysis.comparison import PairCounts, _classify, pair_requests
-from specharness.experiment import driver
+from specharness.experiment import sending
 from specharness.experiment.config import RunConfig
+from specharness.experiment.context import RunContext
 from specharness.experiment.design import CellPlan, Load, get_profile, override
+from specharness.experiment.engineset import EngineSet
 from specharness.experiment.journal import Journal, read_journal
 from specharness.records import RequestRecord, completeness
 from specharness.traffic.checks import parse_check
@@ -258,15 +260,19 @@ def test_a_skipped_turn_is_a_failed_record_with_its_check_evaluated() -> None:
     assert RequestRecord(**{k: v for k, v in r.to_dict().items() if k not in ("kind", "schema")}) == r
 
 
-# --- the driver: _run_requests with a stand-in send_request ----------------------------------------------------------
+# --- the driver: send_cases with a stand-in send_request and a stand-in engine ---------------------------------------
 
 
-def standin_experiment(tmp_path: Path, cases: tuple[Case, ...], progress: list[int]) -> driver._Experiment:
+def standin_context(tmp_path: Path, cases: tuple[Case, ...], progress: list[int]) -> RunContext:
+    """A run context whose one engine is a stand-in (no server): only its arm and base URL are read."""
     profile = override(get_profile("quick"), workloads=("w",), clients=(2,), requests_per_cell=len(cases),
                        warmups_per_cell=0, blocks=2)  # fmt: skip
     config = RunConfig(profile=profile, out_dir=tmp_path)
     journal = Journal(tmp_path / "journal.jsonl", fsync=False)
-    return driver._Experiment(config, [Workload("w", cases, "test")], 0, set(), journal, progress.append, {})
+    standin_engine = SimpleNamespace(arm=SimpleNamespace(client_slowdown=1.0), base_url="http://standin")
+    engines = EngineSet(servers={"ngram": standin_engine})  # type: ignore[dict-item]
+    workload = Workload("w", cases, "test")
+    return RunContext(config, profile, {"w": workload.cases}, engines, journal, 0, progress.append)
 
 
 @pytest.mark.parametrize("load", [Load(2), Load(0, "inf")], ids=["closed-loop", "open-loop"])
@@ -289,16 +295,16 @@ def test_the_driver_sends_each_conversation_turn_by_turn(load: Load, tmp_path: P
         sink(record)
         return record
 
-    monkeypatch.setattr(driver, "send_request", standin_send_request)
+    monkeypatch.setattr(sending, "send_request", standin_send_request)
     cases = (parse_case({"id": "a", "messages": [user("a1")], "turns": ["a2", "a3"], "max_tokens": 8}, "w"),
              parse_case({"id": "b", "messages": [user("b1")], "turns": ["b2"], "max_tokens": 8}, "w"),
              parse_case({"id": "c", "messages": [user("c1")], "max_tokens": 8}, "w"))  # fmt: skip
     progress: list[int] = []
-    experiment = standin_experiment(tmp_path, cases, progress)
-    server = SimpleNamespace(arm=SimpleNamespace(client_slowdown=1.0), base_url="http://standin")
+    ctx = standin_context(tmp_path, cases, progress)
     plan = CellPlan(block=1, workload="w", load=load, arm_order=("baseline", "ngram"))
-    records = asyncio.run(experiment._run_requests(server, plan, "ngram", list(cases), False, None))  # type: ignore[arg-type]
-    experiment.journal.close()
+    sent = asyncio.run(sending.send_cases(ctx, plan, "ngram", list(cases), False, None))  # type: ignore[arg-type]
+    records = sent.records
+    ctx.journal.close()
 
     by_id = {r.case_id: r for r in records}
     assert sorted(by_id) == ["a#t1", "a#t2", "a#t3", "b#t1", "b#t2", "c"]
@@ -315,6 +321,7 @@ def test_the_driver_sends_each_conversation_turn_by_turn(load: Load, tmp_path: P
     if load.open_loop:  # only turn 1 has a scheduled send
         assert math.isfinite(by_id["a#t1"].scheduled_s) and math.isnan(by_id["a#t2"].scheduled_s)
         assert math.isnan(by_id["a#t3"].send_lateness_s)
+    assert bool(sent.delivery) == load.open_loop  # delivery figures come back for an open loop only
 
 
 # --- the pairing rule for diverging histories ------------------------------------------------------------------------

@@ -11,15 +11,16 @@ import numpy as np
 from specharness.experiment.journal import Journal
 from specharness.experiment.rundir import write_manifest
 from specharness.experiment.sampled import STREAMS, SampledDesign, request_seed
-from specharness.records import RequestRecord
+from specharness.records import Manifest, RequestRecord
 from specharness.reporting.sampled_report import write_sampled_report
 
 
 def _synthetic_run(path: Path) -> Path:
     path.mkdir(parents=True)
     design = SampledDesign(workloads=("copy",), cases_per_workload=6, samples=24, repetitions=3)
-    write_manifest(path, {"kind": "sampled", "design": asdict(design), "status": "complete", "config": {},
-                          "workloads": {"copy": {"cases": [f"c{i}" for i in range(6)]}}})
+    workloads = {"copy": {"cases": [f"c{i}" for i in range(6)]}}
+    manifest = Manifest(kind="sampled", design=asdict(design), status="complete", config={}, workloads=workloads)
+    write_manifest(path, manifest)
     rng = np.random.default_rng(7)
     probs = {"baseline": [0.5, 0.3, 0.2], "ngram": [0.5, 0.3, 0.2], "baseline-aa": [0.5, 0.3, 0.2],
              "baseline-t": [0.2, 0.3, 0.5]}  # fmt: skip

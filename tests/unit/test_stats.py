@@ -258,7 +258,7 @@ def test_schema_1_records_compare_by_text_and_percentiles_count_failures_at_the_
 
 
 def test_the_known_effect_arm_scales_every_time_of_a_request() -> None:
-    from specharness.experiment.driver import slowed
+    from specharness.experiment.sending import slowed
 
     r = fake_request("baseline-slow", 0, 0, 50, 1.0)
     s = slowed(r, 1.25)

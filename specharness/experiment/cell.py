@@ -1,0 +1,159 @@
+"""Run one cell (one arm x block x workload x load): warmup, counters scraped before and after, memory sampled,
+the measured requests sent; the :class:`~specharness.records.CellRecord` is journaled and returned. A cell whose
+engine died or stopped answering comes back invalid (journaled as such), never raised."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from dataclasses import dataclass
+
+import httpx
+
+from specharness._errors import ConfigError
+from specharness.engines.counters import CounterSnapshot, acceptance_figures, reconcile_tokens, scrape
+from specharness.engines.memory import PeakSampler
+from specharness.experiment.context import RunContext
+from specharness.experiment.design import CellPlan, warm_round
+from specharness.experiment.sending import send_cases
+from specharness.records import CellRecord, MismatchEvent, RequestRecord, cell_id
+from specharness.traffic.workloads import Case, warmup_cases
+
+__all__ = ["cell_cases", "run_cell"]
+
+
+def cell_cases(ctx: RunContext, plan: CellPlan) -> tuple[list[Case], list[Case]]:
+    """The measured cases (the same in every block) and the warmup cases: one round per warmup, one request per
+    client, drawn from cases the run never measures (or neutral prompts when every case is measured)."""
+    cases = ctx.sequences[plan.workload]
+    p = ctx.profile
+    measured = [cases[i % len(cases)] for i in range(p.requests_per_cell)]
+    spare = list(cases[p.requests_per_cell :]) or list(warmup_cases())
+    warm = [spare[i % len(spare)] for i in range(p.warmups_per_cell * warm_round(plan.load))]
+    return measured, warm
+
+
+@dataclass(frozen=True, slots=True)
+class _Measured:
+    records: list[RequestRecord]
+    wall_s: float
+    cpu_s: float
+    before: CounterSnapshot
+    after: CounterSnapshot
+    memory_after_warmup: dict[str, float]
+    delivery: dict[str, float | bool]
+
+
+def _limits(ctx: RunContext, plan: CellPlan) -> httpx.Limits:
+    if plan.load.open_loop:  # an open loop never waits for a connection: no pool limit unless a cap is set
+        cap = ctx.profile.max_concurrency
+        return httpx.Limits(
+            max_connections=cap + 4 if cap else None, max_keepalive_connections=cap + 4 if cap else None
+        )
+    return httpx.Limits(max_connections=plan.clients + 4, max_keepalive_connections=plan.clients + 4)
+
+
+async def _measure(ctx: RunContext, plan: CellPlan, arm: str, measured: list[Case], warm: list[Case]) -> _Measured:
+    """Reset the prefix cache if asked, send the warmup round, then the measured requests between two scrapes."""
+    server = ctx.engines.servers[arm]
+    headers = ctx.engines.headers()
+    task = asyncio.current_task()
+    if task is not None:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    timeout = httpx.Timeout(ctx.config.request_timeout_s, connect=10.0)
+    async with httpx.AsyncClient(limits=_limits(ctx, plan), timeout=timeout) as client:
+        if ctx.profile.prefix_caching == "reset":
+            reply = await client.post(server.base_url + "/reset_prefix_cache", headers=headers)
+            if reply.status_code != 200:
+                raise ConfigError(
+                    f"--prefix-caching reset: the {arm} engine answered /reset_prefix_cache with HTTP "
+                    f"{reply.status_code}; it needs vLLM's dev endpoints (a loopback --host)"
+                )
+        if warm:
+            await send_cases(ctx, plan, arm, warm, True, client)
+        memory_warm = ctx.probe.as_fields("after_warmup", server.pids())
+        before = await asyncio.to_thread(scrape, server.base_url, headers)
+        t0, cpu0 = time.perf_counter(), time.process_time()
+        sent = await send_cases(ctx, plan, arm, measured, False, client)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+        after = await asyncio.to_thread(scrape, server.base_url, headers) if server.alive() else before
+        return _Measured(sent.records, wall, cpu, before, after, memory_warm, sent.delivery)
+
+
+def run_cell(ctx: RunContext, plan: CellPlan, arm: str) -> CellRecord:
+    """Measure one arm's cell and journal its record (invalid, with the reason, when the engine died)."""
+    server = ctx.engines.servers[arm]
+    measured_cases, warm_cases = cell_cases(ctx, plan)
+    sampler = PeakSampler(ctx.probe, server.pids())
+    sampler.start()
+    term_handler = signal.getsignal(signal.SIGTERM)
+    try:
+        m = asyncio.run(_measure(ctx, plan, arm, measured_cases, warm_cases))
+    except asyncio.CancelledError:
+        raise KeyboardInterrupt("SIGTERM") from None
+    except httpx.HTTPError as exc:
+        return dead_cell(ctx, plan, arm, f"{arm} engine stopped answering ({server.exit_status()}): {exc}")
+    finally:
+        peak = sampler.stop()
+        signal.signal(signal.SIGTERM, term_handler)  # the event loop resets it on close
+    if not server.alive():
+        reason = f"{arm} engine died during the cell ({server.exit_status()}); last log line: {server.log_tail()}"
+        return dead_cell(ctx, plan, arm, reason)
+    delta = m.after.minus(m.before)
+    figures = acceptance_figures(delta.totals)
+    journal_tokens = sum(r.completion_tokens or 0 for r in m.records)
+    mismatch = reconcile_tokens(figures["generation_tokens"], journal_tokens)
+    if mismatch:
+        ctx.journal.write(MismatchEvent(cell=plan.key(arm), message=mismatch))
+    cell = CellRecord(
+        arm=arm,
+        block=plan.block,
+        workload=plan.workload,
+        clients=plan.clients,
+        cell=cell_id(plan.key(arm), ctx.segment),
+        wall_s=m.wall_s,
+        requests=len(m.records),
+        harness_cpu_s=m.cpu_s,
+        counters=_counters(figures, m.records, journal_tokens),
+        accepted_per_position=delta.accepted_per_position,
+        memory={**m.memory_after_warmup, **peak},
+        resumed=ctx.segment > 0,
+        order_index=plan.arm_order.index(arm),
+        rate=plan.load.rate,
+        delivery=m.delivery,
+    )
+    ctx.journal.write(cell)
+    return cell
+
+
+def _counters(figures: dict[str, float], records: list[RequestRecord], journal_tokens: int) -> dict[str, float]:
+    """The cell's counter deltas from the engine's /metrics, beside the journal's own token counts."""
+    counters = {name: figures[name] for name in ("drafts", "draft_tokens", "accepted_tokens", "generation_tokens")}
+    counters["journal_completion_tokens"] = float(journal_tokens)
+    counters["prefix_cache_queries"] = figures["prefix_cache_queries"]
+    counters["prefix_cache_hits"] = figures["prefix_cache_hits"]
+    per_request = [r.spec_draft_tokens for r in records if r.spec_draft_tokens is not None]
+    if per_request:
+        counters["journal_spec_draft_tokens"] = float(sum(per_request))
+        counters["journal_spec_accepted_tokens"] = float(sum(r.spec_accepted_tokens or 0 for r in records))
+    return counters
+
+
+def dead_cell(ctx: RunContext, plan: CellPlan, arm: str, reason: str) -> CellRecord:
+    """Journal a cell whose engine died as invalid (a resume measures it again)."""
+    cell = CellRecord(
+        arm=arm,
+        block=plan.block,
+        workload=plan.workload,
+        clients=plan.clients,
+        cell=cell_id(plan.key(arm), ctx.segment),
+        wall_s=float("nan"),
+        requests=0,
+        valid=False,
+        invalid_reason=reason,
+        resumed=ctx.segment > 0,
+        rate=plan.load.rate,
+    )
+    ctx.journal.write(cell)
+    return cell

@@ -1,0 +1,37 @@
+"""What every step of a run receives: the configuration, the plan's profile, the engines and the open journal.
+
+The driver builds one :class:`RunContext` per segment and passes it down; steps return records and never reach back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specharness.engines.memory import MemoryProbe
+from specharness.experiment.config import RunConfig
+from specharness.experiment.design import Profile
+from specharness.experiment.engineset import EngineSet
+from specharness.experiment.journal import Journal
+from specharness.traffic.workloads import Case
+
+__all__ = ["ProgressFn", "RunContext", "UndecidedFn"]
+
+ProgressFn = Callable[[int], None]
+UndecidedFn = Callable[[Path], set[tuple[str, str]]]  # run folder -> (workload, load label) cells still undecided
+
+
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    """One run segment as its steps see it. ``profile`` plans by workload *name* (the declared profile may list a
+    user workload by its file path); ``sequences`` holds each workload's cases in the order cells take them."""
+
+    config: RunConfig
+    profile: Profile
+    sequences: dict[str, tuple[Case, ...]]
+    engines: EngineSet
+    journal: Journal
+    segment: int
+    progress: ProgressFn | None = None
+    probe: MemoryProbe = field(default_factory=MemoryProbe)

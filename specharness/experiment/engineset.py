@@ -1,0 +1,207 @@
+"""The engines of a run: start one per arm (or attach to engines started elsewhere), journal them, stop them.
+
+:func:`launch_servers` is the one place that spawns and waits for the servers; everything around it (settings, logs,
+journaling what was started) stays the same whichever way the servers are launched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from specharness._errors import ConfigError
+from specharness.engines.attached import AttachedEngine, check_speculation
+from specharness.engines.memory import MemoryProbe
+from specharness.engines.model import ResolvedModel, served_model_name
+from specharness.engines.server import ArmSpec, EngineServer, EngineSettings, stop_all
+from specharness.experiment.config import RunConfig
+from specharness.experiment.journal import Journal
+from specharness.experiment.rundir import engine_log
+from specharness.records import AttachWarningEvent, EngineRecord, EngineSpawnedEvent
+
+__all__ = [
+    "EngineSet",
+    "attach_engines",
+    "engine_settings",
+    "launch_servers",
+    "running_engines",
+    "start_engines",
+]
+
+Engine = EngineServer | AttachedEngine
+
+
+@dataclass(slots=True)
+class EngineSet:
+    """The run's engines by arm and the model name they serve; ``api_key`` goes in every request's headers."""
+
+    servers: dict[str, Engine] = field(default_factory=dict)
+    model_name: str = "model"
+    api_key: str | None = field(default=None, repr=False)
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    def stop(self) -> None:
+        """Stop every engine this run started (an attached engine is left running)."""
+        for server in self.servers.values():
+            server.stop()
+
+
+def engine_settings(config: RunConfig, model: ResolvedModel) -> EngineSettings:
+    """The engine arguments every arm shares, from the run configuration."""
+    c = config
+    settings = EngineSettings(
+        model_path=str(model.serve_path),
+        served_model_name=served_model_name(model),
+        host=c.host,
+        port=c.port,
+        max_model_len=c.max_model_len,
+        seed=c.sampling.seed or 0,
+        kv_cache_gib=c.kv_cache_gib,
+        gpu_memory_utilization=c.gpu_memory_utilization,
+        api_key=c.api_key,
+        extra_args=c.extra_engine_args,
+        start_timeout_s=c.start_timeout_s,
+    )
+    return replace(settings, python=c.python) if c.python else settings
+
+
+def launch_servers(
+    settings: EngineSettings,
+    arms: Sequence[ArmSpec],
+    log_paths: Mapping[str, Path],
+    *,
+    together: bool,
+    on_spawn: Callable[[str, int], None],
+) -> dict[str, EngineServer]:
+    """Start one server per arm and return them by arm name, every one ready (its /health answers). ``together``:
+    spawn every server first so their starts overlap, then wait for each; else start them one after another. A
+    non-zero ``settings.port`` is the first port (arm ``i`` gets ``port + i``). ``on_spawn(arm, pid)`` runs as each
+    process starts. A server that fails raises; the ones already spawned are stopped by the caller (``stop_all``)."""
+    servers: dict[str, EngineServer] = {}
+    for arm in arms:
+        arm_settings = replace(settings, port=settings.port + len(servers)) if settings.port else settings
+        server = EngineServer(arm_settings, arm, log_paths[arm.name])
+        servers[arm.name] = server
+        server.on_spawn = lambda pid, name=arm.name: on_spawn(name, pid)
+        server.spawn()
+        if not together:
+            server.wait_ready()
+    for server in servers.values():
+        server.wait_ready()  # returns at once for a server that is already up
+    return servers
+
+
+def start_engines(
+    config: RunConfig, arms: Sequence[ArmSpec], model: ResolvedModel, *, segment: int, journal: Journal
+) -> EngineSet:
+    """Start every arm's engine (:func:`launch_servers`) and journal each: an ``engine_spawned`` event as its
+    process starts, an :class:`~specharness.records.EngineRecord` (command, version, settings, memory) once ready."""
+    probe = MemoryProbe()
+    before = probe.as_fields("before_start", [])
+    engines = EngineSet(model_name=served_model_name(model), api_key=config.api_key)
+    servers = launch_servers(
+        engine_settings(config, model),
+        arms,
+        {arm.name: engine_log(config.out_dir, arm.name, segment) for arm in arms},
+        together=config.start_together,
+        on_spawn=lambda arm, pid: journal.write(EngineSpawnedEvent(arm=arm, pid=pid, segment=segment)),
+    )
+    engines.servers.update(servers)
+    for arm in arms:
+        server = servers[arm.name]
+        effective = server.effective_settings()
+        journal.write(
+            EngineRecord(
+                arm=arm.name,
+                command=server.command,
+                log_path=str(server.log_path.relative_to(config.out_dir)),
+                port=server.port,
+                vllm_version=server.version,
+                start_s=server.start_s,
+                pid=server.process.pid if server.process else -1,
+                async_scheduling=effective.get("async_scheduling"),
+                speculative_config=arm.speculative_config,
+                effective_settings=effective,
+                memory={**before, **probe.as_fields("engine_ready", server.pids())},
+            )
+        )
+    return engines
+
+
+def attach_engines(config: RunConfig, arms: Sequence[ArmSpec], *, segment: int, journal: Journal) -> EngineSet:
+    """Engines started elsewhere (``--attach``): wait for each URL's /health, read its version and served model;
+    nothing is started, and :meth:`EngineSet.stop` leaves them running. A URL whose speculation does not match its
+    arm (a swapped or mis-set URL would invert every verdict) is journaled and refused before anything is measured."""
+    engines = EngineSet(api_key=config.api_key)
+    attached = []
+    for arm in arms:
+        engine = AttachedEngine(
+            arm,
+            config.attach[arm.name],
+            engine_log(config.out_dir, arm.name, segment),
+            api_key=config.api_key,
+            start_timeout_s=config.start_timeout_s,
+        )
+        engine.spawn()
+        engines.servers[arm.name] = engine
+        attached.append(engine)
+    models = set()
+    for engine in attached:
+        engine.wait_ready()
+        models.add(engine.served_model())
+        warning = check_speculation(engine, engine.arm.speculative_config is not None)
+        if warning:
+            journal.write(AttachWarningEvent(arm=engine.arm.name, message=warning))
+            raise ConfigError(f"--attach {engine.arm.name}={engine.base_url}: {warning}; check the URLs")
+        journal.write(
+            EngineRecord(
+                arm=engine.arm.name,
+                command=[],
+                log_path=str(engine.log_path.relative_to(config.out_dir)),
+                port=engine.port,
+                vllm_version=engine.version,
+                start_s=engine.start_s,
+                pid=-1,
+                async_scheduling=None,
+                speculative_config=engine.arm.speculative_config,
+                effective_settings=engine.effective_settings(),
+                memory={},
+            )
+        )
+    if len(models) != 1:
+        raise ConfigError(
+            f"--attach: the engines serve different models ({', '.join(sorted(models))}); a paired comparison needs "
+            "the same model behind every URL"
+        )
+    engines.model_name = models.pop()
+    return engines
+
+
+@contextlib.contextmanager
+def running_engines(
+    config: RunConfig,
+    arms: Sequence[ArmSpec],
+    model: ResolvedModel | None,
+    *,
+    segment: int,
+    journal: Journal,
+) -> Iterator[EngineSet]:
+    """Start (or, with ``config.attach``, attach to) the arms' engines for the body of a ``with``; every engine this
+    process started is stopped on the way out, whatever happened (a start that failed half-way included)."""
+    engines: EngineSet | None = None
+    try:
+        if config.attach:
+            engines = attach_engines(config, arms, segment=segment, journal=journal)
+        else:
+            if model is None:
+                raise ValueError("running_engines: a model is needed unless the run attaches to engines")
+            engines = start_engines(config, arms, model, segment=segment, journal=journal)
+        yield engines
+    finally:
+        if engines is not None:
+            engines.stop()
+        stop_all()

@@ -1,0 +1,51 @@
+"""Walk a run's cell plan: the declared blocks, then (``--until-decided``) a mirrored pair of blocks at a time for the
+cells still undecided, up to ``--max-blocks``; every look is journaled."""
+
+from __future__ import annotations
+
+from specharness._errors import EngineDied
+from specharness.experiment.cell import run_cell
+from specharness.experiment.context import RunContext, UndecidedFn
+from specharness.experiment.design import BLOCKS_PER_LOOK, CellPlan, plan_cells
+from specharness.records import LookEvent
+
+__all__ = ["run_cells", "run_plan"]
+
+
+def run_cells(ctx: RunContext, plans: list[CellPlan], done: set[str]) -> None:
+    """Measure every arm of every planned cell not in ``done`` (keys), adding each to ``done``; a dead engine stops
+    the run (:class:`~specharness._errors.EngineDied`)."""
+    for plan in plans:
+        for arm in plan.arm_order:
+            if plan.key(arm) in done:
+                continue
+            cell = run_cell(ctx, plan, arm)
+            if not cell.valid:
+                raise EngineDied(
+                    f"{cell.invalid_reason}; the run stopped; finish it with "
+                    f"'specharness run --resume {ctx.config.out_dir}'"
+                )
+            done.add(plan.key(arm))
+
+
+def run_plan(ctx: RunContext, done: set[str], undecided: UndecidedFn | None) -> None:
+    """The declared blocks; then, with --until-decided, two more blocks (a mirrored pair) at a time for the cells
+    ``undecided`` names, up to --max-blocks. Every look is journaled."""
+    p = ctx.profile
+    run_cells(ctx, plan_cells(p), done)
+    if not p.until_decided or undecided is None or p.max_blocks is None:
+        return
+    blocks = p.blocks
+    while blocks < p.max_blocks:
+        open_cells = undecided(ctx.config.out_dir)
+        ctx.journal.write(LookEvent(blocks=blocks, undecided=_labels(open_cells)))
+        if not open_cells:
+            return
+        more = plan_cells(p, range(blocks, blocks + BLOCKS_PER_LOOK))
+        run_cells(ctx, [plan for plan in more if (plan.workload, plan.load.label) in open_cells], done)
+        blocks += BLOCKS_PER_LOOK
+    ctx.journal.write(LookEvent(blocks=blocks, undecided=_labels(undecided(ctx.config.out_dir))))
+
+
+def _labels(cells: set[tuple[str, str]]) -> list[str]:
+    return sorted(f"{w}/{load}" for w, load in cells)
