@@ -10,14 +10,13 @@ companion notes (blocks, verdicts) are rewritten for the cells the run measured:
 from __future__ import annotations
 
 import json
-import lzma
-import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 from asv.results import Results
 
+from specharness.experiment.rundir import copy_run
 from specharness.history.asvnotes import apply_notes, update_companion
 from specharness.history.recompute import paired_notes, recompute_load, recompute_paired
 from specharness.reporting.report import write_report
@@ -30,13 +29,7 @@ def main(argv: list[str]) -> int:
     for result_path, run_dir in zip(argv[::2], argv[1::2], strict=True):
         source = Path(run_dir)
         with tempfile.TemporaryDirectory() as tmp:
-            run = Path(tmp) / source.name
-            run.mkdir()
-            shutil.copy(source / "manifest.json", run)
-            if (source / "journal.jsonl").is_file():
-                shutil.copy(source / "journal.jsonl", run)
-            else:
-                (run / "journal.jsonl").write_bytes(lzma.decompress((source / "journal.jsonl.xz").read_bytes()))
+            run = copy_run(source, Path(tmp) / source.name)
             report = write_report(run, plots=False)
         path = Path(result_path)
         result = json.loads(path.read_text())

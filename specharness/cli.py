@@ -1,121 +1,40 @@
-"""Command line: ``specharness run | report | compare``. One ``cmd_<name>`` per subcommand.
+"""Command line: one ``cmd_<name>`` per subcommand.
+
+Experiments: ``run`` (a paired baseline vs prompt-lookup experiment), ``sweep`` (a saturation sweep), ``sampled`` (the
+distribution check under sampling), ``crosscheck`` (TTFT/TPOT against ``vllm bench serve``). Runs: ``report``,
+``compare``, ``aa-summary``. Inputs and methods: ``import`` (a dataset into a workload), ``simulate`` (the verdict's
+error rates). Release history (ASV): ``machine``, ``ledger``, ``spread``, ``release-compare``, ``site``.
 
 Errors from the harness print one line (``specharness: error: ...``) and exit 2; an interrupted run exits 130.
+Engine and run options are declared and parsed in :mod:`specharness.experiment.options` (shared with ASV).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from specharness._errors import ConfigError, SpecharnessError
-from specharness.engines.attached import parse_attach
-from specharness.experiment.design import ARM_NAMES, get_profile, override
-from specharness.records import rate_text
-from specharness.traffic.arrivals import parse_rates
-from specharness.traffic.client import Sampling
+from specharness.experiment.options import add_engine_options, add_run_options, engine_fields, floats, names
 
 __all__ = ["main"]
-
-
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: give comma-separated integers, e.g. 1,8") from None
-
-
-def _floats(text: str) -> tuple[float, ...]:
-    try:
-        return tuple(float(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: give comma-separated numbers, e.g. 0.25,0.5,1,1.5") from None
-
-
-def _slo(text: str) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for item in (x.strip() for x in text.split(",") if x.strip()):
-        name, sep, value = item.partition("=")
-        try:
-            out[name.strip()] = float(value)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{item!r}: give name=milliseconds, e.g. ttft_ms=1000,tpot_ms=50") from None
-        if not sep:
-            raise argparse.ArgumentTypeError(f"{item!r}: give name=milliseconds, e.g. ttft_ms=1000,tpot_ms=50")
-    return out
-
-
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(x.strip() for x in text.split(",") if x.strip())
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="specharness", description="Does vLLM n-gram speculation make this workload faster, without making answers worse?")
     sub = p.add_subparsers(dest="command", required=True)
+    _experiment_commands(sub)
+    _run_commands(sub)
+    _history_commands(sub)
+    return p
+
+
+def _experiment_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """run, sweep, sampled, crosscheck: the commands that start engines."""
     r = argparse.ArgumentParser(add_help=False)  # the options run and sweep share
-    r.add_argument("--model", default="default", help="'default' (embedded SmolLM2-135M-Instruct), a HF directory or a .gguf")
-    r.add_argument("--workloads", type=_names, help="comma-separated: copy, transform, free, abstain, structured (JSON schema and forced tool calls; tool calls need --engine-arg=--enable-auto-tool-choice --engine-arg=--tool-call-parser --engine-arg=hermes) or .jsonl paths")
-    r.add_argument("--clients", type=_ints, help="closed-loop client counts, e.g. 1,8")
-    r.add_argument("--rates", help="open-loop request rates per second, e.g. 0.5,2,inf (inf: all at once); with "
-                   "--rates alone the run has no closed-loop cells")
-    r.add_argument("--burstiness", type=float, help="gamma shape of the gaps between arrivals: 1 = Poisson "
-                   "(default), below 1 burstier, above 1 more regular")
-    r.add_argument("--arrival-seed", type=int, help="seed of the arrival schedules (each block draws its own; both "
-                   "arms of a block get the same)")
-    r.add_argument("--max-concurrency", type=int, help="open loop: most requests in flight (a request waiting for a "
-                   "slot is sent late and counted late)")
-    r.add_argument("--slo", type=_slo, help="per-request SLOs in ms, e.g. ttft_ms=1000,tpot_ms=50 (latency from the "
-                   "scheduled send); SLO goodput counts right answers within every bound")
-    r.add_argument("--slo-fraction", type=float, help="share of requests that must meet the SLOs for a load to be "
-                   "sustained (default 0.9)")
-    r.add_argument("--keep-text", choices=("full", "hash", "none"), default="full",
-                   help="what prompt and output text reaches disk: full (default), hash (salted hashes and lengths) or "
-                   "none; every check still runs on the full text at request time")
-    r.add_argument("--attach", help="drive engines started elsewhere: baseline=URL,ngram=URL; nothing is started or "
-                   "stopped, counters come from each URL's /metrics")
-    r.add_argument("--blocks", type=int, help="paired blocks, even (mirrored arm orders AB BA BA AB ...)")
-    r.add_argument("--until-decided", action="store_true", help="add block pairs to cells whose speed verdict is "
-                   "inconclusive, up to --max-blocks (error rate held by Bonferroni over the looks)")
-    r.add_argument("--max-blocks", type=int, help="with --until-decided: most blocks a cell gets (even)")
-    r.add_argument("--prefix-caching", choices=("off", "on", "reset"),
-                   help="off (default: paired measurement sees no cache hits), on, or reset before every cell")
-    r.add_argument("--min-same-work", type=float, help="smallest share of pairs with identical outputs for a speed "
-                   "verdict (default 0.5)")
-    r.add_argument("--known-slowdown", type=float, help="the baseline-slow control arm's factor (default 1.25)")
-    r.add_argument("--order-seed", type=int, help="seed of the arm orders when there are more than two arms")
-    r.add_argument("--requests", type=int, help="measured requests per cell and arm")
-    r.add_argument("--warmups", type=int, help="warmup rounds per cell and arm, one request per client each, on "
-                   "prompts never measured (journaled, not counted)")
-    r.add_argument("--arms", type=_names, help="e.g. baseline,ngram or baseline,ngram,baseline-sync")
-    r.add_argument("--num-speculative-tokens", type=int)
-    r.add_argument("--prompt-lookup-min", type=int)
-    r.add_argument("--prompt-lookup-max", type=int)
-    r.add_argument("--speculative-config", help="full JSON for --speculative-config (method must be ngram)")
-    r.add_argument("--max-tokens-cap", type=int, help="cap every case's max_tokens")
-    r.add_argument("--min-correct", type=float, help="declared minimum correct fraction for a 'helps' verdict")
-    r.add_argument("--equivalence-margin", type=float, help="speedups within ±this are 'no difference' (default: "
-                   "the machine's band from its own A/A)")
-    r.add_argument("--temperature", type=float, default=0.0)
-    r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--request-timeout", type=float, default=300.0, help="seconds per request")
-    r.add_argument("--start-timeout", type=float, default=900.0, help="seconds to wait for each engine's /health")
-    r.add_argument("--host", default="127.0.0.1", help="bind address for the servers (default loopback only)")
-    r.add_argument("--port", type=int, default=0, help="first port (0: pick free ports)")
-    r.add_argument("--max-model-len", type=int, default=2048)
-    r.add_argument("--kv-cache-gib", type=int, default=2, help="CPU build: VLLM_CPU_KVCACHE_SPACE per engine")
-    r.add_argument("--gpu-memory-utilization", type=float, help="GPU build: per engine (0.3 fits two on an H200)")
-    r.add_argument("--api-key-env", help="name of an environment variable holding an API key for the servers")
-    r.add_argument("--python", default="", help="Python that runs vLLM (default: this one)")
-    r.add_argument("--engine-arg", action="append", default=[], help="extra vLLM argument (repeatable)")
-    r.add_argument("--start-one-by-one", action="store_true", help="start the engines one after another instead of "
-                   "together (slower; for GPUs where concurrent memory profiling misleads vLLM)")
-    r.add_argument("--out", type=Path, help="run folder (default runs/<profile>-<time>)")
-    r.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish the missing cells of an interrupted run")
-    r.add_argument("--no-progress", action="store_true")
+    add_run_options(r)
     run = sub.add_parser("run", parents=[r], help="run a paired baseline vs prompt-lookup experiment on real vLLM servers")
     run.add_argument("--profile", default="quick", help="quick (default), standard, sweep, aa (A/A control) or control "
                      "(A/A and a known slowdown)")
@@ -123,12 +42,12 @@ def _parser() -> argparse.ArgumentParser:
                            "open-loop levels from light to past saturation, every level a paired cell; crossover and "
                            "SLO capacity in the report")
     sweep.add_argument("--profile", default="sweep", help=argparse.SUPPRESS)
-    sweep.add_argument("--levels", type=_floats, help="sweep levels as multiples of the baseline's peak request rate "
+    sweep.add_argument("--levels", type=floats, help="sweep levels as multiples of the baseline's peak request rate "
                        "(default 0.25,0.5,1,1.5,2; 'all at once' is always added on top)")
     smp = sub.add_parser("sampled", help="distribution check under sampling: each case many times per arm with "
                          "distinct seeds; first token, length and pass rate compared, with an A/A pair and a "
                          "positive control (the baseline at another temperature)")
-    smp.add_argument("--workloads", type=_names, default=("copy", "free"))
+    smp.add_argument("--workloads", type=names, default=("copy", "free"))
     smp.add_argument("--cases", type=int, default=4, help="cases per workload")
     smp.add_argument("--samples", type=int, default=16, help="requests per case, stream and repetition")
     smp.add_argument("--repetitions", type=int, default=5, help="independent repetitions (detection and false-alarm rates)")
@@ -139,11 +58,20 @@ def _parser() -> argparse.ArgumentParser:
     smp.add_argument("--clients", type=int, default=8, help="requests in flight")
     smp.add_argument("--seed", type=int, default=0)
     smp.add_argument("--model", default="default")
-    smp.add_argument("--kv-cache-gib", type=int, default=2)
-    smp.add_argument("--gpu-memory-utilization", type=float)
-    smp.add_argument("--python", default="")
-    smp.add_argument("--engine-arg", action="append", default=[])
+    smp.add_argument("--request-timeout", type=float, default=300.0, help="seconds per request")
+    add_engine_options(smp)
     smp.add_argument("--out", type=Path, required=True)
+    cc = sub.add_parser("crosscheck", help="TTFT/TPOT medians: specharness vs vllm bench serve, same server and prompts")
+    cc.add_argument("--out", type=Path, required=True)
+    cc.add_argument("--model", default="default")
+    cc.add_argument("--arm", default="baseline", choices=("baseline", "ngram"))
+    cc.add_argument("--num-prompts", type=int, default=16)
+    cc.add_argument("--max-tokens", type=int, default=64)
+    cc.add_argument("--gpu-memory-utilization", type=float)
+
+
+def _run_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """report, compare, aa-summary (run folders); import, simulate (inputs and methods)."""
     rep = sub.add_parser("report", help="rebuild report.md/report.json/plots from a run folder's journal alone")
     rep.add_argument("run_dir", type=Path)
     cmp_ = sub.add_parser("compare", help="compare two runs, e.g. two vLLM versions")
@@ -172,6 +100,10 @@ def _parser() -> argparse.ArgumentParser:
                          "paired runs: few blocks, drift, order effects, engine-instance offsets, heavy tails")
     sim.add_argument("--runs", type=int, default=2000, help="simulated runs per scenario and method")
     sim.add_argument("--seed", type=int, default=2026)
+
+
+def _history_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """site, release-compare, ledger, spread, machine: the release history on ASV."""
     site = sub.add_parser("site", help="after 'asv publish': add the metric-by-vLLM-release page to the site")
     site.add_argument("--results", type=Path, default=Path("results"))
     site.add_argument("--html", type=Path, default=Path("html"))
@@ -194,92 +126,26 @@ def _parser() -> argparse.ArgumentParser:
     mach = sub.add_parser("machine", help="register this machine with ASV (CPU model, cores, RAM, GPU, driver); "
                           "prints its name for 'asv run --machine'")
     mach.add_argument("--name", help="the machine name (default: made from the hardware)")
-    cc = sub.add_parser("crosscheck", help="TTFT/TPOT medians: specharness vs vllm bench serve, same server and prompts")
-    cc.add_argument("--out", type=Path, required=True)
-    cc.add_argument("--model", default="default")
-    cc.add_argument("--arm", default="baseline", choices=("baseline", "ngram"))
-    cc.add_argument("--num-prompts", type=int, default=16)
-    cc.add_argument("--max-tokens", type=int, default=64)
-    cc.add_argument("--gpu-memory-utilization", type=float)
-    return p
-
-
-def _speculative(args: argparse.Namespace, base: dict[str, object]) -> dict[str, object]:
-    import json
-
-    spec = dict(base)
-    if args.speculative_config:
-        try:
-            loaded = json.loads(args.speculative_config)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"--speculative-config is not valid JSON ({exc.msg}); e.g. '{{\"method\": \"ngram\", ...}}'") from None
-        if not isinstance(loaded, dict):
-            raise ConfigError("--speculative-config must be a JSON object")
-        spec = loaded
-    for flag, key in (("num_speculative_tokens", "num_speculative_tokens"), ("prompt_lookup_min", "prompt_lookup_min"),
-                      ("prompt_lookup_max", "prompt_lookup_max")):  # fmt: skip
-        value = getattr(args, flag)
-        if value is not None:
-            spec[key] = value
-    return spec
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from specharness.analysis.sequential import undecided_cells
-    from specharness.experiment.config import RunConfig
     from specharness.experiment.driver import run_experiment
-    from specharness.experiment.rundir import read_manifest
+    from specharness.experiment.options import run_config
     from specharness.reporting.report import write_report
 
-    api_key = None
-    if args.api_key_env:
-        api_key = os.environ.get(args.api_key_env)
-        if not api_key:
-            raise ConfigError(f"--api-key-env {args.api_key_env}: that environment variable is empty or unset")
-    if args.resume:
-        config = RunConfig.from_manifest(args.resume, read_manifest(args.resume)["config"], api_key)
-        resume = True
-    else:
-        profile = get_profile(args.profile)
-        rates = tuple(rate_text(x) for x in parse_rates(args.rates)) if args.rates else None
-        if rates is not None and len(set(rates)) != len(rates):
-            raise ConfigError(f"--rates {args.rates}: two rates are the same to 6 significant digits; give distinct rates")
-        if args.command == "sweep" and rates and getattr(args, "levels", None):
-            raise ConfigError("specharness sweep: give --levels (multiples of the probed peak) or --rates (your own "
-                              "ladder), not both")  # fmt: skip
-        clients = args.clients if args.clients is not None or rates is None else ()
-        levels = getattr(args, "levels", None)
-        if args.command == "sweep" and levels is None and (args.clients or rates):
-            levels = ()  # the user's own ladder (concurrencies or rates) instead of levels of the probed peak
-        profile = override(
-            profile, workloads=args.workloads, clients=clients, blocks=args.blocks, rates=rates,
-            burstiness=args.burstiness, arrival_seed=args.arrival_seed, max_concurrency=args.max_concurrency,
-            slo=args.slo, slo_fraction=args.slo_fraction, sweep_levels=levels,
-            requests_per_cell=args.requests, warmups_per_cell=args.warmups, arms=args.arms,
-            max_tokens_cap=args.max_tokens_cap, min_correct_fraction=args.min_correct,
-            equivalence_margin=args.equivalence_margin, until_decided=args.until_decided or None,
-            max_blocks=args.max_blocks, prefix_caching=args.prefix_caching, min_same_work_fraction=args.min_same_work,
-            known_slowdown=args.known_slowdown, order_seed=args.order_seed,
-            speculative=_speculative(args, profile.speculative),
-        )  # fmt: skip
-        out = args.out or Path("runs") / f"{profile.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-        config = RunConfig(
-            profile=profile, out_dir=out, model=args.model,
-            sampling=Sampling(temperature=args.temperature, seed=args.seed, max_tokens_cap=profile.max_tokens_cap),
-            request_timeout_s=args.request_timeout, host=args.host, port=args.port, max_model_len=args.max_model_len,
-            kv_cache_gib=args.kv_cache_gib, gpu_memory_utilization=args.gpu_memory_utilization,
-            start_timeout_s=args.start_timeout, api_key=api_key, python=args.python,
-            extra_engine_args=tuple(args.engine_arg), start_together=not args.start_one_by_one,
-            attach=parse_attach(args.attach, ARM_NAMES, required_arms=profile.arms) if args.attach else {},
-            keep_text=args.keep_text,
-        )  # fmt: skip
-        resume = False
+    config, resume = run_config(args, args.command)
     total = config.profile.measured_requests()
     progress_cm = _progress(total, disabled=args.no_progress or not sys.stderr.isatty())
     with progress_cm as advance:
-        run_dir = run_experiment(config, resume=resume, progress=advance, on_finish=write_report,
-                                 undecided=undecided_cells,
-                                 on_status=lambda m: print(f"specharness: {m}", file=sys.stderr))
+        run_dir = run_experiment(
+            config,
+            resume=resume,
+            progress=advance,
+            on_finish=write_report,
+            undecided=undecided_cells,
+            on_status=lambda m: print(f"specharness: {m}", file=sys.stderr),
+        )
     print(f"report: {run_dir / 'report.md'}")
     return 0
 
@@ -314,6 +180,7 @@ class _progress:
 
 def cmd_sampled(args: argparse.Namespace) -> int:
     from specharness.experiment.config import RunConfig
+    from specharness.experiment.design import get_profile
     from specharness.experiment.sampled import SampledDesign, run_sampled
     from specharness.reporting.sampled_report import write_sampled_report
 
@@ -321,9 +188,9 @@ def cmd_sampled(args: argparse.Namespace) -> int:
                            repetitions=args.repetitions, temperature=args.temperature, top_p=args.top_p,
                            control_temperature=args.control_temperature, max_tokens=args.max_tokens,
                            clients=args.clients, seed=args.seed)  # fmt: skip
-    config = RunConfig(profile=get_profile("quick"), out_dir=args.out, model=args.model, kv_cache_gib=args.kv_cache_gib,
-                       gpu_memory_utilization=args.gpu_memory_utilization, python=args.python,
-                       extra_engine_args=tuple(args.engine_arg))  # fmt: skip
+    quick = get_profile("quick")  # run_sampled sets the arms and workloads
+    fields = engine_fields(args)
+    config = RunConfig(profile=quick, out_dir=args.out, model=args.model, request_timeout_s=args.request_timeout, **fields)
     out = run_sampled(config, design, say=lambda m: print(f"specharness: {m}", file=sys.stderr))
     write_sampled_report(out)
     print(f"report: {out / 'sampled.md'}")

@@ -27,6 +27,7 @@ from specharness.engines.model import cache_dir
 from specharness.experiment.config import RunConfig
 from specharness.experiment.design import Profile, get_profile, override
 from specharness.experiment.driver import run_experiment
+from specharness.experiment.options import engine_options
 from specharness.experiment.rundir import harness_commit, harness_version
 from specharness.history.metrics import asv_intervals, asv_metrics, group_metrics, load_metrics
 from specharness.reporting.report import load_report, write_report
@@ -86,25 +87,9 @@ SWEEP_GRID = ([2, 4, 8], [4])  # num_speculative_tokens x prompt_lookup_max
 
 
 def _engine_options() -> dict[str, Any]:
-    words = shlex.split(os.environ.get("SPECHARNESS_ASV_ENGINE", ""))
-    opts: dict[str, Any] = {}
-    extra: list[str] = []
-    i = 0
-    while i < len(words):
-        if words[i] == "--gpu-memory-utilization":
-            opts["gpu_memory_utilization"] = float(words[i + 1])
-            i += 2
-        elif words[i] == "--kv-cache-gib":
-            opts["kv_cache_gib"] = int(words[i + 1])
-            i += 2
-        elif words[i] == "--start-one-by-one":
-            opts["start_together"] = False
-            i += 1
-        else:
-            extra.append(words[i])
-            i += 1
-    opts["extra_engine_args"] = tuple(extra)
-    return opts
+    """RunConfig keyword arguments from SPECHARNESS_ASV_ENGINE, parsed as ``specharness run`` parses engine options
+    (:func:`specharness.experiment.options.engine_options`); words it does not know go to vLLM."""
+    return engine_options(shlex.split(os.environ.get("SPECHARNESS_ASV_ENGINE", "")))
 
 
 def _runs_root() -> Path:

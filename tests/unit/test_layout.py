@@ -49,3 +49,36 @@ def test_rooms_are_packages() -> None:
     rooms = {p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith("__")}
     assert rooms == {"traffic", "engines", "experiment", "analysis", "reporting", "history"}
     assert not [p.name for p in ROOT.glob("*.py") if p.stem not in ("__init__", "__main__", "cli", "_errors", "records")]
+
+
+def _string_constants(path: Path) -> set[str]:
+    nodes = ast.walk(ast.parse(path.read_text()))
+    return {n.value for n in nodes if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+
+
+def _modules_spelling(text: str) -> list[str]:
+    return sorted(str(p.relative_to(ROOT)) for p in ROOT.rglob("*.py") if text in _string_constants(p))
+
+
+def test_each_format_has_one_owner() -> None:
+    """The run folder's file names live in experiment/rundir.py, the journal's ``kind`` field in records.py and the
+    journal reader, the served-model-name rule in engines/model.py: a second spelling is a second owner."""
+    for name in ("journal.jsonl", "journal.jsonl.xz", "manifest.json"):
+        assert _modules_spelling(name) == ["experiment/rundir.py"], name
+    assert _modules_spelling("kind") == ["experiment/journal.py", "records.py"]
+    assert _modules_spelling("embedded-default") == ["engines/model.py"]
+    assert _modules_spelling("smollm2") == ["engines/model.py"]
+
+
+def test_no_step_of_a_run_reaches_up_into_the_driver() -> None:
+    """The driver calls its steps (run folder, engines, cells, sending, peak probe, looks); none imports it back,
+    and nothing imports a private name of another experiment module."""
+    bad = []
+    for path in (ROOT / "experiment").glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("specharness.experiment"):
+                if node.module == "specharness.experiment.driver" and path.stem != "driver":
+                    bad.append(f"{path.stem} imports the driver")
+                bad += [f"{path.stem} imports {node.module}.{a.name}" for a in node.names if a.name.startswith("_")]
+    assert not bad, bad

@@ -1,0 +1,84 @@
+"""One parse of the engine and run options: the CLI and the ASV suite read the same declarations."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from specharness import ConfigError
+from specharness.cli import _parser
+from specharness.experiment.config import RunConfig
+from specharness.experiment.design import get_profile
+from specharness.experiment.options import engine_fields, engine_options, run_config
+from specharness.history.asvsuite import _engine_options
+
+
+def parse(*words: str) -> argparse.Namespace:
+    return _parser().parse_args(list(words))
+
+
+def test_engine_words_read_as_the_cli_reads_them() -> None:
+    words = ["--gpu-memory-utilization", "0.3", "--start-one-by-one", "--kv-cache-gib", "4", "--max-model-len", "4096"]
+    from_words = engine_options(words)
+    from_cli = engine_fields(parse("run", *words))
+    assert from_words == from_cli
+    assert (from_words["gpu_memory_utilization"], from_words["kv_cache_gib"]) == (0.3, 4)
+    assert from_words["start_together"] is False and from_words["max_model_len"] == 4096
+
+
+def test_unknown_engine_words_go_to_vllm_in_order() -> None:
+    words = ["--enforce-eager", "--kv-cache-gib", "3", "--tool-call-parser", "hermes", "--engine-arg=--x"]
+    options = engine_options(words)
+    assert options["kv_cache_gib"] == 3
+    assert options["extra_engine_args"] == ("--x", "--enforce-eager", "--tool-call-parser", "hermes")
+
+
+def test_no_engine_words_give_the_run_configs_defaults(tmp_path: Path) -> None:
+    quick = get_profile("quick")
+    assert RunConfig(profile=quick, out_dir=tmp_path, **engine_options([])) == RunConfig(
+        profile=quick, out_dir=tmp_path
+    )
+
+
+def test_a_bad_engine_word_is_a_config_error_naming_its_source() -> None:
+    with pytest.raises(ConfigError, match="SPECHARNESS_ASV_ENGINE: argument --kv-cache-gib: invalid int value"):
+        engine_options(["--kv-cache-gib", "lots"])
+
+
+def test_asv_reads_its_variable_with_the_same_parse(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPECHARNESS_ASV_ENGINE", "--gpu-memory-utilization 0.3 --start-one-by-one --enforce-eager")
+    options = _engine_options()
+    assert options == engine_options(["--gpu-memory-utilization", "0.3", "--start-one-by-one", "--enforce-eager"])
+    assert options["extra_engine_args"] == ("--enforce-eager",) and options["start_together"] is False
+
+
+def test_run_options_become_one_run_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KEY_FOR_TEST", "secret")
+    words = ["--workloads", "copy", "--clients", "1,4", "--rates", "2,inf", "--requests", "6", "--temperature", "0.5"]
+    engine = ["--engine-arg=--enforce-eager", "--api-key-env", "KEY_FOR_TEST"]
+    args = parse("run", *words, *engine, "--out", str(tmp_path / "r"))
+    config, resume = run_config(args, "run")
+    assert not resume and config.out_dir == tmp_path / "r" and config.api_key == "secret"
+    assert config.profile.workloads == ("copy",) and config.profile.clients == (1, 4)
+    assert config.profile.rates == ("2", "inf") and config.profile.requests_per_cell == 6
+    assert config.sampling.temperature == 0.5 and config.extra_engine_args == ("--enforce-eager",)
+
+
+def test_run_option_rules_that_span_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = str(tmp_path / "r")
+    with pytest.raises(ConfigError, match=r"--levels .* or --rates"):
+        run_config(parse("sweep", "--levels", "0.5,1", "--rates", "1,2", "--out", out), "sweep")
+    sweep, _ = run_config(parse("sweep", "--rates", "1,2", "--out", out), "sweep")
+    assert sweep.profile.sweep_levels == () and sweep.profile.clients == ()  # the user's own ladder
+    with pytest.raises(ConfigError, match="two rates are the same"):
+        run_config(parse("run", "--rates", "1,1.0000001", "--out", out), "run")
+    monkeypatch.delenv("NO_SUCH_KEY_FOR_TEST", raising=False)
+    with pytest.raises(ConfigError, match="--api-key-env NO_SUCH_KEY_FOR_TEST"):
+        run_config(parse("run", "--api-key-env", "NO_SUCH_KEY_FOR_TEST", "--out", out), "run")
+
+
+def test_sampled_takes_the_same_engine_options() -> None:
+    args = parse("sampled", "--out", "x", "--start-one-by-one", "--kv-cache-gib", "3", "--engine-arg=--enforce-eager")
+    assert engine_fields(args) == engine_options(["--start-one-by-one", "--kv-cache-gib", "3", "--enforce-eager"])
