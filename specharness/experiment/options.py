@@ -97,6 +97,19 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
 def add_run_options(r: argparse.ArgumentParser) -> None:
     """The options ``run`` and ``sweep`` share: the model, the design, the load, the sampling, the engines, the
     run folder."""
+    _add_load_options(r)
+    _add_design_options(r)
+    r.add_argument("--temperature", type=float, default=0.0)
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--request-timeout", type=float, default=300.0, help="seconds per request")
+    add_engine_options(r)
+    r.add_argument("--out", type=Path, help="run folder (default runs/<profile>-<time>)")
+    r.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish the missing cells of an interrupted run")
+    r.add_argument("--no-progress", action="store_true")
+
+
+def _add_load_options(r: argparse.ArgumentParser) -> None:
+    """The model, the workloads and the load: closed-loop clients, open-loop rates, SLOs, attached engines."""
     r.add_argument(
         "--model", default="default", help="'default' (embedded SmolLM2-135M-Instruct), a HF directory or a .gguf"
     )
@@ -149,6 +162,10 @@ def add_run_options(r: argparse.ArgumentParser) -> None:
         help="drive engines started elsewhere: baseline=URL,ngram=URL; nothing is started or "
         "stopped, counters come from each URL's /metrics",
     )
+
+
+def _add_design_options(r: argparse.ArgumentParser) -> None:
+    """The paired design (blocks, looks, arms, requests) and the speculative configuration and verdict rules."""
     r.add_argument("--blocks", type=int, help="paired blocks, even (mirrored arm orders AB BA BA AB ...)")
     r.add_argument(
         "--until-decided",
@@ -188,13 +205,6 @@ def add_run_options(r: argparse.ArgumentParser) -> None:
         type=float,
         help="speedups within ±this are 'no difference' (default: the machine's band from its own A/A)",
     )
-    r.add_argument("--temperature", type=float, default=0.0)
-    r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--request-timeout", type=float, default=300.0, help="seconds per request")
-    add_engine_options(r)
-    r.add_argument("--out", type=Path, help="run folder (default runs/<profile>-<time>)")
-    r.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish the missing cells of an interrupted run")
-    r.add_argument("--no-progress", action="store_true")
 
 
 def _api_key(args: argparse.Namespace) -> str | None:
