@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from specharness.experiment.journal import read_journal
+from specharness.records import SegmentEndEvent
 
 from .conftest import assert_no_engine_left, cli, journal_lines, start_cli, wait_for
 
@@ -76,7 +77,7 @@ def test_signal_mid_run_stops_engines_and_writes_a_partial_report(tmp_path: Path
     assert_no_engine_left(out)
     contents = read_journal(out / "journal.jsonl")  # readable, nothing torn
     assert not contents.torn_lines and contents.requests
-    assert any(e.get("kind") == "segment_end" and e["status"] == "interrupted" for e in contents.events)
+    assert any(e.status == "interrupted" for e in contents.events_of(SegmentEndEvent))
     assert "PARTIAL REPORT" in (out / "report.md").read_text()
 
 
