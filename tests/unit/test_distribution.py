@@ -233,7 +233,7 @@ def clustered_stream(rng: np.random.Generator, world: list[dict], repetitions: i
     for c, case in enumerate(world):
         for rep in range(repetitions):
             probs = rng.dirichlet(case["tokens"] / cell_sd**2) if cell_sd > 0 else case["tokens"]
-            logit = case["logit"] + rng.normal(0.0, cell_sd) + logit_shift if cell_sd > 0 else case["logit"] + logit_shift
+            logit = case["logit"] + logit_shift + (rng.normal(0.0, cell_sd) if cell_sd > 0 else 0.0)
             mean_length = case["length"] + (rng.normal(0.0, 8 * cell_sd) if cell_sd > 0 else 0.0)
             tokens = rng.choice(len(probs), size=samples, p=probs / probs.sum())
             lengths = np.minimum(rng.poisson(max(mean_length, 1.0), size=samples), 48)

@@ -69,7 +69,9 @@ def simulate(curve: list[float], block_sd: float, runs: int, seed: int) -> dict[
     true_one = _crossing_position(truth, 0.0)
     new_error, old_error, covered_band, covered_one, one_beyond = [], [], 0, 0, 0
     for run in range(runs):
-        levels = [level(x, block_ratio_interval(list(rng.normal(t, block_sd, 4)))) for x, t in zip(LOADS, truth, strict=True)]
+        levels = [
+            level(x, block_ratio_interval(list(rng.normal(t, block_sd, 4)))) for x, t in zip(LOADS, truth, strict=True)
+        ]
         band, one, _, _ = fit_crossings(levels, MARGIN, draws=400, seed=run)
         assert band is not None and one is not None
         new_error.append(abs(band.position - true_band))
