@@ -83,7 +83,7 @@ def _run_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
                          "into a specharness workload JSONL for --workloads")
     imp.add_argument("dataset", help="a file, or packaged:writingbench (data shipped inside an installed package)")
     imp.add_argument("-o", "--output", type=Path, required=True, help="the workload JSONL to write")
-    imp.add_argument("--format", default=None, choices=("auto", "specharness", "openai", "sharegpt", "prompt", "csv"))
+    imp.add_argument("--format", default=None, choices=("auto", "specharness", "openai", "sharegpt", "mtbench", "prompt", "csv"))
     for flag in ("--prompt-column", "--id-field", "--group-field", "--max-tokens-field", "--reference-field"):
         imp.add_argument(flag)
     imp.add_argument("--max-tokens", type=int)
@@ -94,7 +94,7 @@ def _run_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     imp.add_argument("--turns", choices=("first", "all", "replay"),
                      help="multi-turn conversations: first turn (default), all turns as one request, or replay: each "
                      "user turn its own request, sent after the arm's own earlier answers")
-    imp.add_argument("--reference-mode", choices=("exact", "normalised-contains", "rouge-l"))
+    imp.add_argument("--reference-mode", choices=("exact", "normalised-contains", "rouge-l", "chrf"))
     imp.add_argument("--reference-threshold", type=float)
     sim = sub.add_parser("simulate", help="error rates of the verdict (and of the methods it replaced) on simulated "
                          "paired runs: few blocks, drift, order effects, engine-instance offsets, heavy tails")

@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -72,6 +72,7 @@ class Sample:
     first_token: int | None
     length: int | None
     passed: bool | None
+    repetition: int = 0  # the repetition (block) it was sent in: with the case and stream, its cell
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +100,9 @@ class StatisticResult:
     samples_b: int
     per_case_p: dict[str, float] = field(default_factory=dict)
     mde_total_variation: float = math.nan
+    test_unit: str = "sample"  # "sample": asymptotic p over independent samples; "cell": cell permutation
+    cells: int = 0  # (case, repetition) cells swapped by the permutation ("cell" only)
+    p_value_samples: float = math.nan  # the asymptotic p-value that assumes independent samples, for comparison
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "per_case_p": dict(self.per_case_p)}
@@ -153,6 +157,14 @@ def merge_categories(counts_a: Counter[int], counts_b: Counter[int]) -> np.ndarr
     only at the category totals of both streams together, never at which stream a token came from, so under the null
     hypothesis it does not favour a large statistic.
     """
+    groups = _merged_groups(counts_a, counts_b)
+    if groups is None:
+        return None
+    return np.array([[sum(counts[t] for t in group) for group in groups] for counts in (counts_a, counts_b)])
+
+
+def _merged_groups(counts_a: Counter[int], counts_b: Counter[int]) -> list[list[int]] | None:
+    """The categories of :func:`merge_categories`: kept tokens alone, then "other"; ``None`` when fewer than 2."""
     n_a, n_b = sum(counts_a.values()), sum(counts_b.values())
     if min(n_a, n_b) == 0:
         return None
@@ -164,9 +176,7 @@ def merge_categories(counts_a: Counter[int], counts_b: Counter[int]) -> np.ndarr
     while kept and 0 < sum(total[t] for t in other) < threshold:
         other.append(kept.pop())
     groups = [[token] for token in kept] + ([other] if other else [])
-    if len(groups) < 2:
-        return None
-    return np.array([[sum(counts[t] for t in group) for group in groups] for counts in (counts_a, counts_b)])
+    return groups if len(groups) >= 2 else None
 
 
 def _noncentrality_for_power(df: int, alpha: float, power: float) -> float:
@@ -373,6 +383,187 @@ def _pass_rate(pairs: dict[str, tuple[list[Sample], list[Sample]]], alpha: float
     )  # fmt: skip
 
 
+CELL_METHOD = (
+    " Cell test: the same statistic referred to its permutation distribution over (case, repetition) cells, each "
+    "cell's samples of the two streams swapped as a whole (every assignment up to 2^13, else Monte Carlo), so "
+    "samples need not be independent within a cell."
+)
+EXACT_CELLS = 13  # up to 2^13 sign assignments are enumerated; beyond, Monte Carlo
+PERMUTATIONS = 9999
+
+
+def _signs(cells: int, permutations: int, seed: int) -> np.ndarray:
+    """Rows of booleans, True = the cell keeps its streams, False = they are swapped; the first row is the observed
+    assignment. Every assignment when there are at most ``EXACT_CELLS`` cells (exact), else ``permutations`` drawn
+    ones after the observed row."""
+    if cells <= EXACT_CELLS:
+        codes = np.arange(2**cells)[:, None]
+        return np.asarray(((codes >> np.arange(cells)) & 1) == 0)
+    rng = np.random.default_rng(seed)
+    return np.vstack([np.ones((1, cells), dtype=bool), rng.random((permutations, cells)) < 0.5])
+
+
+def _cell_groups(
+    a: list[Sample], b: list[Sample], value: Callable[[Sample], Any]
+) -> dict[int, tuple[list[Any], list[Any]]]:
+    """repetition -> (stream A's values, stream B's values), only repetitions where both streams have a value."""
+    out: dict[int, tuple[list[Any], list[Any]]] = {}
+    for stream, samples in enumerate((a, b)):
+        for sample in samples:
+            v = value(sample)
+            if v is not None:
+                out.setdefault(sample.repetition, ([], []))[stream].append(v)
+    return {rep: g for rep, g in sorted(out.items()) if g[0] and g[1]}
+
+
+def _first_token_cells(pairs: dict[str, tuple[list[Sample], list[Sample]]]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per used case: the R x K first-token counts of each stream's cells on the case's merged categories."""
+    out = []
+    for a, b in pairs.values():
+        groups = _cell_groups(a, b, lambda s: s.first_token)
+        counts_a = Counter(t for g in groups.values() for t in g[0])
+        counts_b = Counter(t for g in groups.values() for t in g[1])
+        merged = _merged_groups(counts_a, counts_b)
+        if merged is None:
+            continue
+        column = {t: i for i, group in enumerate(merged) for t in group}
+        width = len(merged)
+
+        def counts(tokens: list[int], column: dict[int, int] = column, width: int = width) -> np.ndarray:
+            row = np.zeros(width)
+            for t in tokens:
+                row[column[t]] += 1
+            return row
+
+        out.append(
+            (np.array([counts(g[0]) for g in groups.values()]), np.array([counts(g[1]) for g in groups.values()]))
+        )
+    return out
+
+
+def _first_token_statistic(cells: list[tuple[np.ndarray, np.ndarray]], keep: np.ndarray) -> np.ndarray:
+    """The summed Pearson chi-square of every case's 2 x K table under each row of ``keep``."""
+    total = np.zeros(keep.shape[0])
+    start = 0
+    for a, b in cells:
+        k = keep[:, start : start + a.shape[0]].astype(float)
+        start += a.shape[0]
+        obs_a = k @ a + (1.0 - k) @ b
+        obs_b = (a + b).sum(axis=0) - obs_a
+        col = (a + b).sum(axis=0)
+        n_a, n_b = obs_a.sum(axis=1, keepdims=True), obs_b.sum(axis=1, keepdims=True)
+        n = n_a + n_b
+        e_a, e_b = n_a * col / n, n_b * col / n
+        total += (((obs_a - e_a) ** 2 / e_a) + ((obs_b - e_b) ** 2 / e_b)).sum(axis=1)
+    return total
+
+
+def _length_cells(pairs: dict[str, tuple[list[Sample], list[Sample]]]) -> list[tuple[np.ndarray, ...]]:
+    """Per used case: each cell's rank sums and sizes (ranks over the case's samples of both streams), the tie
+    term and the case's Stouffer weight."""
+    out: list[tuple[np.ndarray, ...]] = []
+    for a, b in pairs.values():
+        groups = _cell_groups(a, b, lambda s: s.length)
+        values = np.array([v for g in groups.values() for side in g for v in side], dtype=float)
+        if values.size == 0 or np.ptp(values) == 0:
+            continue
+        ranks = sps.rankdata(values)
+        sums_a: list[float] = []
+        sums_b: list[float] = []
+        sizes_a: list[float] = []
+        sizes_b: list[float] = []
+        at = 0
+        for g in groups.values():
+            for side, sums, sizes in ((g[0], sums_a, sizes_a), (g[1], sums_b, sizes_b)):
+                sums.append(float(ranks[at : at + len(side)].sum()))
+                sizes.append(float(len(side)))
+                at += len(side)
+        n = values.size
+        _, ties = np.unique(values, return_counts=True)
+        tie = float((ties**3 - ties).sum()) / (n * (n - 1))
+        h = sum(sizes_a) * sum(sizes_b) / n
+        out.append((np.array(sums_a), np.array(sums_b), np.array(sizes_a), np.array(sizes_b), np.array([n, tie, h])))
+    return out
+
+
+def _length_statistic(cells: list[tuple[np.ndarray, ...]], keep: np.ndarray) -> np.ndarray:
+    """|Stouffer Z| of the cases' Mann-Whitney z (ties corrected, weights sqrt(h) fixed at the observed sizes)."""
+    z_sum = np.zeros(keep.shape[0])
+    weight = 0.0
+    start = 0
+    for sums_a, sums_b, sizes_a, sizes_b, (n, tie, h) in cells:
+        k = keep[:, start : start + sums_a.size].astype(float)
+        start += sums_a.size
+        rank_a = k @ sums_a + (1.0 - k) @ sums_b
+        n_a = k @ sizes_a + (1.0 - k) @ sizes_b
+        n_b = n - n_a
+        u = rank_a - n_a * (n_a + 1) / 2.0
+        sd = np.sqrt(n_a * n_b / 12.0 * ((n + 1) - tie))
+        z_sum += math.sqrt(h) * np.clip((u - n_a * n_b / 2.0) / sd, -Z_CAP, Z_CAP)
+        weight += h
+    return np.abs(z_sum) / math.sqrt(weight)
+
+
+def _pass_cells(pairs: dict[str, tuple[list[Sample], list[Sample]]]) -> list[tuple[np.ndarray, ...]]:
+    """Per used case: each cell's passes and sizes of both streams."""
+    out: list[tuple[np.ndarray, ...]] = []
+    for a, b in pairs.values():
+        groups = _cell_groups(a, b, lambda s: s.passed)
+        if not groups:
+            continue
+        pass_a = np.array([sum(g[0]) for g in groups.values()], dtype=float)
+        pass_b = np.array([sum(g[1]) for g in groups.values()], dtype=float)
+        size_a = np.array([len(g[0]) for g in groups.values()], dtype=float)
+        size_b = np.array([len(g[1]) for g in groups.values()], dtype=float)
+        m, n = pass_a.sum() + pass_b.sum(), size_a.sum() + size_b.sum()
+        if m in (0, n):
+            continue
+        out.append((pass_a, pass_b, size_a, size_b))
+    return out
+
+
+def _pass_statistic(cells: list[tuple[np.ndarray, ...]], keep: np.ndarray) -> np.ndarray:
+    """The Cochran-Mantel-Haenszel chi-square under each row of ``keep``."""
+    deviation = np.zeros(keep.shape[0])
+    variance = np.zeros(keep.shape[0])
+    start = 0
+    for pass_a, pass_b, size_a, size_b in cells:
+        k = keep[:, start : start + pass_a.size].astype(float)
+        start += pass_a.size
+        x = k @ pass_a + (1.0 - k) @ pass_b
+        n_a = k @ size_a + (1.0 - k) @ size_b
+        m, n = pass_a.sum() + pass_b.sum(), size_a.sum() + size_b.sum()
+        deviation += x - n_a * m / n
+        variance += n_a * (n - n_a) * m * (n - m) / (n * n * (n - 1))
+    return deviation**2 / variance
+
+
+_CELL_TESTS: dict[str, tuple[Callable[[dict[str, tuple[list[Sample], list[Sample]]]], list[Any]],
+                             Callable[[list[Any], np.ndarray], np.ndarray]]] = {
+    "first_token": (_first_token_cells, _first_token_statistic),
+    "length": (_length_cells, _length_statistic),
+    "pass_rate": (_pass_cells, _pass_statistic),
+}  # fmt: skip
+
+
+def _cell_test(result: StatisticResult, pairs: dict[str, tuple[list[Sample], list[Sample]]], permutations: int,
+               seed: int) -> StatisticResult:  # fmt: skip
+    """``result`` with its p-value from the cell permutation (the statistic, effect and MDE kept)."""
+    build, statistic = _CELL_TESTS[result.name]
+    cells = build(pairs)
+    count = sum(c[0].shape[0] for c in cells)
+    if count == 0:
+        return replace(result, test_unit="cell", p_value_samples=result.p_value, p_value=math.nan, differs=False,
+                       method=result.method + CELL_METHOD)  # fmt: skip
+    keep = _signs(count, permutations, seed)
+    values = statistic(cells, keep)
+    observed = values[0]
+    at_least = float(np.count_nonzero(values >= observed * (1.0 - 1e-9) - 1e-12))
+    p_value = at_least / values.size  # exact: the observed row is among all; Monte Carlo: (1 + b) / (1 + B)
+    return replace(result, test_unit="cell", cells=count, p_value_samples=result.p_value, p_value=p_value,
+                   differs=p_value < result.alpha, method=result.method + CELL_METHOD)  # fmt: skip
+
+
 _TESTS: tuple[Callable[[dict[str, tuple[list[Sample], list[Sample]]], float, float], StatisticResult], ...] = (
     _first_token,
     _length,
@@ -380,14 +571,21 @@ _TESTS: tuple[Callable[[dict[str, tuple[list[Sample], list[Sample]]], float, flo
 )
 
 
-def compare_streams(a: Sequence[Sample], b: Sequence[Sample], alpha: float = 0.05,
-                    power: float = 0.8) -> DistributionComparison:  # fmt: skip
+def compare_streams(a: Sequence[Sample], b: Sequence[Sample], alpha: float = 0.05, power: float = 0.8,
+                    unit: str = "sample", permutations: int = PERMUTATIONS, seed: int = 0) -> DistributionComparison:  # fmt: skip
     """Compare stream ``a`` with stream ``b`` (e.g. ngram against baseline) on the cases present in both.
 
     Each of the three pooled tests (first token, length, pass rate; see the module docstring) is judged at α/3
     (Bonferroni), and its MDE is stated at α/3 and ``power``. The verdict is "differs" when any is significant
     (``differs_on`` names them), "not compared" when the streams share no case, else "no difference detected".
+
+    ``unit`` "sample" refers each statistic to its large-sample distribution, which assumes independent samples;
+    "cell" to its permutation distribution over (case, repetition) cells (``Sample.repetition``), which assumes only
+    that the two streams' cells of one case and repetition are exchangeable under H0. Use "cell" over several
+    repetitions: with c cells the smallest p-value is 2 / 2^c, so it cannot flag at α/3 below 8 cells.
     """
+    if unit not in ("sample", "cell"):
+        raise ValueError(f"unit must be 'sample' or 'cell', got {unit!r}")
     if not 0.0 < alpha < 1.0 or not 0.0 < power < 1.0:
         raise ValueError(f"alpha and power must lie in (0, 1), got {alpha}, {power}")
     by_case_a: dict[str, list[Sample]] = defaultdict(list)
@@ -400,6 +598,10 @@ def compare_streams(a: Sequence[Sample], b: Sequence[Sample], alpha: float = 0.0
     pairs = {case_id: (by_case_a[case_id], by_case_b[case_id]) for case_id in common}
     level = alpha / len(STATISTICS)
     first_token, length, pass_rate = (test(pairs, level, power) for test in _TESTS)
+    if unit == "cell":
+        first_token, length, pass_rate = (
+            _cell_test(r, pairs, permutations, seed) for r in (first_token, length, pass_rate)
+        )
     differs_on = tuple(r.name for r in (first_token, length, pass_rate) if r.differs)
     return DistributionComparison(
         first_token=first_token, length=length, pass_rate=pass_rate, alpha=alpha, alpha_per_statistic=level,

@@ -3,12 +3,19 @@
 Every level of a sweep is a paired cell with its own verdicts (:mod:`specharness.analysis.comparison`); this module
 only orders the levels by offered load and reads three things off them:
 
-* **Crossover.** ngram *stops helping* after the heaviest level whose speed verdict is "helps": every heavier
-  level's interval reached the no-difference band ("equivalent", "inconclusive" or "hurts"). It *starts to hurt* at
-  the first level judged "hurts". Each is bracketed by two tested levels: the true crossover lies between them. A
-  lighter level that did not help below a heavier one that did is a *dip*, listed, not taken for the crossover.
-  Levels whose verdict is "invalid" or "not comparable" are listed and skipped. When the heaviest level helps there
-  is no crossover within the tested range.
+* **Crossover, from the whole curve** (:func:`fit_crossings`). The log speedup of every judged, delivered level is
+  fitted against load at once: a weighted monotone (non-increasing) fit, ``scipy.optimize.isotonic_regression``,
+  each level weighted by 1 / its squared standard error on the log scale (read back from its t interval). Two
+  loads are read off the fitted curve, interpolated in log load between adjacent levels: where the gain *stops
+  clearing the band* (the fit falls to the band's upper edge, 1 + margin) and where it *stops being above 1*. Each
+  comes with a 95% bracket from a parametric bootstrap over the levels (each level's log speedup redrawn from its
+  own t distribution, the fit and the readings repeated), so one level's interval grazing the band moves the answer
+  by as much as that level's noise, no more. Only the order of the loads enters the fit, so "all at once" takes
+  part; a crossing between the heaviest rate and "all at once" is bracketed by the two. Levels that were not
+  delivered (the harness could not keep the schedule) or have no speed judgement ("invalid", "not comparable") are
+  shown and left out of the fit. ``helps_up_to`` is the first reading's point estimate.
+  The level-by-level reading is kept beside it (``stops_helping``, ``starts_hurting``, ``dips``): ngram *stops
+  helping* after the heaviest level whose own verdict is "helps" and *starts to hurt* at the first "hurts".
 * **Efficiency.** speedup / mean acceptance length: the share of the acceptance that became speed (1: every
   accepted token saved a full decode step; below 1: verification and scheduling overhead ate part of it).
 * **Capacity under SLOs.** Per arm, the *max sustainable load*: the highest tested load such that at it, and at
@@ -26,16 +33,34 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+from scipy import optimize
+from scipy import stats as sps
+
 from specharness.analysis.analyse import Analysis
 from specharness.analysis.stats import RatioInterval
 from specharness.analysis.summary import ArmSummary, ratio
+from specharness.analysis.verdict import band_edges
 from specharness.records import PeakProbeEvent
 
-__all__ = ["Bracket", "Capacity", "LevelArm", "SweepLevel", "WorkloadSweep", "capacity", "crossover", "offered_text",
-           "sweeps"]
+__all__ = [
+    "Bracket",
+    "Capacity",
+    "CurveCrossing",
+    "LevelArm",
+    "SweepLevel",
+    "WorkloadSweep",
+    "capacity",
+    "crossover",
+    "fit_crossings",
+    "offered_text",
+    "sweeps",
+]
 
 HELPS, HURTS = "helps", "hurts"
 UNJUDGED = ("invalid", "not comparable")
+BOOTSTRAP_DRAWS = 2000
+CURVE_CONFIDENCE = 0.95
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +116,29 @@ class Bracket:
 
 
 @dataclass(frozen=True, slots=True)
+class CurveCrossing:
+    """Where the fitted speedup curve falls to ``threshold``, with a bootstrap bracket.
+
+    Positions are on the fitted levels' index scale: ``i + f`` lies the fraction ``f`` of the way (in log load)
+    from fitted level ``i`` to level ``i + 1``; -0.5 means at or below the lightest fitted level, ``n - 0.5`` beyond
+    the heaviest (the curve stays above the threshold). ``load``, ``load_low`` and ``load_high`` are the same
+    positions as loads: 0 for at or below the lightest, inf for past the heaviest, and the lighter end for a
+    position between the heaviest rate and "all at once". ``text`` says it in words.
+    """
+
+    threshold: float
+    position: float
+    position_low: float
+    position_high: float
+    load: float
+    load_low: float
+    load_high: float
+    confidence: float
+    draws: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class Capacity:
     """Max sustainable load per arm (None: not even the lightest level; inf: every level) and ngram / baseline."""
 
@@ -115,6 +163,10 @@ class WorkloadSweep:
     peak_rps: dict[str, float] = field(default_factory=dict)
     crossover_text: str = ""
     dips: list[str] = field(default_factory=list)  # lighter levels not helping below one that helps
+    stops_clearing_band: CurveCrossing | None = None  # the fitted curve falls to the band's upper edge
+    stops_above_one: CurveCrossing | None = None  # the fitted curve falls to 1
+    fitted_speedup: list[float] = field(default_factory=list)  # per level; NaN where left out of the fit
+    left_out: list[str] = field(default_factory=list)  # levels not in the fit (not delivered or not judged)
 
     @property
     def helps_everywhere(self) -> bool:
@@ -172,6 +224,105 @@ def crossover(levels: Sequence[SweepLevel]) -> tuple[Bracket | None, Bracket | N
     return stops, hurts, helps_up_to, dips, skipped
 
 
+def _log_se(interval: RatioInterval) -> float:
+    """The standard error of the log speedup, read back from its t interval (NaN without one)."""
+    if not (interval.low > 0 and interval.estimate > 0 and math.isfinite(interval.high) and interval.df >= 1):
+        return math.nan
+    t = float(sps.t.ppf(0.5 + interval.confidence / 2.0, interval.df))
+    return (math.log(interval.high) - math.log(interval.low)) / (2.0 * t)
+
+
+def _in_fit(level: SweepLevel) -> bool:
+    se = _log_se(level.speedup)
+    return level.speed_verdict not in UNJUDGED and level.delivered is not False and math.isfinite(se) and se > 0
+
+
+def _monotone(log_speedup: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The weighted least-squares non-increasing fit (pool adjacent violators)."""
+    return np.asarray(optimize.isotonic_regression(log_speedup, weights=weights, increasing=False).x)
+
+
+def _crossing_position(fitted: np.ndarray, threshold: float) -> float:
+    """Where the non-increasing ``fitted`` (log scale) first reaches ``threshold``, on the index scale of
+    :class:`CurveCrossing` (linear between levels)."""
+    n = fitted.size
+    if fitted[0] <= threshold:
+        return -0.5
+    at = np.nonzero(fitted <= threshold)[0]
+    if at.size == 0:
+        return n - 0.5
+    j = int(at[0])
+    return j - 1 + float((fitted[j - 1] - threshold) / (fitted[j - 1] - fitted[j]))
+
+
+def _load_at(position: float, offered: Sequence[float]) -> float:
+    n = len(offered)
+    if position < 0:
+        return 0.0
+    if position > n - 1:
+        return math.inf
+    i = min(math.floor(position), n - 1)
+    f = position - i
+    if f <= 0 or i == n - 1 or math.isinf(offered[i + 1]):
+        return offered[i]
+    return math.exp(math.log(offered[i]) + f * (math.log(offered[i + 1]) - math.log(offered[i])))
+
+
+def _position_text(position: float, offered: Sequence[float], unit: str, short: bool = False) -> str:
+    """Where a crossing lies, in words: the reading itself, or (``short``) an end of its bracket."""
+    n = len(offered)
+    if position < 0:
+        first = offered_text(offered[0], unit)
+        return f"≤ {first}" if short else f"already at the lightest fitted load ({first})"
+    if position > n - 1:
+        last = offered_text(offered[-1], unit)
+        return f"past {last}" if short else f"nowhere in the tested range (still above it at {last})"
+    i = min(math.floor(position), n - 1)
+    if position > i and i + 1 < n and math.isinf(offered[i + 1]):
+        lighter = offered_text(offered[i], unit)
+        return f"{lighter} to all at once" if short else f"between {lighter} and all at once"
+    load = offered_text(float(f"{_load_at(position, offered):.3g}"), unit)
+    return load if short else f"at about {load}"
+
+
+def fit_crossings(levels: Sequence[SweepLevel], margin: float, unit: str = "requests/s", draws: int = BOOTSTRAP_DRAWS,
+                  seed: int = 0) -> tuple[CurveCrossing | None, CurveCrossing | None, list[float], list[str]]:  # fmt: skip
+    """(stops clearing the band, stops being above 1, fitted speedup per level, levels left out) from one monotone
+    fit over all levels (ordered by offered load); see the module docstring. ``None`` readings with fewer than two
+    levels in the fit. The fit is non-increasing: a speedup that truly rises with load would be flattened."""
+    used = [i for i, lv in enumerate(levels) if _in_fit(lv)]
+    left_out = [lv.load for i, lv in enumerate(levels) if i not in used]
+    fitted_all = [math.nan] * len(levels)
+    if len(used) < 2:
+        return None, None, fitted_all, left_out
+    y = np.array([math.log(levels[i].speedup.estimate) for i in used])
+    se = np.array([_log_se(levels[i].speedup) for i in used])
+    df = np.array([levels[i].speedup.df for i in used], dtype=float)
+    weights = 1.0 / se**2
+    offered = [levels[i].offered for i in used]
+    fitted = _monotone(y, weights)
+    for i, value in zip(used, fitted, strict=True):
+        fitted_all[i] = math.exp(float(value))
+    rng = np.random.default_rng(seed)
+    redrawn = y + se * rng.standard_t(df, size=(draws, y.size))
+    curves = [_monotone(row, weights) for row in redrawn]
+    readings = []
+    for threshold in (band_edges(margin)[1], 1.0):
+        c = math.log(threshold)
+        point = _crossing_position(fitted, c)
+        positions = np.array([_crossing_position(curve, c) for curve in curves])
+        low, high = (float(q) for q in np.quantile(positions, [(1 - CURVE_CONFIDENCE) / 2, (1 + CURVE_CONFIDENCE) / 2]))
+        ends = [_position_text(x, offered, unit, short=True) for x in (low, high)]
+        bracket = f" ({CURVE_CONFIDENCE:.0%} bracket: {ends[0]}" + (f" … {ends[1]})" if ends[1] != ends[0] else ")")
+        readings.append(CurveCrossing(
+            threshold=threshold, position=point, position_low=low, position_high=high,
+            load=_load_at(point, offered), load_low=_load_at(low, offered), load_high=_load_at(high, offered),
+            confidence=CURVE_CONFIDENCE, draws=draws,
+            text=_position_text(point, offered, unit) + bracket,
+        ))  # fmt: skip
+    return readings[0], readings[1], fitted_all, left_out
+
+
 def _bracket(below: SweepLevel | None, at: SweepLevel) -> Bracket:
     return Bracket(below.load if below else None, below.offered if below else math.nan, at.load, at.offered)
 
@@ -213,25 +364,18 @@ def offered_text(value: float, unit: str) -> str:
     return "all at once" if math.isinf(value) else f"{value:g} {unit}"
 
 
-def _describe(sw_levels: Sequence[SweepLevel], stops: Bracket | None, hurts: Bracket | None, unit: str,
-              dips: Sequence[str] = ()) -> str:  # fmt: skip
+def _describe(sw_levels: Sequence[SweepLevel], band: CurveCrossing | None, one: CurveCrossing | None, margin: float,
+              left_out: Sequence[str]) -> str:  # fmt: skip
     if not sw_levels:
         return "no levels"
-
-    def at(b: Bracket) -> str:
-        if b.below is None:
-            return f"already at the lightest tested load ({offered_text(b.at_offered, unit)})"
-        return f"between {offered_text(b.below_offered, unit)} and {offered_text(b.at_offered, unit)}"
-
-    if not any(lv.speed_verdict not in UNJUDGED for lv in sw_levels):
-        return "no level could be judged (every level invalid or not comparable)"
-    if stops is None:
-        text = "no crossover within the tested range: ngram helps at the heaviest judged level"
-    else:
-        text = f"ngram stops helping {at(stops)}"
-    text += f"; starts to hurt {at(hurts)}" if hurts else "; it does not hurt at any tested level"
-    if dips:
-        text += f"; lighter levels where it did not help, with a heavier one helping again: {', '.join(dips)}"
+    if band is None or one is None:
+        return "fewer than two levels could be fitted (the others not delivered, invalid or not comparable)"
+    text = (
+        f"from the fitted curve, ngram's gain stops clearing the band (+{margin:.0%}) {band.text}; "
+        f"it stops being above 1 {one.text}"
+    )
+    if left_out:
+        text += f"; left out of the fit (not delivered or not judged): {', '.join(left_out)}"
     return text
 
 
@@ -264,13 +408,16 @@ def sweeps(a: Analysis, reference: str = "baseline", candidate: str = "ngram") -
         if len(levels) < 2:
             continue  # not a sweep of this pair (e.g. an A/A run: baseline vs baseline-b at two loads)
         unit = "requests/s" if axis[0].open_loop else "clients"
-        stops, hurts, helps_up_to, dips, skipped = crossover(levels)
+        stops, hurts, _, dips, skipped = crossover(levels)
+        band, one, fitted, left_out = fit_crossings(levels, a.rules.margin, unit)
+        helps_up_to = math.nan if band is None or band.load == 0 else band.load
         out.append(WorkloadSweep(
             workload=workload, unit=unit, levels=levels, stops_helping=stops, starts_hurting=hurts,
-            helps_up_to=helps_up_to, skipped=skipped,
+            helps_up_to=helps_up_to, skipped=skipped, stops_clearing_band=band, stops_above_one=one,
+            fitted_speedup=fitted, left_out=left_out,
             goodput_capacity=capacity(levels, (reference, candidate), fraction, "goodput"),
             latency_capacity=capacity(levels, (reference, candidate), fraction, "latency"),
             peak_rps={arm: p for (w, arm), p in peaks.items() if w == workload},
-            crossover_text=_describe(levels, stops, hurts, unit, dips), dips=dips,
+            crossover_text=_describe(levels, band, one, a.rules.margin, left_out), dips=dips,
         ))  # fmt: skip
     return out

@@ -378,6 +378,19 @@ def _capacity(c: Capacity, unit: str) -> str:
     return f"{one('baseline')}; {one('ngram')}; ngram / baseline {bound}{_f(c.ratio)}{note}"
 
 
+def _level_reading(sw: WorkloadSweep) -> str:
+    """The level-by-level reading in one sentence (the heaviest level judged "helps", the first "hurts")."""
+    if sw.stops_helping is None:
+        text = "By level: the heaviest judged level helps"
+    elif sw.stops_helping.below is None:
+        text = "By level: no level helps"
+    else:
+        text = f"By level: the heaviest level judged *helps* is {offered_text(sw.stops_helping.below_offered, sw.unit)}"
+    if sw.starts_hurting is not None:
+        text += f", the first judged *hurts* {offered_text(sw.starts_hurting.at_offered, sw.unit)}"
+    return text + "."
+
+
 def _sweeps(a: Analysis, found: list[WorkloadSweep]) -> list[str]:
     if not found:
         return []
@@ -394,20 +407,25 @@ def _sweeps(a: Analysis, found: list[WorkloadSweep]) -> list[str]:
         if peaks:
             lines += [f"Peak request rate probed (all requests at once): {peaks}.", ""]
         lines += [f"**Crossover:** {sw.crossover_text}.", "",
+                  "The crossover is read off one monotone (non-increasing) fit of log speedup against load over every "
+                  "delivered, judged level, each weighted by its interval, with 95% brackets from a parametric "
+                  f"bootstrap over the levels; the level-by-level verdicts are in the table. {_level_reading(sw)}", "",
                   f"**Max sustainable load (SLO goodput ≥ {frac:.0%}):** {_capacity(sw.goodput_capacity, sw.unit)}.",
                   f"**Max load within the latency SLOs (right or not, ≥ {frac:.0%}):** "
                   f"{_capacity(sw.latency_capacity, sw.unit)}.", ""]  # fmt: skip
         if sw.skipped:
             lines += [f"Levels without a speed judgement (invalid or not comparable): {', '.join(sw.skipped)}.", ""]
-        lines += ["| load | speedup [CI] | speed | quality | mean accept len | efficiency | TPOT p50/p95 ms base → ngram "
-                  "| TTFT p95 ms base → ngram | sent req/s | completed req/s base / ngram | SLO goodput base / ngram "
-                  "| delivered |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
-        for lv in sw.levels:
+        lines += ["| load | speedup [CI] | fitted | speed | quality | mean accept len | efficiency | TPOT p50/p95 ms "
+                  "base → ngram | TTFT p95 ms base → ngram | sent req/s | completed req/s base / ngram | SLO goodput "
+                  "base / ngram | delivered |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        fitted = sw.fitted_speedup or [math.nan] * len(sw.levels)
+        for lv, fit in zip(sw.levels, fitted, strict=True):
             b, n = lv.arms["baseline"], lv.arms["ngram"]
             delivered = ("n/a" if lv.open_loop else "—") if lv.delivered is None else ("yes" if lv.delivered else "**no**")
+            fit_text = _f(fit) if math.isfinite(fit) else "left out"
             lines.append(
-                f"| {load_text(lv.load)} | {_interval(lv.speedup)} | **{lv.speed_verdict}** | {lv.quality_verdict} | "
+                f"| {load_text(lv.load)} | {_interval(lv.speedup)} | {fit_text} | **{lv.speed_verdict}** | {lv.quality_verdict} | "
                 f"{_f(lv.mean_acceptance_length)} | {_f(lv.efficiency)} | {_f(b.tpot_p50_ms, 1)}/{_f(b.tpot_p95_ms, 1)} → "
                 f"{_f(n.tpot_p50_ms, 1)}/{_f(n.tpot_p95_ms, 1)} | {_f(b.ttft_p95_ms, 0)} → {_f(n.ttft_p95_ms, 0)} | "
                 f"{_f(b.sent_rps)} | {_f(b.completed_rps)} / {_f(n.completed_rps)} | "

@@ -127,6 +127,22 @@ def _sweep_plots(found: list[WorkloadSweep], margin: float, plot_dir: Path) -> N
         ax.fill_between(x, [lv.speedup.low for lv in sw.levels], [lv.speedup.high for lv in sw.levels], alpha=0.3,
                         label="speedup CI")  # fmt: skip
         ax.plot(x, est, marker="o", label="same-work speedup")
+        fit = [(xi, f) for xi, f in zip(x, sw.fitted_speedup, strict=False) if math.isfinite(f)]
+        if fit:
+            ax.plot([p[0] for p in fit], [p[1] for p in fit], color="black", linewidth=1.2, label="monotone fit")
+        left = [(xi, lv.speedup.estimate) for xi, lv in zip(x, sw.levels, strict=True) if lv.load in sw.left_out]
+        if left:
+            ax.scatter([p[0] for p in left], [p[1] for p in left], marker="x", color="red", zorder=3,
+                       label="left out of the fit")  # fmt: skip
+        for crossing, color in ((sw.stops_clearing_band, "tab:green"), (sw.stops_above_one, "tab:red")):
+            if crossing is None or not 0 < crossing.load < math.inf:
+                continue
+            top = max(x)
+            low = crossing.load_low if crossing.load_low > 0 else min(x)
+            high = crossing.load_high if math.isfinite(crossing.load_high) else top
+            ax.axvspan(low, max(high, low), color=color, alpha=0.12)
+            ax.axvline(crossing.load, color=color, linewidth=1, linestyle=":",
+                       label=f"fit reaches {crossing.threshold:.2f} (95% bracket shaded)")  # fmt: skip
         ax.axhspan(down, up, color="grey", alpha=0.2, label=f"no-difference band ±{margin:.0%}")
         ax.axhline(1.0, color="grey", linestyle="--", linewidth=0.8)
         for xi, lv in zip(x, sw.levels, strict=True):

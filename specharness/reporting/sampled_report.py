@@ -1,9 +1,11 @@
 """``sampled.md`` and ``sampled.json``: the distribution check's verdicts, rebuilt from the run folder alone.
 
 Per workload, three comparisons against the baseline stream: ngram (the question), baseline-aa (A/A: a flag is a
-false alarm) and baseline-t (positive control: a flag is a detection). Each is tested per repetition (the rates over
-repetitions are the check's measured error rates) and over all repetitions together (the run's answer, with the
-smallest difference it could have detected). A quality section first sets this check beside the three other
+false alarm) and baseline-t (positive control: a flag is a detection). Each is tested per repetition (sample-level
+tests, which assume independent samples; the rates over repetitions are their measured error rates) and over all
+repetitions together (the run's answer: the same statistics referred to a permutation over (case, repetition)
+cells, which does not assume independent samples within a cell, with the smallest difference it could have
+detected). A quality section first sets this check beside the three other
 quality questions a paired run's ``report.md`` answers (greedy identity, structured validity, refusal agreement).
 """
 
@@ -31,7 +33,8 @@ def _sample(r: RequestRecord) -> Sample:
     finished = r.error_kind is None and r.verdict in ("complete", "truncated")
     return Sample(case_id=r.case_id, first_token=r.first_token_id if finished else None,
                   length=r.output_tokens if finished else None,
-                  passed=(r.counts_correct if r.checked else None) if finished else None)  # fmt: skip
+                  passed=(r.counts_correct if r.checked else None) if finished else None,
+                  repetition=r.block)  # fmt: skip
 
 
 def _f(x: Any, digits: int = 3) -> str:
@@ -42,7 +45,8 @@ def _cell(stats: dict[str, Any], name: str) -> str:
     s = stats.get(name)
     if s is None:
         return "—"
-    return f"{_f(s.p_value)} ({_f(s.effect)}, {_f(s.mde)})"
+    text = f"{_f(s.p_value)} ({_f(s.effect)}, {_f(s.mde)})"
+    return text + f"; if samples were independent: {_f(s.p_value_samples)}" if s.test_unit == "cell" else text
 
 
 def _greedy_identity(design: dict[str, Any]) -> list[str]:
@@ -106,7 +110,7 @@ def write_sampled_report(run_dir: Path) -> dict[str, Any]:
                 pooled_b += b
                 if a and b:
                     per_rep.append(compare_streams(a, b))
-            overall = compare_streams(pooled_a, pooled_b)
+            overall = compare_streams(pooled_a, pooled_b, unit="cell")
             rate = detection_rates(per_rep) if per_rep else math.nan
             stats = {s.name: s for s in overall.statistics}
 
@@ -119,7 +123,10 @@ def write_sampled_report(run_dir: Path) -> dict[str, Any]:
         lines.append("")
     lines += ["Methods: see `specharness/analysis/distribution.py` (first token: chi-square homogeneity with sparse "
               "tokens merged, pooled over cases; length: Mann-Whitney per case, combined; pass rate: Cochran-Mantel-"
-              "Haenszel over cases; the three share α = 0.05 by Bonferroni).", ""]  # fmt: skip
+              "Haenszel over cases; the three share α = 0.05 by Bonferroni). All repetitions: each statistic's "
+              "p-value comes from swapping the two streams' samples of whole (case, repetition) cells, so samples "
+              "need not be independent within a cell; the p-value the large-sample test gives when they are follows "
+              "it. Per repetition: the large-sample tests.", ""]  # fmt: skip
     lines += _structured_and_refusals(records, manifest)
     (run_dir / "sampled.md").write_text("\n".join(lines))
     (run_dir / "sampled.json").write_bytes(orjson.dumps(out, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))

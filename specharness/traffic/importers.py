@@ -11,6 +11,13 @@ Formats, detected from the file (the suffix, then the keys of the first JSON obj
                   raw-completion case; the messages are sent as they are with ``turns`` first or all, and with
                   ``turns="replay"`` split as for sharegpt: everything up to the first user message is turn 1 and
                   every later non-blank user message a later turn (the body's assistant messages are dropped)
+    mtbench       MT-Bench question files as FastChat ships them (``{"question_id", "category", "turns": [...],
+                  "reference": [...]}``, ``reference`` optional, one answer per turn): the first turn is the case;
+                  ``turns="replay"`` sends the later turns after each arm's own answers (``turns="all"`` cannot
+                  apply: the file has no answers); ``category`` is the group and ``reference`` the reference check
+                  unless ``group_field`` / ``reference_field`` say otherwise; the check judges the last turn sent,
+                  so it takes that turn's reference (none for it: unchecked). MT-Bench references are full answers:
+                  use ``reference_mode="rouge-l"`` with a threshold, not "normalised-contains"
     sharegpt      ``{"conversations": [{"from": "human", "value": ...}, ...]}``; roles human/user, gpt/assistant,
                   system; ``turns="first"`` keeps the system turns before the first user turn and that turn,
                   ``turns="all"`` those system turns and every turn from the first user turn to the last (one
@@ -36,7 +43,7 @@ import itertools
 import math
 import random
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -44,7 +51,7 @@ from typing import Any
 import orjson
 
 from specharness._errors import ConfigError, WorkloadError
-from specharness.traffic.reference import REFERENCE_MODES, parse_reference_check
+from specharness.traffic.reference import REFERENCE_MODES, THRESHOLD_MODES, parse_reference_check
 from specharness.traffic.workloads import MAX_TOKENS_LIMIT, Case, Workload, case_to_dict, parse_case
 
 __all__ = [
@@ -62,7 +69,7 @@ __all__ = [
     "stratified_sample",
 ]
 
-FORMATS = ("auto", "specharness", "openai", "sharegpt", "prompt", "csv")
+FORMATS = ("auto", "specharness", "openai", "sharegpt", "mtbench", "prompt", "csv")
 TURNS = ("first", "all", "replay")
 ID_FIELDS = ("id", "custom_id", "question_id")
 KEPT_REJECTIONS = 20
@@ -124,10 +131,14 @@ class ImportOptions:
             raise ConfigError("min_prompt_chars is larger than max_prompt_chars; no prompt could pass")
         if self.reference_mode not in REFERENCE_MODES:
             raise ConfigError(f"reference_mode {self.reference_mode!r} is unknown; use one of {', '.join(REFERENCE_MODES)}")
-        if self.reference_mode == "rouge-l" and self.reference_field is not None and self.reference_threshold is None:
-            raise ConfigError("reference_mode rouge-l needs reference_threshold, a number in (0, 1]")
-        if self.reference_threshold is not None and self.reference_mode != "rouge-l":
-            raise ConfigError("reference_threshold applies to reference_mode rouge-l only")
+        if (
+            self.reference_mode in THRESHOLD_MODES
+            and self.reference_field is not None
+            and self.reference_threshold is None
+        ):
+            raise ConfigError(f"reference_mode {self.reference_mode} needs reference_threshold, a number in (0, 1]")
+        if self.reference_threshold is not None and self.reference_mode not in THRESHOLD_MODES:
+            raise ConfigError(f"reference_threshold applies to reference_mode {' or '.join(THRESHOLD_MODES)} only")
         if self.reference_threshold is not None and not 0 < self.reference_threshold <= 1:
             raise ConfigError("reference_threshold must be in (0, 1]")
         for name in ("prompt_column", "id_field", "group_field", "max_tokens_field", "reference_field", "name"):
@@ -279,6 +290,8 @@ def _format_of(obj: dict[str, Any], path: Path, opts: ImportOptions) -> str:
     keys = set(obj)
     if "conversations" in keys:
         return "sharegpt"
+    if "question_id" in keys and isinstance(obj.get("turns"), list):
+        return "mtbench"
     if isinstance(obj.get("body"), dict) and keys & {"custom_id", "url", "method"}:
         return "openai"
     native = keys <= _SPECHARNESS_KEYS and {"id", "max_tokens"} <= keys
@@ -486,12 +499,29 @@ def _content(content: Any, where: str, i: int) -> str:
     raise WorkloadError(f"{where}: field 'messages[{i}].content' must be a string or a list of text parts")
 
 
+def _mtbench(obj: dict[str, Any], where: str, default_id: str, opts: ImportOptions, tally: _Tally) -> Case:
+    turns = obj.get("turns")
+    if not isinstance(turns, list) or not turns or not all(isinstance(t, str) and t.strip() for t in turns):
+        raise WorkloadError(f"{where}: field 'turns' must be a non-empty list of non-blank strings")
+    sent = turns if opts.turns == "replay" else turns[:1]
+    group_field = opts.group_field or "category"
+    reference_field = opts.reference_field or "reference"
+    reference = obj.get(reference_field)
+    if isinstance(reference, list):  # one reference answer per turn: the one for the last turn sent
+        reference = reference[len(sent) - 1] if len(reference) >= len(sent) else None
+    record = {**obj, reference_field: reference}
+    mt_opts = replace(opts, group_field=group_field, reference_field=reference_field)
+    return _case(where, default_id, (record,), mt_opts, tally, messages=[{"role": "user", "content": sent[0]}],
+                 turns=list(sent[1:]))  # fmt: skip
+
+
 def _native(obj: dict[str, Any], where: str, default_id: str, opts: ImportOptions, tally: _Tally) -> Case:
     return parse_case(obj, where)
 
 
 _CONVERTERS: dict[str, Callable[[dict[str, Any], str, str, ImportOptions, _Tally], Case]] = {
-    "specharness": _native, "openai": _openai, "sharegpt": _sharegpt, "prompt": _plain, "csv": _plain,
+    "specharness": _native, "openai": _openai, "sharegpt": _sharegpt, "mtbench": _mtbench, "prompt": _plain,
+    "csv": _plain,
 }  # fmt: skip
 
 
@@ -554,6 +584,10 @@ def import_workload(path: str | Path, options: ImportOptions | None = None) -> I
         if given:
             raise ConfigError(f"{path}: {given[0]} does not apply to a specharness workload file, which carries id, "
                               "group, max_tokens and check itself")  # fmt: skip
+    if fmt == "mtbench" and opts.turns == "all":
+        raise ConfigError(f"{path}: turns=all sends a conversation's answers with it, and an MT-Bench question file has "
+                          "none; use turns=first (the first question) or turns=replay (every question, after each arm's "
+                          "own answers)")  # fmt: skip
     convert = _CONVERTERS[fmt]
     tallies: dict[str, _Tally] = {}  # per kept case id
     read = rejected = skipped = 0

@@ -218,3 +218,84 @@ def test_cases_in_one_stream_only_and_missing_fields() -> None:
 def test_bad_level_is_rejected() -> None:
     with pytest.raises(ValueError):
         compare_streams([], [], alpha=1.5)
+
+
+# --- the cell test: samples that are not independent within a (case, stream, repetition) cell -----------------------
+
+
+def clustered_stream(rng: np.random.Generator, world: list[dict], repetitions: int, samples: int, cell_sd: float,
+                     logit_shift: float = 0.0) -> list[Sample]:  # fmt: skip
+    """Cases that differ from each other (first-token distribution, pass rate from 5% to 90%, length) and cells that
+    differ from each other: each (case, repetition) cell of a stream draws its own first-token distribution around
+    the case's, its own pass logit and mean length (sd ``cell_sd``), as a batch or a shared random state would give
+    within a cell. Both streams of an A/A pair draw from the same cases with the same cell spread."""
+    out: list[Sample] = []
+    for c, case in enumerate(world):
+        for rep in range(repetitions):
+            probs = rng.dirichlet(case["tokens"] / cell_sd**2) if cell_sd > 0 else case["tokens"]
+            logit = case["logit"] + logit_shift + (rng.normal(0.0, cell_sd) if cell_sd > 0 else 0.0)
+            mean_length = case["length"] + (rng.normal(0.0, 8 * cell_sd) if cell_sd > 0 else 0.0)
+            tokens = rng.choice(len(probs), size=samples, p=probs / probs.sum())
+            lengths = np.minimum(rng.poisson(max(mean_length, 1.0), size=samples), 48)
+            passed = rng.random(samples) < 1.0 / (1.0 + math.exp(-logit))
+            out += [Sample(f"case{c}", int(t), int(n), bool(p), repetition=rep)
+                    for t, n, p in zip(tokens, lengths, passed, strict=True)]  # fmt: skip
+    return out
+
+
+def clustered_world(rng: np.random.Generator, cases: int = 4) -> list[dict]:
+    return [{"tokens": rng.dirichlet(np.full(int(rng.integers(3, 12)), 0.5)) + 1e-3,
+             "logit": float(rng.uniform(-3.0, 2.2)), "length": float(rng.uniform(20, 45))}
+            for _ in range(cases)]  # fmt: skip
+
+
+def aa_rates(seed: int, runs: int, cell_sd: float, logit_shift: float = 0.0) -> tuple[float, float]:
+    """(sample-level test, cell test) share of runs called "differs", the committed run's design (4 cases, 5
+    repetitions, 16 samples per cell)."""
+    rng = np.random.default_rng(seed)
+    old = new = 0
+    for run in range(runs):
+        world = clustered_world(rng)
+        a = clustered_stream(rng, world, 5, 16, cell_sd)
+        b = clustered_stream(rng, world, 5, 16, cell_sd, logit_shift)
+        old += compare_streams(a, b).verdict == "differs"
+        new += compare_streams(a, b, unit="cell", permutations=999, seed=run).verdict == "differs"
+    return old / runs, new / runs
+
+
+def test_cell_test_holds_its_rate_where_cells_differ_and_the_sample_test_does_not() -> None:
+    old, new = aa_rates(3, 200, cell_sd=0.3)
+    assert new <= ALPHA + 0.03  # binomial sd at 200 runs is 0.015
+    assert old > 0.3  # the sample-level test counts a cell's 16 samples as 16 independent draws
+
+
+def test_cell_test_holds_its_rate_with_independent_samples() -> None:
+    old, new = aa_rates(4, 200, cell_sd=0.0)
+    assert new <= ALPHA + 0.03
+    assert old <= ALPHA + 0.04
+
+
+def test_cell_test_still_detects_a_pass_rate_drop() -> None:
+    _, new = aa_rates(5, 60, cell_sd=0.0, logit_shift=-1.0)
+    assert new >= 0.8
+
+
+def test_cell_statistics_equal_the_sample_statistics_at_the_observed_assignment() -> None:
+    rng = np.random.default_rng(8)
+    world = clustered_world(rng)
+    a, b = clustered_stream(rng, world, 3, 20, 0.0), clustered_stream(rng, world, 3, 20, 0.0)
+    sample, cell = compare_streams(a, b), compare_streams(a, b, unit="cell")
+    for s, c in zip(sample.statistics, cell.statistics, strict=True):
+        assert c.test_unit == "cell" and c.cells > 0
+        assert c.p_value_samples == s.p_value and c.statistic == s.statistic
+        assert 0.0 < c.p_value <= 1.0
+
+
+def test_cell_test_cannot_flag_with_too_few_cells() -> None:
+    rng = np.random.default_rng(9)
+    world = clustered_world(rng)
+    a = clustered_stream(rng, world, 1, 40, 0.0)
+    b = clustered_stream(rng, world, 1, 40, 0.0, logit_shift=-4.0)
+    cell = compare_streams(a, b, unit="cell")
+    assert cell.pass_rate.p_value >= 2 / 2**4  # exact: 4 cells, 16 assignments, two of them as extreme
+    assert compare_streams(a, b).pass_rate.differs

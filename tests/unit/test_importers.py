@@ -20,7 +20,7 @@ from specharness.traffic.importers import (
     packaged_dataset_path,
     stratified_sample,
 )
-from specharness.traffic.reference import ReferenceCheck, lcs_length, parse_reference_check, rouge_l_f
+from specharness.traffic.reference import ReferenceCheck, chrf, parse_reference_check, rouge_l_f
 from specharness.traffic.workloads import Case, case_to_dict, load_workload
 
 DATA = Path(__file__).parent.parent / "data" / "importers"
@@ -300,6 +300,48 @@ def test_sample_option_counts_the_cases_left_out() -> None:
     assert result.workload.cases == imported("prompts.jsonl", group_field="category", sample=3, seed=5).workload.cases
 
 
+# --- MT-Bench question files ----------------------------------------------------------------------------------------
+
+
+def test_mtbench_question_file_imports_as_it_is() -> None:
+    result = imported("mtbench_question.jsonl", reference_mode="rouge-l", reference_threshold=0.3)
+    assert result.format == "mtbench" and result.read == 5 and result.imported == 4 and result.rejected == 1
+    assert "mtbench_question.jsonl:5: field 'turns' must be a non-empty list" in result.rejections[0]
+    cases = {c.id: c for c in result.workload.cases}
+    assert [c.group for c in result.workload.cases] == ["writing", "math", "coding", "reasoning"]
+    assert cases["81"].messages == (user(cases["81"].messages[0]["content"]),) and cases["81"].turns is None
+    assert cases["81"].check is None and result.unchecked == 1  # writing has no reference
+    math_check = cases["111"].check
+    assert isinstance(math_check, ReferenceCheck) and math_check.references == ("Area is 3",)  # the first turn's
+    assert math_check.mode == "rouge-l" and math_check.evaluate("The area is 3.").correct
+    assert cases["130"].check is not None and cases["130"].check.references == ("Thomas may work at a hospital.",)
+
+
+def test_mtbench_replay_sends_every_turn_and_checks_the_last_turns_reference() -> None:
+    result = imported("mtbench_question.jsonl", turns="replay", reference_mode="rouge-l", reference_threshold=0.3)
+    cases = {c.id: c for c in result.workload.cases}
+    assert cases["81"].turns == ("Rewrite your previous response. Start every sentence with the letter A.",)
+    assert cases["111"].check is not None and cases["111"].check.references == ("5pi",)
+    assert cases["125"].turns is None and cases["125"].check is not None  # one turn, one reference
+    assert cases["130"].check is None  # two turns sent, a reference for the first only: unchecked
+    assert result.unchecked == 2
+
+
+def test_mtbench_round_trips_through_a_workload_file(tmp_path: Path) -> None:
+    result = imported("mtbench_translation.jsonl", reference_mode="chrf", reference_threshold=0.6)
+    out = tmp_path / "mt.jsonl"
+    out.write_bytes(b"".join(orjson.dumps(case_to_dict(c)) + b"\n" for c in result.workload.cases))
+    assert load_workload(str(out)).cases == result.workload.cases
+    check = result.workload.cases[1].check  # a string reference, not a list, is taken as it is
+    assert check is not None and check.references == ("Bonjour, mon ami.",)
+    assert check.evaluate("Bonjour, mon ami !").correct and not check.evaluate("Good morning, my friend.").correct
+
+
+def test_mtbench_turns_all_is_refused() -> None:
+    with pytest.raises(ConfigError, match="MT-Bench question file has none"):
+        import_workload(DATA / "mtbench_question.jsonl", ImportOptions(turns="all"))
+
+
 # --- options -------------------------------------------------------------------------------------------------------
 
 
@@ -314,7 +356,8 @@ def test_sample_option_counts_the_cases_left_out() -> None:
         ({"min_prompt_chars": 9, "max_prompt_chars": 3}, "no prompt could pass"),
         ({"reference_mode": "bleu"}, "reference_mode 'bleu' is unknown"),
         ({"reference_field": "a", "reference_mode": "rouge-l"}, "needs reference_threshold"),
-        ({"reference_threshold": 0.5}, "applies to reference_mode rouge-l only"),
+        ({"reference_threshold": 0.5}, "applies to reference_mode rouge-l or chrf only"),
+        ({"reference_field": "a", "reference_mode": "chrf"}, "reference_mode chrf needs reference_threshold"),
         ({"group_field": ""}, "group_field must be a non-empty string"),
     ],
 )
@@ -354,8 +397,51 @@ def test_reference_rouge_l_threshold() -> None:
     assert not ref("the cat was on the mat", "rouge-l", threshold=0.9).evaluate("The cat sat on the mat.").correct
 
 
+def test_reference_rouge_l_keeps_every_script_and_takes_the_best_reference() -> None:
+    # rouge-score's own tokenizer keeps only a-z and 0-9, which would score these 0; the normalised tokens keep them
+    assert rouge_l_f("Die Größe über alles", "die größe über") == pytest.approx(2 * 1 * 0.75 / 1.75)
+    assert ref(["nothing alike", "the cat sat"], "rouge-l", threshold=0.9).evaluate("The cat sat.").correct
+
+
+def test_reference_chrf_scores_translations_against_a_threshold() -> None:
+    assert chrf("Der Hund bellt laut.", ["Der Hund bellt laut."]) == pytest.approx(1.0)
+    close = chrf("Der Hund bellt sehr laut!", ["Der Hund bellt laut."])
+    far = chrf("Le chien aboie.", ["Der Hund bellt laut."])
+    assert 0.5 < close < 1.0 and far < 0.2
+    check = ref("Der Hund bellt laut.", "chrf", threshold=0.6)
+    result = check.evaluate("Der Hund bellt sehr laut!")
+    assert result.correct and result.detail == f"chrF {close:.3f} >= 0.6"
+    assert not check.evaluate("Le chien aboie.").correct
+    both = chrf("Bonjour mon ami", ["Hello my friend", "Bonjour, mon ami."])  # several references: the best one counts
+    assert both == pytest.approx(chrf("Bonjour mon ami", ["Bonjour, mon ami."]))
+    assert both > 5 * chrf("Bonjour mon ami", ["Hello my friend"])
+
+
+def test_reference_scoring_reaches_no_network() -> None:
+    """rouge-score imports nltk; neither it nor sacrebleu may fetch anything when a check is scored (fresh process,
+    every socket connection and name lookup refused)."""
+    code = (
+        "import socket\n"
+        "def refuse(*a, **k):\n    raise OSError('network use')\n"
+        "socket.socket.connect = refuse; socket.create_connection = refuse; socket.getaddrinfo = refuse\n"
+        "from specharness.traffic.reference import parse_reference_check\n"
+        "for mode in ('rouge-l', 'chrf'):\n"
+        "    c = parse_reference_check({'type': 'reference', 'reference': 'the cat sat', 'mode': mode, "
+        "'threshold': 0.5}, 't')\n"
+        "    assert c.evaluate('The cat sat on the mat.').correct, mode\n"
+        "print('ok')\n"
+    )
+    import os
+    import subprocess
+
+    env = {**os.environ, "NLTK_DATA": "/nonexistent", "PYTHONPATH": str(Path(__file__).parents[2])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
 def test_reference_check_to_dict_round_trips() -> None:
-    for check in (ref("a", "exact"), ref(["a b", "c"], "normalised-contains"), ref("x y", "rouge-l", threshold=0.4)):
+    for check in (ref("a", "exact"), ref(["a b", "c"], "normalised-contains"), ref("x y", "rouge-l", threshold=0.4),
+                  ref(["x y", "z"], "chrf", threshold=0.5)):  # fmt: skip
         assert parse_reference_check(check.to_dict(), "t") == check
 
 
@@ -368,7 +454,8 @@ def test_reference_check_to_dict_round_trips() -> None:
         ({"reference": "a", "mode": "fuzzy"}, "check.mode 'fuzzy' is unknown"),
         ({"reference": "a", "mode": "rouge-l"}, "check.threshold must be a number in (0, 1]"),
         ({"reference": "a", "mode": "rouge-l", "threshold": 1.5}, "check.threshold must be a number in (0, 1]"),
-        ({"reference": "a", "threshold": 0.5}, "applies to mode rouge-l only"),
+        ({"reference": "a", "threshold": 0.5}, "applies to modes rouge-l and chrf only"),
+        ({"reference": "a", "mode": "chrf"}, "check.threshold must be a number in (0, 1] for a chrf check"),
         ({"reference": "?!", "mode": "normalised-contains"}, "has no letter or digit"),
     ],
 )
@@ -376,21 +463,6 @@ def test_bad_reference_checks_name_the_field(raw: dict, fragment: str) -> None:
     with pytest.raises(WorkloadError, match=r"^f\.jsonl:3: ") as info:
         parse_reference_check({"type": "reference", **raw}, "f.jsonl:3")
     assert fragment in str(info.value)
-
-
-def lcs_table(a: list[str], b: list[str]) -> int:
-    row = [0] * (len(b) + 1)
-    for x in a:
-        prev, row = row, [0]
-        for j, y in enumerate(b):
-            row.append(prev[j] + 1 if x == y else max(prev[j + 1], row[j]))
-    return row[-1]
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.sampled_from("abcd"), max_size=40), st.lists(st.sampled_from("abcd"), max_size=40))
-def test_bit_parallel_lcs_matches_the_dynamic_programme(a: list[str], b: list[str]) -> None:
-    assert lcs_length(a, b) == lcs_table(a, b)
 
 
 def test_reference_is_a_registered_check_type() -> None:

@@ -119,11 +119,12 @@ def test_check_type_is_read_off_the_record_when_the_manifest_keeps_only_ids() ->
 
 
 def test_cpu_sampled_run_distribution_values(tmp_path: Path) -> None:
-    """vLLM CPU 0.32.0, copy and free, 5 repetitions: ngram differs from the baseline in length and pass rate on
-    copy, in length on free; the A/A pair is flagged on copy's pass rate; the positive control is caught on both."""
+    """vLLM CPU 0.32.0, copy and free, 5 repetitions, tested over (case, repetition) cells: ngram differs from the
+    baseline in length and pass rate on copy, not on free (length p = 0.03 > α/3); the A/A pair is not flagged (its
+    copy pass rate p = 0.012 with independent samples, 0.049 over cells); the positive control is caught on both."""
     metrics = distribution_metrics(write_sampled_report(unpack("cpu-sampled/20261204", tmp_path / "run")))
-    assert metrics["copy/statistics_differing"] == 2.0 and metrics["free/statistics_differing"] == 1.0
-    assert metrics["copy/statistics_differing_aa"] == 1.0 and metrics["free/statistics_differing_aa"] == 0.0
+    assert metrics["copy/statistics_differing"] == 2.0 and metrics["free/statistics_differing"] == 0.0
+    assert metrics["copy/statistics_differing_aa"] == 0.0 and metrics["free/statistics_differing_aa"] == 0.0
     assert metrics["copy/control_missed"] == 0.0 and metrics["free/control_missed"] == 0.0
     assert metrics["copy/detectable_length_difference_tokens"] == pytest.approx(2.71, abs=0.01)
     assert metrics["free/detectable_length_difference_tokens"] == pytest.approx(0.971, abs=0.001)
