@@ -17,8 +17,8 @@ its pairs (blocks, positions, turns) in which arm A and arm B had the outcome (r
                    whatever the blocks repeat and however each case flips); cases with ``d_i = 0`` do not move the
                    statistic and are left out of the resampling, so up to 13 differing cases the test enumerates
                    every sign pattern. With m > 0 it assumes ``d_i`` is symmetric about its mean (the usual shifted
-                   randomisation test). The smallest p over k differing cases is 2^-k: 6 cases are needed to reach
-                   0.025.
+                   randomisation test: each ``d_i - m`` may change sign). The smallest p over k differing cases is
+                   2^-k: 6 cases are needed to reach 0.025.
     upper bound    one-sided Clopper-Pearson upper bound on the share of cases B did worse on (``d_i > 0``), at
                    the stated confidence (``scipy.stats.binomtest``): ``d_i <= 1`` for a case B did worse on and
                    ``d_i <= 0`` otherwise, so it bounds the loss from above, and it is never 0 (0 of 16 cases: 17%
@@ -117,25 +117,39 @@ def _shares(cases: Sequence[str], a: Sequence[bool], b: Sequence[bool]) -> tuple
 
 
 def _permutation_pvalue(x: np.ndarray, y: np.ndarray, shift: float) -> float:
-    """One-sided p that sum(x - y - shift) is this large when x and y swap within a case (scipy's paired
-    permutation test). With no shift, cases where x == y are left out: they do not move the statistic."""
-    keep = np.abs(x - y) > 1e-12 if shift == 0 else np.ones(x.size, dtype=bool)
+    """One-sided p that sum(x - y - shift) is this large when each case's ``x - y - shift`` may change sign (scipy's
+    paired permutation test on (x - y - shift, 0): swapping within a pair flips the sign). With no shift that is
+    swapping the arms within a case, and cases where x == y are left out: they do not move the statistic."""
+    d = x - y - shift
+    keep = np.abs(d) > 1e-12
     if not keep.any():
         return 1.0
     if keep.sum() == 1:  # scipy needs two observations: the two sign patterns of one case, by hand
-        d = float((x - y)[keep][0])
-        return 1.0 if d - shift < -d - shift else (0.5 if d > 0 else 1.0)
+        return 0.5 if d[keep][0] > 0 else 1.0
 
     def statistic(u: np.ndarray, v: np.ndarray, axis: int = -1) -> np.ndarray:
-        return np.asarray(np.sum(u - v - shift, axis=axis))
+        return np.asarray(np.sum(u - v, axis=axis))
 
-    res = sps.permutation_test((x[keep], y[keep]), statistic, permutation_type="samples", vectorized=True,
-                               n_resamples=PERMUTATIONS, alternative="greater", rng=np.random.default_rng(SEED))  # fmt: skip
+    res = sps.permutation_test(
+        (d[keep], np.zeros(int(keep.sum()))),
+        statistic,
+        permutation_type="samples",
+        vectorized=True,
+        n_resamples=PERMUTATIONS,
+        alternative="greater",
+        rng=np.random.default_rng(SEED),
+    )
     return float(min(res.pvalue, 1.0))
 
 
-def case_paired_test(cases: Sequence[str], a: Sequence[bool], b: Sequence[bool], *, margin: float = 0.0,
-                     confidence: float = BOUND_CONFIDENCE) -> CasePairedTest:  # fmt: skip
+def case_paired_test(
+    cases: Sequence[str],
+    a: Sequence[bool],
+    b: Sequence[bool],
+    *,
+    margin: float = 0.0,
+    confidence: float = BOUND_CONFIDENCE,
+) -> CasePairedTest:
     """Paired test over cases that B loses more of an outcome than ``margin`` (see the module docstring).
 
     ``cases[k]`` names the case of pair k (:func:`case_key`), ``a[k]`` / ``b[k]`` whether each arm had the outcome.
@@ -148,11 +162,18 @@ def case_paired_test(cases: Sequence[str], a: Sequence[bool], b: Sequence[bool],
     n = int(d.size)
     bound = float(sps.binomtest(lost, n).proportion_ci(confidence_level=2 * confidence - 1, method="exact").high)
     return CasePairedTest(
-        statistic=float(d.mean()), pvalue=_permutation_pvalue(x, y, margin), loss_upper=bound, n_cases=n,
-        cases_lost=lost, cases_gained=gained, pairs=len(cases),
+        statistic=float(d.mean()),
+        pvalue=_permutation_pvalue(x, y, margin),
+        loss_upper=bound,
+        n_cases=n,
+        cases_lost=lost,
+        cases_gained=gained,
+        pairs=len(cases),
         a_only=sum(1 for p, q in zip(a, b, strict=True) if p and not q),
-        b_only=sum(1 for p, q in zip(a, b, strict=True) if q and not p), margin=margin, confidence=confidence,
-    )  # fmt: skip
+        b_only=sum(1 for p, q in zip(a, b, strict=True) if q and not p),
+        margin=margin,
+        confidence=confidence,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,8 +218,10 @@ def _identical(pairs: Sequence[Pair]) -> list[bool]:
     from specharness.analysis.comparison import _finished, _history_intact  # comparison imports this module
 
     intact = _history_intact(pairs)
-    return [ok and _finished(x) and _finished(y) and x.output_identity == y.output_identity and x.verdict == y.verdict
-            for (x, y), ok in zip(pairs, intact, strict=True)]  # fmt: skip
+    return [
+        ok and _finished(x) and _finished(y) and x.output_identity == y.output_identity and x.verdict == y.verdict
+        for (x, y), ok in zip(pairs, intact, strict=True)
+    ]
 
 
 def case_quality(pairs: Sequence[Pair], *, tolerance: float = 0.0) -> CaseQuality:
@@ -206,10 +229,17 @@ def case_quality(pairs: Sequence[Pair], *, tolerance: float = 0.0) -> CaseQualit
     (all pairs: finishing by itself is the outcome, so a candidate that fails, is cut off or loops where the
     baseline stopped loses; margin 0) and per-case identical outputs, from one comparison's pairs."""
     checked = [(x, y) for x, y in pairs if x.checked and y.checked]
-    answers = case_paired_test([case_key(x.case_id) for x, _ in checked], [x.counts_correct for x, _ in checked],
-                               [y.counts_correct for _, y in checked], margin=tolerance)  # fmt: skip
-    completion = case_paired_test([case_key(x.case_id) for x, _ in pairs], [x.verdict == "complete" for x, _ in pairs],
-                                  [y.verdict == "complete" for _, y in pairs])  # fmt: skip
+    answers = case_paired_test(
+        [case_key(x.case_id) for x, _ in checked],
+        [x.counts_correct for x, _ in checked],
+        [y.counts_correct for _, y in checked],
+        margin=tolerance,
+    )
+    completion = case_paired_test(
+        [case_key(x.case_id) for x, _ in pairs],
+        [x.verdict == "complete" for x, _ in pairs],
+        [y.verdict == "complete" for _, y in pairs],
+    )
     by_case: dict[str, list[int]] = {}
     for (x, _), same in zip(pairs, _identical(pairs), strict=True):
         row = by_case.setdefault(case_key(x.case_id), [0, 0])
@@ -230,8 +260,11 @@ def identity_control(arm: CaseIdentity, twin: CaseIdentity | None, twin_name: st
     y = np.asarray([twin.by_case[k][0] / twin.by_case[k][1] for k in common])
     p = _permutation_pvalue(y, x, 0.0)  # large when the twin is identical more often than B
     shares = f"identical {x.mean():.0%} vs {y.mean():.0%} for two identical engines over {len(common)} cases"
-    text = (f"diverges more than two identical engines (p = {p:.3g}; {shares})" if p < 0.05 else
-            f"diverges no more than two identical engines ({shares}; p = {p:.2g})")  # fmt: skip
+    text = (
+        f"diverges more than two identical engines (p = {p:.3g}; {shares})"
+        if p < 0.05
+        else f"diverges no more than two identical engines ({shares}; p = {p:.2g})"
+    )
     return IdentityControl(twin_name, len(common), float(x.mean()), float(y.mean()), p, text)
 
 
