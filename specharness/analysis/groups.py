@@ -91,7 +91,7 @@ def token_spread(values: Iterable[float | int | None]) -> dict[str, float]:
 class GroupDecision:
     """One group of one comparison (or, ``pooled``, all its groups: the pooled cell itself): speed and quality
     verdicts, acceptance, and what the group's traffic looks like. A ``small`` group shows its estimate and
-    interval with the verdicts withheld ("too small (n pairs)")."""
+    interval with the verdicts withheld ("too small (n pairs)" for speed, "too small (k cases)" for quality)."""
 
     workload: str
     load: str
@@ -242,10 +242,10 @@ def _traffic(a_req: Sequence[RequestRecord], b_req: Sequence[RequestRecord], pai
     }  # fmt: skip
 
 
-def _withheld(v: Verdict, n: int, why: str) -> Verdict:
+def _withheld(v: Verdict, size: str, why: str) -> Verdict:
     if v.verdict in ("invalid", "not comparable"):  # these already claim nothing, and say why
         return v
-    return Verdict(f"too small ({n} pairs)", f"{why}: estimate shown, no verdict claimed (the rule alone would say "
+    return Verdict(f"too small ({size})", f"{why}: estimate shown, no verdict claimed (the rule alone would say "
                                              f"{v.verdict})")  # fmt: skip
 
 
@@ -279,11 +279,11 @@ def group_decisions(a: Analysis, prompts: dict[tuple[str, str], str]) -> list[Gr
             small = counts.same_work < MIN_GROUP_PAIRS or gblocks < MIN_GROUP_BLOCKS
             speed, quality = gc.speed, gc.quality
             if small:
-                speed = _withheld(speed, counts.same_work, f"{counts.same_work} same-work pairs in {gblocks} blocks; "
+                speed = _withheld(speed, f"{counts.same_work} pairs", f"{counts.same_work} same-work pairs in {gblocks} blocks; "
                                   f"a speed verdict needs {MIN_GROUP_PAIRS} in at least {MIN_GROUP_BLOCKS} blocks")  # fmt: skip
             cases = gc.completion.n_cases
             if cases < MIN_GROUP_CASES:
-                quality = _withheld(quality, counts.pairs, f"{cases} cases; a quality verdict needs "
+                quality = _withheld(quality, f"{cases} case{'s' if cases != 1 else ''}", f"{cases} cases; a quality verdict needs "
                                     f"{MIN_GROUP_CASES} (cases are its unit)")  # fmt: skip
             out.append(GroupDecision(
                 workload=c.workload, load=c.load, arm_a=c.arm_a, arm_b=c.arm_b, group=name, pooled=False, small=small,

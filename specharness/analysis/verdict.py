@@ -111,5 +111,7 @@ def quality_verdict(*, correct_a: float, correct_b: float, answers: CasePairedTe
     if not math.isfinite(answers.loss_upper):
         return Verdict("holds", evidence)
     bound = f"loss at most {answers.loss_upper:.0%} ({answers.confidence:.0%} upper bound over {answers.n_cases} cases)"
+    if tolerance <= 0:
+        return Verdict("holds", f"{evidence}; no loss detected, {bound}")
     within = "within" if answers.loss_upper <= tolerance else "so not shown within"
     return Verdict("holds", f"{evidence}; {bound}, {within} the margin {tolerance:.0%}")
