@@ -11,12 +11,20 @@ here as a stand-in so the check does not depend on it staying in the library.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import orjson
 import pytest
 from scipy import stats as sps
 
+from specharness.analysis.analyse import analyse
 from specharness.analysis.quality_tests import CaseIdentity, case_paired_test, identity_control
 from specharness.analysis.verdict import quality_verdict
+from specharness.experiment.rundir import read_manifest
+from specharness.reporting.markdown import render_markdown
+
+from .test_quality_metrics import unpack
 
 ALPHA_EACH = 0.025  # the quality verdict's per-test level (alpha / 2, Bonferroni over answers and completion)
 RUNS = 400  # simulated runs per error-rate check: the binomial sd at 2.5% is 0.8 points
@@ -209,3 +217,46 @@ def test_identity_control_text_names_the_twin_or_its_absence() -> None:
     judged = identity_control(worse, same)
     assert judged.text.startswith("diverges more than two identical engines (p = ") and judged.pvalue < 0.01
     assert identity_control(same, worse).text.startswith("diverges no more than two identical engines")
+
+
+def _with_divergence(run: Path, arm: str, workload: str, load: str) -> None:
+    """STAND-IN divergence written into a committed journal: every measured output of ``arm`` in one cell gets a
+    different token digest, as if that engine wrote other tokens for every case."""
+    path = run / "journal.jsonl"
+    lines = []
+    for line in path.read_bytes().splitlines():
+        obj = orjson.loads(line)
+        if (
+            obj.get("kind") == "request"
+            and obj["arm"] == arm
+            and obj["workload"] == workload
+            and obj["cell"].split("/")[2] == load
+        ):
+            obj["output_digest"] = f"stand-in-{obj['case_id']}-{obj['block']}"
+        lines.append(orjson.dumps(obj))
+    path.write_bytes(b"\n".join(lines) + b"\n")
+
+
+def test_identity_control_on_a_committed_aa_run(tmp_path: Path) -> None:
+    """The H200 control run (vLLM 0.26.0; baseline, baseline-b, baseline-slow; 8 cases x 4 blocks per workload):
+    baseline-slow is judged against the twin baseline-b. As measured every output is identical, so it diverges no
+    more; with a stand-in divergence in one cell it diverges more there (0 of 8 cases vs 8 of 8: p = 2^-8)."""
+    run = unpack("gpu-h200-vllm0.26.0/20261204/control-run1", tmp_path / "run")
+    _with_divergence(run, "baseline-slow", "copy", "c8")
+    a = analyse(run, read_manifest(run))
+    judged = {(c.workload, c.load): c.identity.control for c in a.comparisons if c.arm_b == "baseline-slow"}
+    twins = [c.identity.control for c in a.comparisons if c.arm_b == "baseline-b"]
+    assert twins and all(t is None for t in twins)  # the A/A comparison is the control, not judged against itself
+    moved = judged.pop(("copy", "c8"))
+    assert moved is not None and moved.pvalue == pytest.approx(2**-8) and moved.n_cases == 8
+    assert moved.text.startswith("diverges more than two identical engines (p = 0.0039")
+    assert judged and all(c is not None and c.text.startswith("diverges no more") for c in judged.values())
+    greedy = render_markdown(a, run, [])
+    assert "| copy | 8 clients | baseline-slow vs baseline | 0/32 (0%) | 0/8 |" in greedy
+    assert "diverges more than two identical engines (p = 0.0039" in greedy
+    assert "— (the A/A control itself)" in greedy
+    as_json = orjson.loads(orjson.dumps([c.to_dict() for c in a.comparisons], option=orjson.OPT_SERIALIZE_NUMPY))
+    assert {c["identity"]["control"]["text"][:16] for c in as_json if c["arm_b"] == "baseline-slow"} == {
+        "diverges more th",
+        "diverges no more",
+    }
