@@ -18,6 +18,7 @@ from specharness.analysis.groups import (
     group_decisions,
     prompts_from_manifest,
 )
+from specharness.analysis.quality_tests import with_identity_controls
 from specharness.analysis.refusals import RefusalControl, refusal_controls
 from specharness.analysis.stats import look_confidence
 from specharness.analysis.summary import ArmSummary, summarise_arm
@@ -158,6 +159,8 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
                     order, rules, valid=not missing, invalid_reason=reason, blocks=blocks,
                 ))  # fmt: skip
 
+    if rules.greedy:  # greedy identity judged against its own control: the A/A twin at the same load
+        result.comparisons = with_identity_controls(result.comparisons, arms)
     groups: dict[tuple[str, str, str], list[RequestRecord]] = {}
     for r in measured:
         groups.setdefault((r.workload, r.group, r.arm), []).append(r)

@@ -36,7 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from specharness.analysis.stats import PairedBinaryTest, RatioInterval, block_ratio_interval, paired_binary_test
+from specharness.analysis.quality_tests import CaseIdentity, CasePairedTest, case_quality
+from specharness.analysis.stats import RatioInterval, block_ratio_interval
 from specharness.analysis.summary import ArmSummary, ratio
 from specharness.analysis.throughput import steady_throughput
 from specharness.analysis.verdict import Verdict, quality_verdict, speed_verdict
@@ -91,8 +92,8 @@ class PairedComparison:
     pair_counts: PairCounts
     speed: Verdict
     quality: Verdict
-    answers: PairedBinaryTest
-    completion: PairedBinaryTest
+    answers: CasePairedTest
+    completion: CasePairedTest
     correct_fraction_a: float
     correct_fraction_b: float
     goodput_ratio: float
@@ -103,6 +104,7 @@ class PairedComparison:
     blocks: list[int] = field(default_factory=list)  # the blocks the comparison kept (analyse decides them)
     a_first_blocks: list[int] = field(default_factory=list)  # of the blocks with both arms, those where A ran first
     ordered_blocks: list[int] = field(default_factory=list)  # the blocks whose arm order is known
+    identity: CaseIdentity = field(default_factory=CaseIdentity)  # identical pairs per case, and the A/A control
 
     @property
     def order_a_first(self) -> dict[int, bool]:
@@ -211,14 +213,12 @@ def compare_arms(sa: ArmSummary, sb: ArmSummary, a: Sequence[RequestRecord], b: 
     throughput = interval(_block_log_throughput(a, b, sa.clients))
     speed = speed_verdict(speedup, rules.margin, valid=valid, invalid_reason=invalid_reason,
                           same_work_fraction=counts.same_work_fraction, min_same_work=rules.min_same_work)  # fmt: skip
-    checked = [(x, y) for x, y in pairs if x.checked and y.checked]
-    answers = paired_binary_test([x.counts_correct for x, _ in checked], [y.counts_correct for _, y in checked])
-    # finishing by itself is the outcome compared: a candidate that truncates (loops) where the baseline stopped loses
-    completion = paired_binary_test([x.verdict == "complete" for x, _ in pairs], [y.verdict == "complete" for _, y in pairs])
+    per_case = case_quality(pairs, tolerance=rules.tolerance)  # cases as the unit (analysis.quality_tests)
+    answers, completion = per_case.answers, per_case.completion
     quality = quality_verdict(
         correct_a=sa.correct_fraction, correct_b=sb.correct_fraction, answers=answers, completion=completion,
-        checked_pairs=len(checked), min_correct=rules.min_correct, tolerance=rules.tolerance,
-        arm_a=sa.arm, arm_b=sb.arm, valid=valid, invalid_reason=invalid_reason,
+        min_correct=rules.min_correct, tolerance=rules.tolerance, arm_a=sa.arm, arm_b=sb.arm, valid=valid,
+        invalid_reason=invalid_reason,
     )  # fmt: skip
     return PairedComparison(
         workload=sa.workload, clients=sa.clients, arm_a=sa.arm, arm_b=sb.arm,
@@ -231,5 +231,5 @@ def compare_arms(sa: ArmSummary, sb: ArmSummary, a: Sequence[RequestRecord], b: 
         tpot_p50_ratio=ratio(sb.tpot_ms["p50"], sa.tpot_ms["p50"]),
         block_speedups=[math.exp(speed_logs[k]) for k in sorted(speed_logs)], load=sa.load, rate=sa.rate,
         blocks=sorted(blocks), a_first_blocks=sorted(k for k, first in order_a_first.items() if first),
-        ordered_blocks=sorted(order_a_first),
+        ordered_blocks=sorted(order_a_first), identity=per_case.identity,
     )  # fmt: skip

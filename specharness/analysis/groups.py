@@ -4,7 +4,8 @@ the prompt texts in, frozen summaries out.
 
 A group's comparison comes from the same functions as the pooled cell's (:func:`summarise_arm`,
 :func:`compare_arms`), over the group's requests only, with the pooled cell's blocks and arm orders and the run's
-rules. Each group's interval is at the run's confidence, not adjusted for the number of groups: among many groups
+rules; its quality, like the pooled cell's, is tested over its cases (a case's blocks summarised first), and is
+withheld under :data:`MIN_GROUP_CASES` cases. Each group's interval is at the run's confidence, not adjusted for the number of groups: among many groups
 one verdict is more likely than 1 in 20 to be wrong by chance, and the pooled cell remains the decision. System
 throughput is not shown per group (a group's requests share their cells with the other groups').
 
@@ -44,6 +45,7 @@ __all__ = [
     "FEATURES",
     "MIN_CORRELATION_CASES",
     "MIN_GROUP_BLOCKS",
+    "MIN_GROUP_CASES",
     "MIN_GROUP_PAIRS",
     "POOLED",
     "FeatureCorrelation",
@@ -62,6 +64,9 @@ __all__ = [
 # verdict; 8 is the fewest that puts an average of 2 or more requests in each of 4 blocks.
 MIN_GROUP_PAIRS = 8
 MIN_GROUP_BLOCKS = 2
+# A group's quality is tested over its cases (:mod:`specharness.analysis.quality_tests`), whatever the blocks repeat:
+# over k cases that differ the smallest one-sided p is 2^-k, so under 6 cases no loss could reach alpha/2 = 0.025.
+MIN_GROUP_CASES = 6
 # Fewer cases than this: no correlation is tested. With 4 cases the smallest two-sided permutation p is 2/4! = 0.083,
 # so no feature could reach alpha = 0.05; with 5 it is 2/5! = 0.017.
 MIN_CORRELATION_CASES = 5
@@ -86,7 +91,7 @@ def token_spread(values: Iterable[float | int | None]) -> dict[str, float]:
 class GroupDecision:
     """One group of one comparison (or, ``pooled``, all its groups: the pooled cell itself): speed and quality
     verdicts, acceptance, and what the group's traffic looks like. A ``small`` group shows its estimate and
-    interval with the verdicts withheld ("too small (n pairs)")."""
+    interval with the verdicts withheld ("too small (n pairs)" for speed, "too small (k cases)" for quality)."""
 
     workload: str
     load: str
@@ -237,10 +242,10 @@ def _traffic(a_req: Sequence[RequestRecord], b_req: Sequence[RequestRecord], pai
     }  # fmt: skip
 
 
-def _withheld(v: Verdict, n: int, why: str) -> Verdict:
+def _withheld(v: Verdict, size: str, why: str) -> Verdict:
     if v.verdict in ("invalid", "not comparable"):  # these already claim nothing, and say why
         return v
-    return Verdict(f"too small ({n} pairs)", f"{why}: estimate shown, no verdict claimed (the rule alone would say "
+    return Verdict(f"too small ({size})", f"{why}: estimate shown, no verdict claimed (the rule alone would say "
                                              f"{v.verdict})")  # fmt: skip
 
 
@@ -274,11 +279,12 @@ def group_decisions(a: Analysis, prompts: dict[tuple[str, str], str]) -> list[Gr
             small = counts.same_work < MIN_GROUP_PAIRS or gblocks < MIN_GROUP_BLOCKS
             speed, quality = gc.speed, gc.quality
             if small:
-                speed = _withheld(speed, counts.same_work, f"{counts.same_work} same-work pairs in {gblocks} blocks; "
+                speed = _withheld(speed, f"{counts.same_work} pairs", f"{counts.same_work} same-work pairs in {gblocks} blocks; "
                                   f"a speed verdict needs {MIN_GROUP_PAIRS} in at least {MIN_GROUP_BLOCKS} blocks")  # fmt: skip
-            if counts.pairs < MIN_GROUP_PAIRS:
-                quality = _withheld(quality, counts.pairs, f"{counts.pairs} pairs; a quality verdict needs "
-                                    f"{MIN_GROUP_PAIRS}")  # fmt: skip
+            cases = gc.completion.n_cases
+            if cases < MIN_GROUP_CASES:
+                quality = _withheld(quality, f"{cases} case{'s' if cases != 1 else ''}", f"{cases} cases; a quality verdict needs "
+                                    f"{MIN_GROUP_CASES} (cases are its unit)")  # fmt: skip
             out.append(GroupDecision(
                 workload=c.workload, load=c.load, arm_a=c.arm_a, arm_b=c.arm_b, group=name, pooled=False, small=small,
                 pair_counts=counts, blocks_with_pairs=gblocks, speedup=gc.speedup, speed=speed, quality=quality,

@@ -8,16 +8,19 @@ Speed (from the same-work speedup interval and the declared no-difference band `
     not comparable too few pairs did the same work (identical outputs) to compare time for the same work
     invalid        a cell is missing, or its engine died
 
-Quality (baseline A against candidate B, paired by request):
-    holds          no significant loss of right answers and no significant rise in failed requests
-    fails          B finishes significantly fewer requests by itself than A (failed, cut off or looping to the cap;
-                   exact McNemar on complete-vs-not, one-sided, p < alpha/2), or B loses significantly more paired
-                   right answers than it gains (same test, p < alpha/2) by more than the declared tolerance; the two
-                   tests share alpha (Bonferroni). Both are checked before anything else.
+Quality (baseline A against candidate B, paired by case: :mod:`specharness.analysis.quality_tests`; a case's
+blocks are summarised first, since greedy output repeats with the blocks):
+    fails          B finishes by itself (not failed, cut off or looping to the cap) on a significantly smaller share
+                   of a case's requests than A, over cases (one-sided paired permutation over cases, p < alpha/2);
+                   or B's loss of right answers exceeds the declared non-inferiority margin (the tolerance) with the
+                   same test (H0: loss <= margin, p < alpha/2); the two tests share alpha (Bonferroni). Both are
+                   checked before anything else. "fails" needs evidence of a loss beyond the margin: repeating blocks
+                   never turns one lost case into a failure (the smallest p over k differing cases is 2^-k).
     not assessable no significant loss, and the baseline itself is under the declared correct fraction (the
                    workload is no fair test of this model) or no case has a rubric
     holds          neither test finds a loss; the evidence names the largest loss the run cannot rule out (the
-                   95% upper bound), which with few pairs is large: "holds" is "no loss detected", not "no loss"
+                   95% upper bound over cases) and whether it lies within the margin (non-inferiority shown) or not:
+                   "holds" without that is "no loss detected", not "no loss"
     invalid        a cell is missing, or its engine died
 """
 
@@ -26,7 +29,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from specharness.analysis.stats import PairedBinaryTest, RatioInterval
+from specharness.analysis.quality_tests import CasePairedTest
+from specharness.analysis.stats import RatioInterval
 
 __all__ = [
     "DEFAULT_MARGIN",
@@ -80,24 +84,34 @@ def speed_verdict(interval: RatioInterval, margin: float, *, valid: bool = True,
     return Verdict("inconclusive", f"{ci} reaches across the no-difference band [{down:.2f}, {up:.2f}]")
 
 
-def quality_verdict(*, correct_a: float, correct_b: float, answers: PairedBinaryTest, completion: PairedBinaryTest,
-                    checked_pairs: int, min_correct: float, tolerance: float, arm_a: str, arm_b: str,
-                    valid: bool = True, invalid_reason: str = "") -> Verdict:  # fmt: skip
-    """Quality verdict from paired right answers and paired completions (see the module docstring)."""
+def quality_verdict(*, correct_a: float, correct_b: float, answers: CasePairedTest, completion: CasePairedTest,
+                    min_correct: float, tolerance: float, arm_a: str, arm_b: str, valid: bool = True,
+                    invalid_reason: str = "") -> Verdict:  # fmt: skip
+    """Quality verdict from right answers and completions paired by case (see the module docstring and
+    :mod:`specharness.analysis.quality_tests`); ``tolerance`` is the non-inferiority margin of the answer loss."""
     if not valid:
         return Verdict("invalid", invalid_reason or "a cell of this comparison is missing or invalid")
     alpha = ALPHA / 2
-    if completion.pvalue_b_worse < alpha:
-        return Verdict("fails", f"{arm_b} did not finish {completion.a_only} requests that {arm_a} completed (and "
-                                f"{completion.b_only} the other way; exact McNemar p={completion.pvalue_b_worse:.3f})")  # fmt: skip
-    evidence = (f"paired answers: {arm_b} lost {answers.a_only}, gained {answers.b_only} of {checked_pairs} "
-                f"(exact McNemar p={answers.pvalue_b_worse:.2f}); correct {correct_a:.0%} / {correct_b:.0%}")  # fmt: skip
-    if checked_pairs == 0:
+    if completion.pvalue < alpha:
+        return Verdict("fails", f"{arm_b} finished fewer requests by itself than {arm_a} on {completion.cases_lost} "
+                                f"of {completion.n_cases} cases (more on {completion.cases_gained}; paired permutation "
+                                f"over cases p={completion.pvalue:.3f})")  # fmt: skip
+    if answers.n_cases == 0:
         return Verdict("not assessable", "no case has a rubric")
-    if answers.pvalue_b_worse < alpha and (correct_a - correct_b) > tolerance:
-        return Verdict("fails", evidence)
+    margin = f", margin {tolerance:.0%}" if tolerance > 0 else ""
+    evidence = (f"right answers per case: {arm_b} worse on {answers.cases_lost}, better on {answers.cases_gained} of "
+                f"{answers.n_cases} cases (paired permutation over cases p={answers.pvalue:.2f}{margin}); correct "
+                f"{correct_a:.0%} / {correct_b:.0%}")  # fmt: skip
+    if answers.pvalue < alpha:
+        return Verdict("fails", f"{evidence}: the loss ({answers.statistic:.0%} of answers) exceeds the margin "
+                                f"{tolerance:.0%} at α={alpha:g}")  # fmt: skip
     if not (correct_a >= min_correct):
         return Verdict("not assessable", f"{arm_a} itself is {correct_a:.0%} correct, under the declared "
                                          f"{min_correct:.0%}: this workload is no fair test of this model; {evidence}")  # fmt: skip
-    bound = f"; loss at most {answers.loss_upper:.0%} (95% upper bound)" if math.isfinite(answers.loss_upper) else ""
-    return Verdict("holds", evidence + bound)
+    if not math.isfinite(answers.loss_upper):
+        return Verdict("holds", evidence)
+    bound = f"loss at most {answers.loss_upper:.0%} ({answers.confidence:.0%} upper bound over {answers.n_cases} cases)"
+    if tolerance <= 0:
+        return Verdict("holds", f"{evidence}; no loss detected, {bound}")
+    within = "within" if answers.loss_upper <= tolerance else "so not shown within"
+    return Verdict("holds", f"{evidence}; {bound}, {within} the margin {tolerance:.0%}")

@@ -7,7 +7,13 @@ import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from specharness.analysis.groups import MIN_GROUP_BLOCKS, MIN_GROUP_PAIRS, FeatureCorrelations, GroupDecision
+from specharness.analysis.groups import (
+    MIN_GROUP_BLOCKS,
+    MIN_GROUP_CASES,
+    MIN_GROUP_PAIRS,
+    FeatureCorrelations,
+    GroupDecision,
+)
 from specharness.analysis.verdict import DEFAULT_MARGIN, band_edges
 
 __all__ = ["groups_chart", "groups_markdown"]
@@ -60,7 +66,9 @@ def groups_markdown(decisions: Sequence[GroupDecision], correlations: Sequence[F
     lines = ["## Per-group decisions", "",
              f"Each group is judged by the pooled cell's rules over its own requests. A group with fewer than "
              f"{MIN_GROUP_PAIRS} same-work pairs, or pairs in fewer than {MIN_GROUP_BLOCKS} blocks, shows its estimate "
-             "and interval and claims no verdict. Group intervals are not adjusted for the number of groups, so the "
+             "and interval and claims no speed verdict. Quality is tested over the group's cases (each case's blocks "
+             f"summarised first); a group with fewer than {MIN_GROUP_CASES} cases claims no quality verdict (over k "
+             "cases the smallest p is 2^-k). Group intervals are not adjusted for the number of groups, so the "
              "pooled row is the decision. Acceptance is from arm B's per-request draft counts; token lengths are the "
              "engine's counts over arm A's finished requests (p50/p95, a p95 needs 20 requests); copyability is the "
              "share of arm A's output words a prompt-lookup draft would have guessed from the prompt and the output "

@@ -215,7 +215,10 @@ def test_a_three_pair_group_claims_no_verdict(grouped: Grouped) -> None:
     rows = _by_group(grouped[1])
     rare = rows["rare"]
     assert rare.small and rare.pair_counts.same_work == 3
-    assert rare.speed.verdict == rare.quality.verdict == "too small (3 pairs)"
+    assert rare.speed.verdict == "too small (3 pairs)"
+    # quality counts cases: one case (3 pairs) cannot show a loss (the smallest p over 1 case is 0.5); 6 cases can
+    assert rare.quality.verdict == "too small (1 case)" and "a quality verdict needs 6" in rare.quality.reason
+    assert rows["fast"].quality.verdict == "holds"
     assert "no verdict claimed" in rare.speed.reason
     assert math.isfinite(rare.speedup.estimate) and math.isfinite(rare.speedup.low)  # the estimate is still shown
 

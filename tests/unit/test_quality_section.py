@@ -43,7 +43,9 @@ def test_a_greedy_run_without_structured_or_refusal_cases_says_what_it_did_not_m
     pairs = {(c["workload"], c["clients"]): c["pair_counts"]["pairs"] for c in report["comparisons"]}
     greedy = _subsection(q, "### Greedy identity")
     assert "Not measured" not in greedy
-    assert f"| copy | 1 client | ngram vs baseline | {pairs[('copy', 1)]}/{pairs[('copy', 1)]} (100%) | 0 | 0 | 0 |" in greedy
+    cases = {(c["workload"], c["clients"]): len(c["identity"]["by_case"]) for c in report["comparisons"]}
+    n, k = pairs[("copy", 1)], cases[("copy", 1)]
+    assert f"| copy | 1 client | ngram vs baseline | {n}/{n} (100%) | {k}/{k} | 0 | 0 | 0 | no A/A arm in this run |" in greedy
     for heading in SUBSECTIONS[1:]:
         assert "Not measured in this run" in _subsection(q, heading), heading
     assert "`specharness sampled`" in _subsection(q, "### Sampled distribution")
@@ -66,7 +68,7 @@ def test_structured_validity_rows_of_the_committed_cpu_run(tmp_path: Path) -> No
     structured = _subsection(q, "### Structured validity")
     assert "| structured | 1 client | baseline | forced tool call | 16 | 0 / 0 | 0 | 6 | 10 | **16** (100%) | 0 | 0 | 0 | 8 |" in structured
     assert "| structured | 1 client | ngram | JSON answer | 16 | 0 / 0 | n/a | 4 | 0 | **4** (25%) | 10 | 2 | 0 | 4 |" in structured
-    assert "| structured | 1 client | ngram vs baseline | 24/32 (75%) | 8 | 0 | 0 |" in _subsection(q, "### Greedy identity")
+    assert "| structured | 1 client | ngram vs baseline | 24/32 (75%) | 12/16 | 8 | 0 | 0 |" in _subsection(q, "### Greedy identity")
     assert "Not measured in this run" in _subsection(q, "### Refusal agreement")
 
 

@@ -171,10 +171,12 @@ def test_baseline_under_threshold_makes_quality_not_assessable_and_still_shows_s
 
 def test_significant_loss_fails_and_one_flip_does_not() -> None:
     rng = np.random.default_rng(8)
-    base = fake_arm("baseline", 1.0, rng, blocks=2)
-    loses = fake_arm("ngram", 0.5, rng, blocks=2)
-    worse = [r if r.seq >= 4 else RequestRecord(**{**_fields(r), "correct": False}) for r in loses[0]]
-    assert compare(base, (worse, loses[1])).quality.verdict == "fails"  # 8 lost, 0 gained
+    base = fake_arm("baseline", 1.0, rng, blocks=2, n=16)
+    loses = fake_arm("ngram", 0.5, rng, blocks=2, n=16)
+    worse = [r if r.seq >= 8 else RequestRecord(**{**_fields(r), "correct": False}) for r in loses[0]]
+    assert compare(base, (worse, loses[1])).quality.verdict == "fails"  # 8 cases lost, 0 gained: p = 2^-8
+    four = [r if r.seq >= 4 else RequestRecord(**{**_fields(r), "correct": False}) for r in loses[0]]
+    assert compare(base, (four, loses[1])).quality.verdict == "holds"  # 4 cases: p = 2^-4, whatever the blocks
     one = [r if not (r.seq == 0 and r.block == 0) else RequestRecord(**{**_fields(r), "correct": False})
            for r in loses[0]]  # fmt: skip
     assert compare(base, (one, loses[1])).quality.verdict == "holds"
@@ -182,14 +184,14 @@ def test_significant_loss_fails_and_one_flip_does_not() -> None:
 
 def test_more_failed_requests_fail_quality_by_a_test_not_a_raw_comparison() -> None:
     rng = np.random.default_rng(9)
-    base = fake_arm("baseline", 1.0, rng)
-    cand = fake_arm("ngram", 0.5, rng)
+    base = fake_arm("baseline", 1.0, rng, n=16)
+    cand = fake_arm("ngram", 0.5, rng, n=16)
     one_failure = [r if not (r.seq == 3 and r.block == 1) else fake_request("ngram", 1, 3, 50, 1.0, error="timeout")
                    for r in cand[0]]  # fmt: skip
     assert compare(base, (one_failure, cand[1])).quality.verdict == "holds"
-    many = [r if r.seq > 1 else fake_request("ngram", r.block, r.seq, 50, 1.0, error="timeout") for r in cand[0]]
+    many = [r if r.seq > 7 else fake_request("ngram", r.block, r.seq, 50, 1.0, error="timeout") for r in cand[0]]
     verdict = compare(base, (many, cand[1])).quality
-    assert verdict.verdict == "fails" and "did not finish 8 requests" in verdict.reason
+    assert verdict.verdict == "fails" and "on 8 of 16 cases" in verdict.reason
 
 
 def test_invalid_cell_gets_no_verdict() -> None:
@@ -230,19 +232,20 @@ def test_sampled_runs_never_time_a_loop() -> None:
 
 
 def test_a_candidate_that_loops_on_some_cases_fails_quality_even_without_a_rubric() -> None:
-    """The candidate loops to the cap on 3 of 8 cases in every block; the rest is the same work (62% of pairs, above
-    the 50% floor). Speed is measured on the cases both did alike; the loops are judged by quality."""
+    """The candidate loops to the cap on 6 of 16 cases in every block; the rest is the same work (62% of pairs, above
+    the 50% floor). Speed is measured on the cases both did alike; the loops are judged by quality, over cases (6
+    cases all one way: p = 2^-6)."""
     rng = np.random.default_rng(11)
-    base = fake_arm("baseline", 1.0, rng)
-    reqs, cells = fake_arm("ngram", 0.5, rng)
+    base = fake_arm("baseline", 1.0, rng, n=16)
+    reqs, cells = fake_arm("ngram", 0.5, rng, n=16)
     looped = [RequestRecord(**{**_fields(r), "verdict": "truncated", "finish_reason": "length",
                                "output_digest": "loop", "check_detail": "unchecked", "correct": None})
-              if r.seq < 3 else RequestRecord(**{**_fields(r), "check_detail": "unchecked", "correct": None})
+              if r.seq < 6 else RequestRecord(**{**_fields(r), "check_detail": "unchecked", "correct": None})
               for r in reqs]  # fmt: skip
     unchecked = [RequestRecord(**{**_fields(r), "check_detail": "unchecked", "correct": None}) for r in base[0]]
     result = compare((unchecked, base[1]), (looped, cells))
-    assert result.pair_counts.same_work == 20 and result.speed.verdict == "helps"
-    assert result.quality.verdict == "fails" and "did not finish 12 requests" in result.quality.reason
+    assert result.pair_counts.same_work == 40 and result.speed.verdict == "helps"
+    assert result.quality.verdict == "fails" and "on 6 of 16 cases" in result.quality.reason
 
 
 def test_schema_1_records_compare_by_text_and_percentiles_count_failures_at_the_timeout() -> None:

@@ -1,0 +1,286 @@
+"""Quality tests with the case as the unit: right answers, completed requests and identical outputs, paired by case.
+
+Every block sends the same cases and greedy decoding repeats a case's output with them, so the (block, case) pairs
+of one case are not independent evidence: a case answered wrongly in one arm is answered wrongly in every block,
+and counting each block would make one lost case look like many. Each case's blocks are summarised first, then
+the cases are compared.
+
+Per case ``i`` (a replayed conversation is one case, all its turns together): ``a_i`` and ``b_i`` are the shares of
+its pairs (blocks, positions, turns) in which arm A and arm B had the outcome (right answer, completed request);
+``d_i = a_i - b_i`` is B's loss on that case.
+
+    loss           mean of ``d_i`` over cases: the net share of outcomes B loses, every case weighted alike
+    p-value        one-sided paired permutation test over cases (``scipy.stats.permutation_test``,
+                   ``permutation_type="samples"``: the two arms' shares swap within a case, i.e. ``d_i`` changes
+                   sign), H0 "B loses no more than the margin m", statistic the sum of ``d_i - m``. With m = 0 this
+                   is exact under the null that the arms are exchangeable within each case (no real difference,
+                   whatever the blocks repeat and however each case flips); cases with ``d_i = 0`` do not move the
+                   statistic and are left out of the resampling, so up to 13 differing cases the test enumerates
+                   every sign pattern. With m > 0 it assumes ``d_i`` is symmetric about its mean (the usual shifted
+                   randomisation test: each ``d_i - m`` may change sign). The smallest p over k differing cases is
+                   2^-k: 6 cases are needed to reach 0.025.
+    upper bound    one-sided Clopper-Pearson upper bound on the share of cases B did worse on (``d_i > 0``), at
+                   the stated confidence (``scipy.stats.binomtest``): ``d_i <= 1`` for a case B did worse on and
+                   ``d_i <= 0`` otherwise, so it bounds the loss from above, and it is never 0 (0 of 16 cases: 17%
+                   at 95%).
+
+:func:`identity_control` judges greedy identity against its own control: the per-case share of identical pairs of
+arm B vs A against that of an A/A twin (``baseline-b`` vs ``baseline``) at the same load, by the same paired
+permutation over the cases both have (one-sided: B identical less often than the twin).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from scipy import stats as sps
+
+from specharness.records import RequestRecord
+from specharness.traffic.workloads import split_turn_id
+
+if TYPE_CHECKING:  # comparison imports this module
+    from specharness.analysis.comparison import PairedComparison
+
+__all__ = [
+    "BOUND_CONFIDENCE",
+    "CaseIdentity",
+    "CasePairedTest",
+    "CaseQuality",
+    "IdentityControl",
+    "case_key",
+    "case_paired_test",
+    "case_quality",
+    "identity_control",
+    "with_identity_controls",
+]
+
+BOUND_CONFIDENCE = 0.95  # the loss bound's one-sided confidence
+PERMUTATIONS = 9999  # resamples of the permutation test (exact when 2^k is smaller, k = differing cases)
+SEED = 20  # the permutation test's fixed seed: the same journal gives the same report
+
+Pair = tuple[RequestRecord, RequestRecord]
+
+
+@dataclass(frozen=True, slots=True)
+class CasePairedTest:
+    """One paired outcome (right answer, completed request) of arm B against arm A, over cases.
+
+    ``statistic`` is the loss (mean per-case share A minus share B), ``pvalue`` the one-sided p that B loses more
+    than ``margin``, ``loss_upper`` the one-sided upper bound on the loss at ``confidence``. ``cases_lost`` /
+    ``cases_gained``: cases where B's share is below / above A's. ``a_only`` / ``b_only`` count the discordant
+    pairs (block, case), shown for reference only: they are not independent."""
+
+    statistic: float
+    pvalue: float
+    loss_upper: float
+    n_cases: int
+    cases_lost: int
+    cases_gained: int
+    pairs: int
+    a_only: int
+    b_only: int
+    margin: float = 0.0
+    confidence: float = BOUND_CONFIDENCE
+    method: str = "paired permutation over cases"
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """(-1, upper bound): the one-sided interval of the loss."""
+        return -1.0, self.loss_upper
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+NO_TEST = CasePairedTest(math.nan, 1.0, math.nan, 0, 0, 0, 0, 0, 0)
+
+
+def case_key(case_id: str) -> str:
+    """The unit a test counts: the case id, or for a replayed turn (``<id>#t<k>``) its conversation's id."""
+    turn = split_turn_id(case_id)
+    return turn[0] if turn is not None else case_id
+
+
+def _shares(cases: Sequence[str], a: Sequence[bool], b: Sequence[bool]) -> tuple[np.ndarray, np.ndarray]:
+    total: dict[str, list[int]] = {}
+    for case, x, y in zip(cases, a, b, strict=True):
+        row = total.setdefault(case, [0, 0, 0])
+        row[0] += bool(x)
+        row[1] += bool(y)
+        row[2] += 1
+    counts = np.asarray(list(total.values()), dtype=float).reshape(-1, 3)
+    return counts[:, 0] / counts[:, 2], counts[:, 1] / counts[:, 2]
+
+
+def _permutation_pvalue(x: np.ndarray, y: np.ndarray, shift: float) -> float:
+    """One-sided p that sum(x - y - shift) is this large when each case's ``x - y - shift`` may change sign (scipy's
+    paired permutation test on (x - y - shift, 0): swapping within a pair flips the sign). With no shift that is
+    swapping the arms within a case, and cases where x == y are left out: they do not move the statistic."""
+    d = x - y - shift
+    keep = np.abs(d) > 1e-12
+    if not keep.any():
+        return 1.0
+    if keep.sum() == 1:  # scipy needs two observations: the two sign patterns of one case, by hand
+        return 0.5 if d[keep][0] > 0 else 1.0
+
+    def statistic(u: np.ndarray, v: np.ndarray, axis: int = -1) -> np.ndarray:
+        return np.asarray(np.sum(u - v, axis=axis))
+
+    res = sps.permutation_test(
+        (d[keep], np.zeros(int(keep.sum()))),
+        statistic,
+        permutation_type="samples",
+        vectorized=True,
+        n_resamples=PERMUTATIONS,
+        alternative="greater",
+        rng=np.random.default_rng(SEED),
+    )
+    return float(min(res.pvalue, 1.0))
+
+
+def case_paired_test(
+    cases: Sequence[str],
+    a: Sequence[bool],
+    b: Sequence[bool],
+    *,
+    margin: float = 0.0,
+    confidence: float = BOUND_CONFIDENCE,
+) -> CasePairedTest:
+    """Paired test over cases that B loses more of an outcome than ``margin`` (see the module docstring).
+
+    ``cases[k]`` names the case of pair k (:func:`case_key`), ``a[k]`` / ``b[k]`` whether each arm had the outcome.
+    """
+    if len(cases) == 0:
+        return NO_TEST
+    x, y = _shares(cases, a, b)
+    d = x - y
+    lost, gained = int(np.sum(d > 1e-12)), int(np.sum(d < -1e-12))
+    n = int(d.size)
+    bound = float(sps.binomtest(lost, n).proportion_ci(confidence_level=2 * confidence - 1, method="exact").high)
+    return CasePairedTest(
+        statistic=float(d.mean()),
+        pvalue=_permutation_pvalue(x, y, margin),
+        loss_upper=bound,
+        n_cases=n,
+        cases_lost=lost,
+        cases_gained=gained,
+        pairs=len(cases),
+        a_only=sum(1 for p, q in zip(a, b, strict=True) if p and not q),
+        b_only=sum(1 for p, q in zip(a, b, strict=True) if q and not p),
+        margin=margin,
+        confidence=confidence,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class IdentityControl:
+    """Greedy identity of arm B vs A judged against an A/A twin (two identical engines) at the same load."""
+
+    twin: str  # the A/A arm, or "" when the run has none
+    n_cases: int = 0
+    identical_share: float = math.nan  # mean per-case share of identical pairs, B vs A (cases both comparisons have)
+    twin_identical_share: float = math.nan  # the same for the twin vs A
+    pvalue: float = math.nan  # one-sided: B is identical less often than the twin
+    text: str = "no A/A arm in this run"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class CaseIdentity:
+    """Per case, identical pairs and pairs (both finished alike with the same output token ids), and the A/A
+    control once :func:`identity_control` has judged it."""
+
+    by_case: dict[str, tuple[int, int]] = field(default_factory=dict)
+    control: IdentityControl | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class CaseQuality:
+    """The three per-case questions of one comparison."""
+
+    answers: CasePairedTest
+    completion: CasePairedTest
+    identity: CaseIdentity
+
+
+def _identical(pairs: Sequence[Pair]) -> list[bool]:
+    """Per pair: both finished alike (complete, or both cut at the cap) with the same output token ids, after an
+    intact history (the comparison's own rule for identical outputs)."""
+    from specharness.analysis.comparison import _finished, _history_intact  # comparison imports this module
+
+    intact = _history_intact(pairs)
+    return [
+        ok and _finished(x) and _finished(y) and x.output_identity == y.output_identity and x.verdict == y.verdict
+        for (x, y), ok in zip(pairs, intact, strict=True)
+    ]
+
+
+def case_quality(pairs: Sequence[Pair], *, tolerance: float = 0.0) -> CaseQuality:
+    """Right answers (pairs both arms checked; ``tolerance`` is the non-inferiority margin), completed requests
+    (all pairs: finishing by itself is the outcome, so a candidate that fails, is cut off or loops where the
+    baseline stopped loses; margin 0) and per-case identical outputs, from one comparison's pairs."""
+    checked = [(x, y) for x, y in pairs if x.checked and y.checked]
+    answers = case_paired_test(
+        [case_key(x.case_id) for x, _ in checked],
+        [x.counts_correct for x, _ in checked],
+        [y.counts_correct for _, y in checked],
+        margin=tolerance,
+    )
+    completion = case_paired_test(
+        [case_key(x.case_id) for x, _ in pairs],
+        [x.verdict == "complete" for x, _ in pairs],
+        [y.verdict == "complete" for _, y in pairs],
+    )
+    by_case: dict[str, list[int]] = {}
+    for (x, _), same in zip(pairs, _identical(pairs), strict=True):
+        row = by_case.setdefault(case_key(x.case_id), [0, 0])
+        row[0] += same
+        row[1] += 1
+    return CaseQuality(answers, completion, CaseIdentity({k: (v[0], v[1]) for k, v in by_case.items()}))
+
+
+def identity_control(arm: CaseIdentity, twin: CaseIdentity | None, twin_name: str = "baseline-b") -> IdentityControl:
+    """Arm B's identical share against the A/A twin's, paired over the cases both have: a one-sided paired
+    permutation test that B is identical less often (see the module docstring). ``twin`` None: no A/A arm."""
+    if twin is None:
+        return IdentityControl("")
+    common = [k for k in arm.by_case if k in twin.by_case and arm.by_case[k][1] and twin.by_case[k][1]]
+    if not common:
+        return IdentityControl(twin_name, text=f"no case in common with the A/A arm {twin_name}")
+    x = np.asarray([arm.by_case[k][0] / arm.by_case[k][1] for k in common])
+    y = np.asarray([twin.by_case[k][0] / twin.by_case[k][1] for k in common])
+    p = _permutation_pvalue(y, x, 0.0)  # large when the twin is identical more often than B
+    shares = f"identical {x.mean():.0%} vs {y.mean():.0%} for two identical engines over {len(common)} cases"
+    text = (
+        f"diverges more than two identical engines (p = {p:.3g}; {shares})"
+        if p < 0.05
+        else f"diverges no more than two identical engines ({shares}; p = {p:.2g})"
+    )
+    return IdentityControl(twin_name, len(common), float(x.mean()), float(y.mean()), p, text)
+
+
+TWIN = "baseline-b"  # the A/A arm: a second engine identical to the baseline
+
+
+def with_identity_controls(comparisons: Sequence[PairedComparison], arms: Sequence[str]) -> list[PairedComparison]:
+    """Every comparison against ``baseline`` (the A/A twin's own excepted) with its identity judged against the twin's
+    at the same (workload, load); "no A/A arm in this run" where the run has none."""
+    twins = {(c.workload, c.load): c for c in comparisons if c.arm_a == "baseline" and c.arm_b == TWIN}
+    out = []
+    for c in comparisons:
+        if c.arm_a == "baseline" and c.arm_b != TWIN:
+            twin = twins.get((c.workload, c.load))
+            if TWIN not in arms or twin is not None:
+                control = identity_control(c.identity, None if twin is None else twin.identity, TWIN)
+                c = replace(c, identity=replace(c.identity, control=control))
+        out.append(c)
+    return out
