@@ -11,8 +11,9 @@ gives, per tracked value (``Class.method``):
   the value's interval (value ×/÷ √factor: two intervals overlap unless the values differ by more than the factor),
   ``release-compare`` flags absolute values beyond it, and ``asv.conf.json``'s regression thresholds copy it.
 - **slowdown offset**: the engine-instance offset variance σ_u² of the log slowdown, from the repeats' per-block
-  values: the variance of run means minus the within-run part (mean of s²_blocks / n), pooled over cells, floored
-  at 0. :func:`specharness.analysis.stats.ratio_change` adds 2·σ_u² to its standard error.
+  values: the variance of run means minus the within-run part (mean of s²_blocks / n), averaged over cells, with
+  df = k − 1 (the cells of a run share one engine pair); where that estimate is not positive, its one-sided 95%
+  upper bound instead. :func:`specharness.analysis.stats.ratio_change` adds 2·σ_u² to its standard error.
 - **A/A calls**: every pair of repeats compared by that test (without and with the offset): how often two runs of
   the same release were called different.
 """
@@ -31,8 +32,8 @@ from scipy import stats
 from specharness.analysis.stats import ratio_change
 from specharness.history.asvnotes import read_companion
 
-__all__ = ["SPREAD_FILE", "load_spread", "measure_spread", "offset_of", "offset_variance", "regression_thresholds",
-           "spread_factor", "write_spread"]
+__all__ = ["SPREAD_FILE", "apply_spread", "load_spread", "measure_spread", "offset_from_moments", "offset_of",
+           "offset_variance", "regression_thresholds", "spread_factor", "spread_sd", "write_spread"]  # fmt: skip
 
 SPREAD_FILE = "spread.jsonl"
 _SLOWDOWN = "bench_paired.PairedNgram.track_slowdown"
@@ -65,6 +66,19 @@ def spread_factor(spread: dict[str, Any], benchmark: str) -> float | None:
     """The measured factor for an ASV benchmark name, or None where it is under :data:`MIN_FACTOR`."""
     value = spread.get("factors", {}).get(_key(benchmark))
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) and value >= MIN_FACTOR else None
+
+
+def spread_sd(spread: dict[str, Any], benchmark: str) -> tuple[float, float] | None:
+    """(s, df): the run-to-run standard deviation of one run's log value and its degrees of freedom, read back from
+    the measured factor = exp(t(0.975, df_f)·√2·s) (df_f = the pooled df the factor was computed with: the file's
+    ``factor_df``, else (runs − 1) × 4 cells, the CPU grid); df = runs − 1 (runs share the machine's state). None
+    without a measured factor."""
+    factor = spread_factor(spread, benchmark)
+    runs = int(spread.get("runs", 0) or 0)
+    if factor is None or runs < 2:
+        return None
+    df_f = float((spread.get("factor_df") or {}).get(_key(benchmark)) or (runs - 1) * 4)
+    return math.log(factor) / (float(stats.t.ppf(0.975, df_f)) * math.sqrt(2.0)), float(runs - 1)
 
 
 def offset_of(spread: dict[str, Any], benchmark: str) -> tuple[float, float]:
@@ -103,25 +117,40 @@ def _values(path: Path) -> tuple[dict[tuple[str, tuple[str, ...]], float], dict[
     return out, started
 
 
-def offset_variance(cells: list[list[list[float]]]) -> dict[str, float]:
+OFFSET_UPPER = 0.95  # the one-sided level of the upper bound used when the offset's estimate is not positive
+
+
+def offset_from_moments(between: float, within: float, runs: int) -> dict[str, Any]:
+    """σ_u² from the variance of run means (``between``, k − 1 df: the cells of one run share one engine pair, so
+    they add no degrees of freedom) and the mean within-run variance of a run mean (``within``). The estimate is
+    between − within; where that is not positive, the one-sided 95% upper bound of the between-run variance,
+    between·(k − 1)/χ²(0.05, k − 1), which bounds σ_u² from above (never a floor at 0)."""
+    df = runs - 1
+    estimate = between - within
+    upper = between * df / float(stats.chi2.ppf(1 - OFFSET_UPPER, df)) if df > 0 else math.inf
+    used = estimate if estimate > 0 else upper
+    return {"var_log": used, "df": df, "estimate_var_log": estimate, "upper_var_log": upper,
+            "fallback": "upper bound" if estimate <= 0 else "", "between_var_log": between, "within_var_log": within}  # fmt: skip
+
+
+def offset_variance(cells: list[list[list[float]]]) -> dict[str, Any]:
     """σ_u² of the log values from repeated runs: ``cells[c][r]`` holds run r's block values of cell c. Per cell, the
-    variance of run means (k − 1 df) minus the mean within-run variance of a run mean (s²_blocks / n); pooled over
-    cells, floored at 0. Empty without a cell of k ≥ 2 runs with ≥ 2 blocks each."""
-    between, within, used, k = [], [], 0, 0
+    variance of run means and the mean within-run variance of a run mean (s²_blocks / n), averaged over cells, then
+    :func:`offset_from_moments` (df = k − 1). Empty without a cell of k ≥ 2 runs with ≥ 2 blocks each."""
+    between, within, k = [], [], 0
     for runs in cells:
         logs = [np.log([v for v in r if v > 0 and math.isfinite(v)]) for r in runs]
         if len(logs) < 2 or any(len(x) < 2 for x in logs):
             continue
         between.append(float(np.var([x.mean() for x in logs], ddof=1)))
         within.append(float(np.mean([x.var(ddof=1) / len(x) for x in logs])))
-        used, k = used + 1, len(logs)
-    if not used:
+        k = len(logs)
+    if not between:
         return {}
-    b, w = float(np.mean(between)), float(np.mean(within))
-    return {"var_log": max(0.0, b - w), "df": used * (k - 1), "between_var_log": b, "within_var_log": w}
+    return offset_from_moments(float(np.mean(between)), float(np.mean(within)), k)
 
 
-def _offset(notes: list[dict[tuple[str, tuple[str, ...]], Any]]) -> dict[str, float]:
+def _offset(notes: list[dict[tuple[str, tuple[str, ...]], Any]]) -> dict[str, Any]:
     keys = set.intersection(*(set(n) for n in notes)) if notes else set()
     cells = [[list(n[key].block_values) for n in notes] for key in sorted(k for k in keys if k[0] == _SLOWDOWN)]
     return offset_variance(cells)
@@ -130,7 +159,8 @@ def _offset(notes: list[dict[tuple[str, tuple[str, ...]], Any]]) -> dict[str, fl
 def measure_spread(result_files: list[Path], release: str) -> dict[str, Any]:
     """The spread of repeated runs of one release on one machine (see the module docstring). Only benchmarks every
     file measured anew count (a value ASV merged in from an older run has the same ``started_at`` everywhere)."""
-    from specharness.history.releases import params_label, slowdown_verdict
+    from specharness.analysis.verdict import change_verdict
+    from specharness.history.releases import params_label
 
     loaded = [_values(p) for p in result_files]
     k = len(loaded)
@@ -144,11 +174,12 @@ def measure_spread(result_files: list[Path], release: str) -> dict[str, Any]:
         logs = np.log([r[(name, combo)] for r in runs])
         per_metric.setdefault(_key(name), []).append(float(np.var(logs, ddof=1)))
         max_ratio[_key(name)] = round(max(max_ratio.get(_key(name), 1.0), math.exp(float(logs.max() - logs.min()))), 4)
-    factors = {}
+    factors, factor_df = {}, {}
     for metric, variances in per_metric.items():
         df = len(variances) * (k - 1)
         s = math.sqrt(float(np.mean(variances)))
         factors[metric] = round(math.exp(float(stats.t.ppf(0.975, df)) * math.sqrt(2.0) * s), 4)
+        factor_df[metric] = df
     notes = [{(n.benchmark, n.params): n for n in read_companion(p)} for p in result_files]
     offset = _offset(notes)
     calls: dict[str, Any] = {"pairs": 0, "called_different_within_run_only": 0, "called_different_with_offset": 0,
@@ -162,12 +193,29 @@ def measure_spread(result_files: list[Path], release: str) -> dict[str, Any]:
             full = ratio_change(a.block_values, b.block_values, offset_var=offset.get("var_log", 0.0),
                                 offset_df=offset.get("df", math.inf))  # fmt: skip
             calls["pairs"] += 1
-            calls["called_different_within_run_only"] += slowdown_verdict(plain) != "no significant change"
-            calls["called_different_with_offset"] += slowdown_verdict(full) != "no significant change"
+            calls["called_different_within_run_only"] += change_verdict(plain.low, plain.high) != "no significant change"
+            calls["called_different_with_offset"] += change_verdict(full.low, full.high) != "no significant change"
             calls["detail"].append(f"run{i + 1} vs run{j + 1} {params_label(key[1])}: "
                                    f"{plain.change:.3f} [{plain.low:.3f}, {plain.high:.3f}] within-run only; "
                                    f"[{full.low:.3f}, {full.high:.3f}] with the offset")  # fmt: skip
     return {"runs": k, "release": release,
             "rule": f"factor = exp(t(0.975, df) * sqrt(2) * s), s² = log-scale variance over {k} runs pooled over cells",
-            "factors": factors, "max_ratio": max_ratio, "offsets": {_key(_SLOWDOWN): offset} if offset else {},
+            "factors": factors, "factor_df": factor_df, "max_ratio": max_ratio, "offsets": {_key(_SLOWDOWN): offset} if offset else {},
             "aa_pairs": calls}  # fmt: skip
+
+
+def apply_spread(results_dir: Path, spread: dict[str, Any]) -> list[Path]:
+    """Rebuild the stats columns of every ASV result file in ``results_dir`` (one machine's folder) from ``spread``
+    (``specharness spread --apply``); returns the files rewritten."""
+    from asv.results import Results
+
+    from specharness.history.asvnotes import apply_notes, read_companion
+
+    done = []
+    for path in sorted(results_dir.glob("*.json")):
+        if path.name != "machine.json":  # ASV's own; every other .json there is a result
+            result = Results.load(str(path))
+            apply_notes(result, read_companion(path), spread)
+            result.save(str(results_dir.parent))
+            done.append(path)
+    return done
