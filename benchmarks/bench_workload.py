@@ -32,16 +32,16 @@ if _GROUPS:
             """1 / the group's same-work speedup of ngram over baseline (above 1: ngram is slower)."""
             return self._get(cache, group, "slowdown")
 
-        track_slowdown.unit = "ratio"
+        track_slowdown.unit = "ratio (higher is worse)"
 
         def track_rejection_rate(self, cache, group):
             """1 - the group's acceptance rate (per-request draft counts; n/a where the engine reports none)."""
             return self._get(cache, group, "rejection_rate")
 
-        track_rejection_rate.unit = "fraction"
+        track_rejection_rate.unit = "fraction (higher is worse)"
 
         def track_incorrect_fraction(self, cache, group):
             """Share of the group's ngram answers that are not right."""
             return self._get(cache, group, "incorrect_fraction")
 
-        track_incorrect_fraction.unit = "fraction"
+        track_incorrect_fraction.unit = "fraction (higher is worse)"

@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from specharness.history.asvnotes import Note, value_note
-from specharness.history.metrics import asv_intervals, asv_metrics, load_metrics
+from specharness.history.metrics import asv_intervals, asv_key, asv_metrics, load_metrics, paired_key
 
 __all__ = ["LOAD_PREFIX", "PAIRED_PREFIX", "paired_notes", "recompute_load", "recompute_paired"]
 
@@ -34,7 +34,7 @@ def recompute_paired(result: dict[str, Any], report: dict[str, Any]) -> list[str
         metric = name[len(PAIRED_PREFIX):]
         values = []
         for workload, clients in itertools.product(*row[at_params]):
-            value = metrics.get(f"{workload.strip(chr(39))}/c{clients}/{metric}", math.nan)
+            value = metrics.get(paired_key(workload.strip(chr(39)), clients, metric), math.nan)
             values.append(value if isinstance(value, float) and math.isfinite(value) else math.nan)
         row[at_result] = values
         changed.append(name)
@@ -54,7 +54,7 @@ def recompute_load(result: dict[str, Any], report: dict[str, Any]) -> list[str]:
         metric = name[len(LOAD_PREFIX):]
         values = []
         for (workload,) in itertools.product(*row[at_params]):
-            value = metrics.get(f"{workload.strip(chr(39))}/load/{metric}", math.nan)
+            value = metrics.get(asv_key(workload.strip(chr(39)), "load", metric), math.nan)
             values.append(value if isinstance(value, float) and math.isfinite(value) else math.nan)
         row[at_result] = values
         changed.append(name)
