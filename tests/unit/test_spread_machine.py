@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from specharness._errors import ConfigError
 from specharness.history.asvnotes import Note, write_companion
 from specharness.history.machine import machine_info, register_machine
 from specharness.history.spread import measure_spread
@@ -67,3 +68,20 @@ def test_machine_entry_names_the_hardware(tmp_path: Path) -> None:
     register_machine("box", path)
     data = json.loads(path.read_text())
     assert data["other"] == {"machine": "other"} and data["box"]["cpu"] == info["cpu"] and "gpu_driver" in data["box"]
+
+
+def test_a_name_registered_for_other_hardware_is_refused(tmp_path: Path) -> None:
+    """One name is one series: ``specharness machine --name cpu-2core-xeon`` on another CPU would mix machines."""
+    info = machine_info()
+    path = tmp_path / "asv-machine.json"
+    path.write_text(json.dumps({"box": {**info, "machine": "box", "cpu": "Another CPU 9000"}, "version": 1}))
+    with pytest.raises(ConfigError, match=r"--name box: .*Another CPU 9000"):
+        register_machine("box", path, tmp_path / "results")
+    committed = tmp_path / "results" / "gpu-box" / "machine.json"
+    committed.parent.mkdir(parents=True)
+    committed.write_text(json.dumps({**info, "machine": "gpu-box", "gpu": "NVIDIA H200"}))
+    if info["gpu"] != "NVIDIA H200":
+        with pytest.raises(ConfigError, match="gpu 'NVIDIA H200'"):
+            register_machine("gpu-box", tmp_path / "empty.json", tmp_path / "results")
+    register_machine("fresh", tmp_path / "empty.json", tmp_path / "results")  # a new name is accepted
+    assert json.loads((tmp_path / "empty.json").read_text())["fresh"]["cpu"] == info["cpu"]
