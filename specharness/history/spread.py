@@ -32,8 +32,20 @@ from scipy import stats
 from specharness.analysis.stats import ratio_change
 from specharness.history.asvnotes import read_companion
 
-__all__ = ["SPREAD_FILE", "apply_spread", "load_spread", "measure_spread", "offset_from_moments", "offset_of",
-           "offset_variance", "regression_thresholds", "spread_factor", "spread_sd", "write_spread"]  # fmt: skip
+__all__ = [
+    "SPREAD_FILE",
+    "apply_spread",
+    "load_spread",
+    "measure_spread",
+    "offset_from_moments",
+    "offset_of",
+    "offset_variance",
+    "primary_factor",
+    "regression_thresholds",
+    "spread_factor",
+    "spread_sd",
+    "write_spread",
+]
 
 SPREAD_FILE = "spread.jsonl"
 _SLOWDOWN = "bench_paired.PairedNgram.track_slowdown"
@@ -90,12 +102,25 @@ def offset_of(spread: dict[str, Any], benchmark: str) -> tuple[float, float]:
     return 0.0, 0.0
 
 
-def regression_thresholds(spread: dict[str, Any], branch: str) -> dict[str, float]:
+def primary_factor(spread: dict[str, Any], cells: int = 4, alpha: float = 0.05) -> float | None:
+    """The smallest slowdown ratio the primary test (release-compare, Holm over ``cells``) could call a change even
+    with noiseless blocks: exp(t(1 − α/(2·cells), df)·√(2σ_u²)), σ_u² and df the measured offset's. None without one."""
+    var, df = offset_of(spread, _SLOWDOWN)
+    if df <= 0:
+        return None
+    return math.exp(float(stats.t.ppf(1 - alpha / (2 * cells), df)) * math.sqrt(2 * var))
+
+
+def regression_thresholds(spread: dict[str, Any], branch: str, cells: int = 4) -> dict[str, float]:
     """The ``regressions_thresholds`` entries for ``asv.conf.json`` (ASV cannot read this file): factor − 1 for each
-    measured value above 1, on ``branch`` only (ASV matches ``<benchmark>(<params>)@<branch>``)."""
+    measured value above 1, on ``branch`` only (ASV matches ``<benchmark>(<params>)@<branch>``); the slowdown's is
+    at least :func:`primary_factor` − 1, so that the regressions page flags no cell the primary test cannot call."""
     out = {}
+    primary = primary_factor(spread, cells)
     for key, factor in sorted(spread.get("factors", {}).items()):
         if isinstance(factor, (int, float)) and factor >= MIN_FACTOR:
+            if key == _key(_SLOWDOWN) and primary is not None:
+                factor = max(factor, min(primary, 1e6))
             cls, method = key.split(".", 1)
             out[rf".*\.{cls}\.track_{method}\b.*@{branch}$"] = round(factor - 1.0, 2)
     return out
