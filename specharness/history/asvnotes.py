@@ -37,11 +37,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ASV_LEVEL",
+    "FAILURE_BENCHMARK",
     "Note",
     "apply_notes",
     "block_stats",
     "companion_path",
     "consume_notes",
+    "failure_entry",
     "notes_dir",
     "read_companion",
     "read_notes",
@@ -250,7 +252,7 @@ def apply_notes(results: Any, notes: list[Note], spread: dict[str, Any] | None =
     from specharness.history.spread import spread_sd
 
     for name, values in values_of.items():
-        if name.endswith(".track_slowdown"):
+        if name.endswith(".track_slowdown") or name == FAILURE_BENCHMARK:
             continue  # its interval is the experiment's own (the notes)
         sd = spread_sd(spread, name)
         if values is None:
@@ -260,7 +262,31 @@ def apply_notes(results: Any, notes: list[Note], spread: dict[str, Any] | None =
             continue
         runs = int(spread.get("runs", 3))
         stats_of[name] = [spread_stats(v, sd[0], sd[1], runs) if _finite(v) else None for v in values]
+    failure_entry(results, used)
     return used
+
+
+FAILURE_BENCHMARK = "bench_paired.EngineFailure.track_first_error"  # written by the plugin, not a benchmark class
+
+
+def failure_entry(results: Any, notes: list[Note]) -> str | None:
+    """Put a failed release's reason where ``asv compare`` prints it: a result row ``EngineFailure.track_first_error``
+    whose one parameter is the reason (value 1), so ``asv compare A B`` lists ``…track_first_error('failed: ngram
+    server ended …: TypeError: …')``. ASV stores no text per result otherwise (``stderr`` is not saved; ``failed`` is
+    all it prints). A result without a failure loses a stale row. Returns the reason written, or None."""
+    from asv.runner import BenchmarkResult
+
+    reasons = [n.failed for n in sorted(notes, key=lambda n: not n.benchmark.startswith("bench_paired.")) if n.failed]
+    if not reasons and not any(n.benchmark.startswith("bench_paired.PairedNgram.") for n in notes):
+        return None  # the release's own experiment was not measured again: keep what the file says
+    if FAILURE_BENCHMARK in results._results:
+        results.remove_result(FAILURE_BENCHMARK)
+    if not reasons:
+        return None
+    reason = reasons[0]
+    results.add_result({"name": FAILURE_BENCHMARK, "version": "specharness-failure-1", "params": [[repr(reason)]]},
+                       BenchmarkResult(result=[1.0], samples=[None], number=[None], errcode=0, stderr="", profile=None))  # fmt: skip
+    return reason
 
 
 def companion_path(result_file: Path) -> Path:

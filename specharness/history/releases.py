@@ -33,7 +33,7 @@ from scipy import stats
 from specharness._errors import ConfigError
 from specharness.analysis.stats import ratio_change
 from specharness.analysis.verdict import EXPLORATORY_Q, PRIMARY_ALPHA, benjamini_hochberg, change_verdict, holm
-from specharness.history.asvnotes import Note, read_companion
+from specharness.history.asvnotes import FAILURE_BENCHMARK, Note, read_companion
 from specharness.history.ledger import ensure_ledger, ledger_tags
 from specharness.history.spread import load_spread, offset_of, spread_sd
 
@@ -110,6 +110,8 @@ def release_values(results_dir: Path, ledger_dir: Path | None = None) -> list[Re
             continue
         index = _note_index(read_companion(path))
         for key in result.get_all_result_keys():
+            if key == FAILURE_BENCHMARK:
+                continue  # the reason's carrier for asv compare; the notes hold it here
             started = result.started_at.get(key)
             day = time.strftime("%Y-%m-%d", time.gmtime(started / 1000)) if isinstance(started, (int, float)) else ""
             params = result.get_result_params(key)

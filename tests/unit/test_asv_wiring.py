@@ -16,7 +16,7 @@ import pytest
 from asv.util import load_json
 from scipy import stats
 
-from specharness.history.asvnotes import read_companion
+from specharness.history.asvnotes import FAILURE_BENCHMARK, read_companion
 from specharness.history.ledger import ensure_ledger, ledger_tags
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,6 +80,7 @@ def test_interval_reaches_asv_stats_and_the_notes(tmp_path: Path) -> None:
     assert row["stats_repeat"] == [4]
     (note,) = read_companion(saved)
     assert note.block_values == (0.45, 0.5, 0.55, 0.5) and note.speed_verdict == "helps" and note.params == ("'copy'", "1")
+    assert FAILURE_BENCHMARK not in data["results"]  # a release that worked carries no failure row
 
 
 def test_a_failed_release_is_stored_as_failed_with_its_reason(tmp_path: Path) -> None:
@@ -89,3 +90,6 @@ def test_a_failed_release_is_stored_as_failed_with_its_reason(tmp_path: Path) ->
     assert row["result"] is None or row["result"] == [None]  # ASV's "failed"
     (note,) = read_companion(saved)
     assert note.failed == "failed: ngram server ended: TypeError: x"
+    # asv compare prints the reason: a row whose one parameter is it (ASV saves no other text per result)
+    reason = data["results"][FAILURE_BENCHMARK]
+    assert dict(zip(data["result_columns"], reason, strict=False))["params"] == [["'failed: ngram server ended: TypeError: x'"]]
