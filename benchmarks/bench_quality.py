@@ -5,6 +5,7 @@ specharness.history.quality_metrics; every value is oriented so that a rise is a
 """
 
 from specharness.history.method import METHOD_VERSION
+from specharness.history.metrics import asv_key
 from specharness.history.quality_suite import (
     SAMPLED_GRID,
     STRUCTURED_GRID,
@@ -30,7 +31,7 @@ class StructuredOutput:
         return started(self, structured_experiment())
 
     def _get(self, cache, check, name):
-        return lookup(cache, f"{cache.get('prefix', '')}/{check}/{name}", self, f"track_{name}", (check,))
+        return lookup(cache, asv_key(cache.get("prefix", ""), check, name), self, f"track_{name}", (check,))
 
     def track_invalid_fraction_ngram(self, cache, check):
         """Share of ngram's structured requests whose output is unusable: no tool call to the function expected,
@@ -73,7 +74,7 @@ class SampledDistribution:
         return started(self, sampled_experiment())
 
     def _get(self, cache, workload, name):
-        return lookup(cache, f"{workload}/{name}", self, f"track_{name}", (workload,))
+        return lookup(cache, asv_key(workload, name), self, f"track_{name}", (workload,))
 
     def track_statistics_differing(self, cache, workload):
         """How many of first token, output length and pass rate differ between ngram and baseline (0 to 3; each
