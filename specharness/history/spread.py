@@ -16,6 +16,9 @@ gives, per tracked value (``Class.method``):
   upper bound instead. :func:`specharness.analysis.stats.ratio_change` adds 2·σ_u² to its standard error.
 - **A/A calls**: every pair of repeats compared by that test (without and with the offset): how often two runs of
   the same release were called different.
+- **days**: the day each repeat ran; where they span two days or more, the spread across days of each absolute value
+  (``day_sd_log``, df = days − 1), which :func:`spread_sd` then uses when it is the larger. Ratios keep their
+  within-run intervals.
 """
 
 from __future__ import annotations
@@ -90,7 +93,11 @@ def spread_sd(spread: dict[str, Any], benchmark: str) -> tuple[float, float] | N
     if factor is None or runs < 2:
         return None
     df_f = float((spread.get("factor_df") or {}).get(_key(benchmark)) or (runs - 1) * 4)
-    return math.log(factor) / (float(stats.t.ppf(0.975, df_f)) * math.sqrt(2.0)), float(runs - 1)
+    within = math.log(factor) / (float(stats.t.ppf(0.975, df_f)) * math.sqrt(2.0)), float(runs - 1)
+    day = (spread.get("day_sd_log") or {}).get(_key(benchmark))
+    if isinstance(day, (int, float)) and day > within[0]:  # repeats on two days or more moved further: use that
+        return float(day), float(spread.get("day_df", 1))
+    return within
 
 
 def offset_of(spread: dict[str, Any], benchmark: str) -> tuple[float, float]:
@@ -223,10 +230,46 @@ def measure_spread(result_files: list[Path], release: str) -> dict[str, Any]:
             calls["detail"].append(f"run{i + 1} vs run{j + 1} {params_label(key[1])}: "
                                    f"{plain.change:.3f} [{plain.low:.3f}, {plain.high:.3f}] within-run only; "
                                    f"[{full.low:.3f}, {full.high:.3f}] with the offset")  # fmt: skip
-    return {"runs": k, "release": release,
+    days = _days(loaded)
+    day_sd = _day_spread(keys, runs, days)
+    return {"runs": k, "release": release, "days": days, **day_sd,
             "rule": f"factor = exp(t(0.975, df) * sqrt(2) * s), s² = log-scale variance over {k} runs pooled over cells",
             "factors": factors, "factor_df": factor_df, "max_ratio": max_ratio, "offsets": {_key(_SLOWDOWN): offset} if offset else {},
             "aa_pairs": calls}  # fmt: skip
+
+
+def _days(loaded: list[tuple[dict[tuple[str, tuple[str, ...]], float], dict[str, Any]]]) -> list[str]:
+    """The UTC day each repeat started (its earliest ``started_at``)."""
+    import time
+
+    out = []
+    for _, started in loaded:
+        stamps = [v for v in started.values() if isinstance(v, (int, float))]
+        out.append(time.strftime("%Y-%m-%d", time.gmtime(min(stamps) / 1000)) if stamps else "")
+    return out
+
+
+def _absolute(metric: str) -> bool:
+    """Absolute values (latencies, ms per token, memory): what moves between days; ratios keep their own intervals."""
+    return "_ms" in metric or "memory_mib" in metric
+
+
+def _day_spread(keys: list[tuple[str, tuple[str, ...]]], runs: list[dict[tuple[str, tuple[str, ...]], float]],
+                days: list[str]) -> dict[str, Any]:  # fmt: skip
+    """The spread across days of the absolute values, where the repeats span two days or more: per cell, the mean log
+    value of each day; the variance of those day means pooled over cells (df = days − 1: the cells of one day share
+    the machine's state that day). Empty when every repeat ran on one day."""
+    distinct = sorted({d for d in days if d})
+    if len(distinct) < 2:
+        return {}
+    per_metric: dict[str, list[float]] = {}
+    for name, combo in keys:
+        if not _absolute(_key(name)):
+            continue
+        logs = [math.log(r[(name, combo)]) for r in runs]
+        means = [float(np.mean([v for v, d in zip(logs, days, strict=True) if d == day])) for day in distinct]
+        per_metric.setdefault(_key(name), []).append(float(np.var(means, ddof=1)))
+    return {"day_sd_log": {m: math.sqrt(float(np.mean(v))) for m, v in per_metric.items()}, "day_df": len(distinct) - 1}
 
 
 def apply_spread(results_dir: Path, spread: dict[str, Any]) -> list[Path]:
