@@ -62,21 +62,25 @@ def _fmt(v: float) -> str:
     return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
 
 
-def _unit(benchmark: str) -> str:
+def _unit(benchmark: str, units: dict[str, str]) -> str:
+    """The benchmark's ASV ``unit`` (``units``, from ``benchmarks.json``; it says which way is worse, e.g. ``ms
+    (higher is worse)``); from its name where none is listed."""
+    if units.get(benchmark):
+        return units[benchmark]
     name = benchmark.rsplit(".", 1)[-1]
     if "_ms" in name:
-        return "ms"
+        return "ms (higher is worse)"
     if "memory_mib" in name:
-        return "MiB"
+        return "MiB (higher is worse)"
     if name.endswith("_s"):
-        return "s"
+        return "s (higher is worse)"
     if any(w in name for w in ("fraction", "rejection_rate")):
-        return "fraction"
+        return "fraction (higher is worse)"
     if "steps_per_token" in name:
-        return "verify steps per token"
+        return "verify steps per token (higher is worse)"
     if "failed" in name:
         return "1 = failed"
-    return "ratio"
+    return "ratio (higher is worse)"
 
 
 def _order(tags: list[str]) -> list[str]:
@@ -244,7 +248,7 @@ def _band(v: ReleaseValue, spread: dict[str, object]) -> tuple[float, float]:
 
 
 def _other_section(vals: list[ReleaseValue], releases: list[str], failed: dict[str, str],
-                   spread: dict[str, object]) -> list[str]:  # fmt: skip
+                   spread: dict[str, object], units: dict[str, str]) -> list[str]:  # fmt: skip
     skip = ("PairedNgram.track_slowdown", "NgramConfigSweep.", "track_engine_failed")
     groups: dict[str, list[ReleaseValue]] = defaultdict(list)
     for v in vals:
@@ -263,7 +267,7 @@ def _other_section(vals: list[ReleaseValue], releases: list[str], failed: dict[s
             series[v.params or "value"].append((v.tag, v.value, *_band(v, spread)))
         name = bench.split(".", 1)[-1]
         out.append(f"<div class='bench'><h4>{html.escape(name)}</h4>"
-                   + _chart(dict(series), releases, set(failed), _unit(bench)) + "</div>")  # fmt: skip
+                   + _chart(dict(series), releases, set(failed), _unit(bench, units)) + "</div>")  # fmt: skip
     return out
 
 
@@ -301,6 +305,11 @@ def _unpublished(results_dir: Path, vals: list[ReleaseValue]) -> list[str]:
 def write_release_page(results_dir: Path, html_dir: Path, ledger_dir: Path | None = None) -> Path:
     """Write ``html_dir/releases.html`` from the ASV results on the ledger."""
     vals = release_values(results_dir, ledger_dir)
+    try:
+        known = json.loads((results_dir / "benchmarks.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        known = {}
+    units = {k: str(v.get("unit") or "") for k, v in known.items() if isinstance(v, dict)}
     body = ["<!doctype html><html><head><meta charset='utf-8'><title>specharness: by vLLM release</title>",
             "<style>body{font-family:sans-serif;margin:2em;max-width:1200px} table{border-collapse:collapse;"
             "font-size:12px;margin:.5em 0 1.5em} td,th{border:1px solid #ccc;padding:2px 6px} .bench,.cell"
@@ -334,7 +343,7 @@ def write_release_page(results_dir: Path, html_dir: Path, ledger_dir: Path | Non
         spread = load_spread(results_dir, machine)
         body.append(_days(mv, releases))
         body += _paired_section(mv, releases, failed) + _config_section(mv, releases)
-        body += _other_section(mv, releases, failed, spread)
+        body += _other_section(mv, releases, failed, spread, units)
     body += _unpublished(results_dir, vals)
     body.append("</body></html>")
     out = html_dir / PAGE
