@@ -25,7 +25,7 @@ import itertools
 import json
 import math
 import os
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,6 +45,7 @@ __all__ = [
     "consume_notes",
     "failure_entry",
     "notes_dir",
+    "params_label",
     "read_companion",
     "read_notes",
     "reset_notes",
@@ -93,6 +94,11 @@ def value_note(benchmark: str, params: tuple[Any, ...], commit: str | None, inte
     return replace(note, ci_low=interval.low, ci_high=interval.high, ci_level=interval.confidence, n=interval.blocks,
                    block_values=tuple(interval.block_values), speed_verdict=interval.speed_verdict,
                    quality_verdict=interval.quality_verdict)  # fmt: skip
+
+
+def params_label(params: Sequence[object]) -> str:
+    """ASV's parameter strings as a reader writes them: ``('copy', 4)`` → ``copy, 4``."""
+    return ", ".join(str(p).strip("'") for p in params)
 
 
 def _line(note: Note) -> str:

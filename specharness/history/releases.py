@@ -23,7 +23,6 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,7 @@ from scipy import stats
 from specharness._errors import ConfigError
 from specharness.analysis.stats import ratio_change
 from specharness.analysis.verdict import EXPLORATORY_Q, PRIMARY_ALPHA, benjamini_hochberg, change_verdict, holm
-from specharness.history.asvnotes import FAILURE_BENCHMARK, Note, read_companion
+from specharness.history.asvnotes import FAILURE_BENCHMARK, Note, params_label, read_companion
 from specharness.history.ledger import ensure_ledger, ledger_tags
 from specharness.history.spread import load_spread, offset_of, spread_sd
 
@@ -85,11 +84,6 @@ class ReleaseChange:
 def primary(benchmark: str) -> bool:
     """The primary endpoint: a paired cell's slowdown."""
     return benchmark.endswith("PairedNgram.track_slowdown")
-
-
-def params_label(params: Sequence[object]) -> str:
-    """ASV's parameter strings as a reader writes them: ``('copy', 4)`` → ``copy, 4``."""
-    return ", ".join(str(p).strip("'") for p in params)
 
 
 def _note_index(notes: list[Note]) -> dict[tuple[str, str], Note]:

@@ -33,7 +33,8 @@ import numpy as np
 from scipy import stats
 
 from specharness.analysis.stats import ratio_change
-from specharness.history.asvnotes import read_companion
+from specharness.analysis.verdict import change_verdict
+from specharness.history.asvnotes import params_label, read_companion
 
 __all__ = [
     "SPREAD_FILE",
@@ -191,8 +192,6 @@ def _offset(notes: list[dict[tuple[str, tuple[str, ...]], Any]]) -> dict[str, An
 def measure_spread(result_files: list[Path], release: str) -> dict[str, Any]:
     """The spread of repeated runs of one release on one machine (see the module docstring). Only benchmarks every
     file measured anew count (a value ASV merged in from an older run has the same ``started_at`` everywhere)."""
-    from specharness.analysis.verdict import change_verdict
-    from specharness.history.releases import params_label
 
     loaded = [_values(p) for p in result_files]
     k = len(loaded)
