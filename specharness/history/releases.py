@@ -34,7 +34,7 @@ from specharness.analysis.stats import ratio_change
 from specharness.analysis.verdict import EXPLORATORY_Q, PRIMARY_ALPHA, benjamini_hochberg, change_verdict, holm
 from specharness.history.asvnotes import FAILURE_BENCHMARK, Note, params_label, read_companion
 from specharness.history.ledger import ensure_ledger, ledger_tags
-from specharness.history.spread import load_spread, offset_of, spread_sd
+from specharness.history.spread import load_spread, offset_of, spread_sd, spread_source
 
 __all__ = ["ReleaseChange", "ReleaseValue", "compare_releases",
            "format_release_changes", "params_label", "primary", "release_values"]  # fmt: skip
@@ -203,8 +203,8 @@ def _judge(a: ReleaseValue, b: ReleaseValue, spread: dict[str, Any]) -> _Judged:
         return _Judged("not tested", f"{direction} ×{max(ratio, 1 / ratio):.3g}; no run-to-run spread measured")
     t = math.log(ratio) / (math.sqrt(2.0) * sd[0])
     p = float(2 * stats.t.sf(abs(t), sd[1]))
-    return _Judged("", f"{direction} ×{max(ratio, 1 / ratio):.3g}; run-to-run sd {sd[0]:.3f} (log) from "
-                       f"{spread.get('runs', '?')} runs of {spread.get('release', '?')}, p={p:.3g}", "exploratory", p)  # fmt: skip
+    return _Judged("", f"{direction} ×{max(ratio, 1 / ratio):.3g}; {spread_source(spread, a.benchmark)}, p={p:.3g}",
+                   "exploratory", p)  # fmt: skip
 
 
 def _corrected(judged: list[_Judged], ratios: list[float]) -> list[tuple[str, str]]:

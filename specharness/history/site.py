@@ -20,6 +20,7 @@ import math
 import re
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 from specharness.history.ledger import LEDGER
 from specharness.history.releases import ReleaseValue, release_values
@@ -236,28 +237,30 @@ def _config_section(vals: list[ReleaseValue], releases: list[str]) -> list[str]:
             f"<table class='config'><tr><th>configuration</th>{head}</tr>{''.join(rows)}</table>"]
 
 
-def _band(v: ReleaseValue, spread: dict[str, object]) -> tuple[float, float]:
-    """One run's 95% interval of an absolute value from the machine's run-to-run spread (NaN without one)."""
-    from scipy import stats
-
-    sd = spread_sd(spread, v.benchmark)  # type: ignore[arg-type]
+def _band(v: ReleaseValue, spread: dict[str, Any]) -> tuple[float, float]:
+    """One run's value ×/÷ exp(s): ± one sd of its log (:func:`spread_sd`: the day-to-day sd where repeats span two
+    days and it is the larger, else the run-to-run sd); NaN without one. One sd, not a t interval: with the one
+    degree of freedom two days give, a 95% band would be ×/÷ exp(12.7·s) and say only that nothing is known."""
+    sd = spread_sd(spread, v.benchmark)
     if sd is None or not math.isfinite(v.value):
         return math.nan, math.nan
-    half = math.exp(float(stats.t.ppf(0.975, sd[1])) * sd[0])
-    return v.value / half, v.value * half
+    return v.value * math.exp(-sd[0]), v.value * math.exp(sd[0])
 
 
 def _other_section(vals: list[ReleaseValue], releases: list[str], failed: dict[str, str],
-                   spread: dict[str, object], units: dict[str, str]) -> list[str]:  # fmt: skip
+                   spread: dict[str, Any], units: dict[str, str]) -> list[str]:  # fmt: skip
     skip = ("PairedNgram.track_slowdown", "NgramConfigSweep.", "track_engine_failed")
     groups: dict[str, list[ReleaseValue]] = defaultdict(list)
     for v in vals:
         if not any(s in v.benchmark for s in skip):
             groups[v.benchmark].append(v)
+    days = ", ".join(map(str, spread.get("days") or [])) or "none"
     out = ["<h3>Every other tracked value (oriented so that a rise is worse; exploratory)</h3>",
-           f"<p>Band: one run's 95% interval from the run-to-run spread measured on this machine "
-           f"({html.escape(str(spread.get('runs', 'no')))} repeats of {html.escape(str(spread.get('release', 'no release')))}; "
-           "none where no spread was measured). The y axis spans at least 10% of the level.</p>"]  # fmt: skip
+           f"<p>Band: ± one standard deviation of one run's value (log scale): the day-to-day sd where this "
+           f"machine's repeats span two days ({html.escape(days)}) "
+           f"and it is the larger, else the run-to-run sd ({html.escape(str(spread.get('runs', 'no')))} repeats of "
+           f"{html.escape(str(spread.get('release', 'no release')))}); none where no spread was measured. The tests "
+           "(release-compare) use t with those degrees of freedom. The y axis spans at least 10% of the level.</p>"]  # fmt: skip
     for bench in sorted(groups):
         vs = groups[bench]
         if not any(math.isfinite(v.value) for v in vs):
@@ -271,18 +274,22 @@ def _other_section(vals: list[ReleaseValue], releases: list[str], failed: dict[s
     return out
 
 
-def _days(vals: list[ReleaseValue], releases: list[str]) -> str:
-    """Which days each release was measured on, and what that leaves unmeasured."""
+def _days(vals: list[ReleaseValue], releases: list[str], spread: dict[str, Any]) -> str:
+    """Which days each release was measured on, and where the spread across days comes from (or that it is missing)."""
     days = {r: sorted({v.measured_on for v in vals if v.tag == r and v.measured_on}) for r in releases}
     listed = "; ".join(f"{html.escape(r)}: {', '.join(d) or 'not recorded'}" for r, d in days.items())
     repeated = [r for r, d in days.items() if len(d) >= 2]
-    if repeated:
-        note = f"Measured on two or more days: {', '.join(repeated)}."
+    here = f"Values of {', '.join(repeated)} were measured on two or more days (different benchmarks). " if repeated else ""
+    if spread.get("day_sd_log"):
+        note = (f"The spread across days of absolute values was measured on {', '.join(map(str, spread.get('days') or []))} "
+                f"({spread.get('day_source', 'spread.jsonl')}); absolute values carry it where it is the larger "
+                "(bands below, release-compare, ASV's intervals); ratios (slowdown, goodput loss) use their within-run "
+                "intervals.")  # fmt: skip
     else:
-        note = ("No release here was measured on two days: the spread across days is not measured, so absolute values "
+        note = ("No value here was repeated on a second day: the spread across days is not measured, so absolute values "
                 "(latencies, ms per token, memory) carry the same-day run-to-run spread only and may move more "
                 "between days; ratios (slowdown, goodput loss) use their within-run intervals.")  # fmt: skip
-    return f"<p class='days'>Days measured (ASV's started_at, UTC): {listed}. {html.escape(note)}</p>"
+    return f"<p class='days'>Days measured (ASV's started_at, UTC): {listed}. {html.escape(here + note)}</p>"
 
 
 def _unpublished(results_dir: Path, vals: list[ReleaseValue]) -> list[str]:
@@ -341,7 +348,7 @@ def write_release_page(results_dir: Path, html_dir: Path, ledger_dir: Path | Non
             body.append("<ul class='failed-releases'>" + "".join(
                 f"<li class='failed-release'><b>{html.escape(t)}</b>: {html.escape(r)}</li>" for t, r in failed.items()) + "</ul>")
         spread = load_spread(results_dir, machine)
-        body.append(_days(mv, releases))
+        body.append(_days(mv, releases, spread))
         body += _paired_section(mv, releases, failed) + _config_section(mv, releases)
         body += _other_section(mv, releases, failed, spread, units)
     body += _unpublished(results_dir, vals)

@@ -48,6 +48,7 @@ __all__ = [
     "regression_thresholds",
     "spread_factor",
     "spread_sd",
+    "spread_source",
     "write_spread",
 ]
 
@@ -99,6 +100,17 @@ def spread_sd(spread: dict[str, Any], benchmark: str) -> tuple[float, float] | N
     if isinstance(day, (int, float)) and day > within[0]:  # repeats on two days or more moved further: use that
         return float(day), float(spread.get("day_df", 1))
     return within
+
+
+def spread_source(spread: dict[str, Any], benchmark: str) -> str:
+    """What :func:`spread_sd` read for ``benchmark``, in words for evidence lines."""
+    sd = spread_sd(spread, benchmark)
+    if sd is None:
+        return "no spread measured"
+    day = (spread.get("day_sd_log") or {}).get(_key(benchmark))
+    if isinstance(day, (int, float)) and sd[0] == float(day):
+        return f"day-to-day sd {sd[0]:.3f} (log) over {len(spread.get('days', []))} days, df {sd[1]:.0f}"
+    return f"run-to-run sd {sd[0]:.3f} (log) from {spread.get('runs', '?')} runs of {spread.get('release', '?')}"
 
 
 def offset_of(spread: dict[str, Any], benchmark: str) -> tuple[float, float]:
@@ -250,7 +262,7 @@ def _days(loaded: list[tuple[dict[tuple[str, tuple[str, ...]], float], dict[str,
 
 def _absolute(metric: str) -> bool:
     """Absolute values (latencies, ms per token, memory): what moves between days; ratios keep their own intervals."""
-    return "_ms" in metric or "memory_mib" in metric
+    return "_ms" in metric or "ms_per_token" in metric or "memory_mib" in metric
 
 
 def _day_spread(keys: list[tuple[str, tuple[str, ...]]], runs: list[dict[tuple[str, tuple[str, ...]], float]],
