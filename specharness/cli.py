@@ -194,10 +194,18 @@ def _parser() -> argparse.ArgumentParser:
     mach = sub.add_parser("machine", help="register this machine with ASV (CPU model, cores, RAM, GPU, driver); "
                           "prints its name for 'asv run --machine'")
     mach.add_argument("--name", help="the machine name (default: made from the hardware)")
-    rca = sub.add_parser("recompute-asv", help="recompute committed ASV result files from the journals of the runs "
-                         "that made them (values, the slowdown's interval, companion notes)")  # fmt: skip
-    rca.add_argument("pairs", nargs="+", metavar="RESULT_JSON RUN_DIR", type=Path,
-                     help="pairs: an ASV result file and the run folder (manifest.json + journal) it came from")  # fmt: skip
+    rca = sub.add_parser(
+        "recompute-asv",
+        help="recompute committed ASV result files from the journals of the runs that made them (values, the "
+        "slowdown's interval, companion notes)",
+    )
+    rca.add_argument(
+        "pairs",
+        nargs="+",
+        metavar="RESULT_JSON RUN_DIR",
+        type=Path,
+        help="pairs: an ASV result file and the run folder (manifest.json + journal) it came from",
+    )
     cc = sub.add_parser("crosscheck", help="TTFT/TPOT medians: specharness vs vllm bench serve, same server and prompts")
     cc.add_argument("--out", type=Path, required=True)
     cc.add_argument("--model", default="default")

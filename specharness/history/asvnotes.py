@@ -174,12 +174,19 @@ def consume_notes(env_name: str, root: Path | None = None) -> None:
         path.unlink(missing_ok=True)
 
 
-def stats_entry(value: float, low: float, high: float, n: int, q25: float | None = None,
-                q75: float | None = None) -> dict[str, Any]:  # fmt: skip
+def stats_entry(
+    value: float, low: float, high: float, n: int, q25: float | None = None, q75: float | None = None
+) -> dict[str, Any]:
     """ASV's stats dict: ``ci_99_a/b`` a 99% interval, ``q_25/q_75`` quartiles (the interval ends where none are
     known), ``repeat`` != 1 so that ``compare`` reads the interval."""
-    return {"ci_99_a": low, "ci_99_b": high, "q_25": low if q25 is None else q25, "q_75": high if q75 is None else q75,
-            "repeat": max(int(n), 2), "number": 1}  # fmt: skip
+    return {
+        "ci_99_a": low,
+        "ci_99_b": high,
+        "q_25": low if q25 is None else q25,
+        "q_75": high if q75 is None else q75,
+        "repeat": max(int(n), 2),
+        "number": 1,
+    }
 
 
 def block_stats(value: float, note: Note) -> dict[str, Any] | None:
@@ -190,7 +197,9 @@ def block_stats(value: float, note: Note) -> dict[str, Any] | None:
     blocks = np.array([b for b in note.block_values if _finite(b) and b > 0], dtype=float)
     if blocks.size >= 2:
         logs = np.log(blocks)
-        half = float(stats.t.ppf(0.5 + ASV_LEVEL / 2, blocks.size - 1)) * float(logs.std(ddof=1)) / math.sqrt(blocks.size)
+        half = (
+            float(stats.t.ppf(0.5 + ASV_LEVEL / 2, blocks.size - 1)) * float(logs.std(ddof=1)) / math.sqrt(blocks.size)
+        )
         centre = float(logs.mean())
         q25, q75 = (float(q) for q in np.percentile(blocks, [25, 75]))
         return stats_entry(value, math.exp(centre - half), math.exp(centre + half), int(blocks.size), q25, q75)
@@ -210,8 +219,9 @@ def spread_stats(value: float, sd_log: float, df: float, runs: int) -> dict[str,
 
     half = float(stats.t.ppf(0.5 + ASV_LEVEL / 2, df)) * sd_log
     quart = float(stats.norm.ppf(0.75)) * sd_log
-    return stats_entry(value, value * math.exp(-half), value * math.exp(half), runs, value * math.exp(-quart),
-                       value * math.exp(quart))  # fmt: skip
+    return stats_entry(
+        value, value * math.exp(-half), value * math.exp(half), runs, value * math.exp(-quart), value * math.exp(quart)
+    )
 
 
 def _index(params_grid: list[list[str]], params: tuple[str, ...]) -> int | None:
@@ -290,8 +300,10 @@ def failure_entry(results: Any, notes: list[Note]) -> str | None:
     if not reasons:
         return None
     reason = reasons[0]
-    results.add_result({"name": FAILURE_BENCHMARK, "version": "specharness-failure-1", "params": [[repr(reason)]]},
-                       BenchmarkResult(result=[1.0], samples=[None], number=[None], errcode=0, stderr="", profile=None))  # fmt: skip
+    results.add_result(
+        {"name": FAILURE_BENCHMARK, "version": "specharness-failure-1", "params": [[repr(reason)]]},
+        BenchmarkResult(result=[1.0], samples=[None], number=[None], errcode=0, stderr="", profile=None),
+    )
     return reason
 
 

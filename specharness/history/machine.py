@@ -90,12 +90,16 @@ def _check_same_hardware(info: dict[str, Any], known: Any, where: str) -> None:
     differ = [k for k in _HARDWARE if known.get(k) and info.get(k) and str(known[k]) != str(info[k])]
     if differ:
         theirs = ", ".join(f"{k} {known[k]!r}" for k in differ)
-        raise ConfigError(f"--name {info['machine']}: {where} registers that name for {theirs}, not this machine's "
-                          f"{', '.join(f'{k} {info[k]!r}' for k in differ)}; pick another name (or none: one is "
-                          "derived from the hardware)")  # fmt: skip
+        raise ConfigError(
+            f"--name {info['machine']}: {where} registers that name for {theirs}, not this machine's "
+            f"{', '.join(f'{k} {info[k]!r}' for k in differ)}; pick another name (or none: one is "
+            "derived from the hardware)"
+        )
 
 
-def register_machine(name: str | None = None, path: Path | None = None, results_dir: Path | None = None) -> dict[str, Any]:
+def register_machine(
+    name: str | None = None, path: Path | None = None, results_dir: Path | None = None
+) -> dict[str, Any]:
     """Write (or refresh) the entry in ASV's machine file; returns it. ``asv run --machine <name>`` then uses it.
     A name already registered for another CPU or GPU (in that file or in ``results_dir/<name>/machine.json``,
     default ``./results``) is refused with :class:`ConfigError`."""

