@@ -34,7 +34,9 @@ class LoadSweep:
 
     def track_capacity_loss_latency(self, cache, workload):
         """baseline / ngram max load within the latency SLOs, right or not (above 1: ngram sustains less)."""
-        return lookup(cache, asv_key(workload, "load", "capacity_loss_latency"), self, "track_capacity_loss_latency", (workload,))
+        return lookup(
+            cache, asv_key(workload, "load", "capacity_loss_latency"), self, "track_capacity_loss_latency", (workload,)
+        )
 
     track_capacity_loss_latency.unit = "ratio (higher is worse)"
 

@@ -18,7 +18,9 @@ class NgramConfigSweep:
         return started(self, sweep_experiments())
 
     def _get(self, cache, k, lookup_max, tail):
-        return lookup(cache[sweep_key(k, lookup_max)], paired_key("copy", 1, tail), self, f"track_{tail}", (k, lookup_max))
+        return lookup(
+            cache[sweep_key(k, lookup_max)], paired_key("copy", 1, tail), self, f"track_{tail}", (k, lookup_max)
+        )
 
     def track_slowdown(self, cache, k, lookup_max):
         return self._get(cache, k, lookup_max, "slowdown")

@@ -145,10 +145,13 @@ def harness_provenance() -> str:
         return f"{harness_version()} ({commit})"
     root = Path(__file__).resolve().parents[2]
     try:
-        diff = subprocess.run(["git", "-C", str(root), "diff", "HEAD"], capture_output=True, timeout=10, check=True).stdout
+        diff = subprocess.run(
+            ["git", "-C", str(root), "diff", "HEAD"], capture_output=True, timeout=10, check=True
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return f"{harness_version()} ({commit.removesuffix('-dirty')}, dirty, diff not readable)"
-    return f"{harness_version()} ({commit.removesuffix('-dirty')}, dirty, diff sha256 {hashlib.sha256(diff).hexdigest()[:12]})"
+    digest = hashlib.sha256(diff).hexdigest()[:12]
+    return f"{harness_version()} ({commit.removesuffix('-dirty')}, dirty, diff sha256 {digest})"
 
 
 def project_relative(path: Path) -> str:
@@ -225,7 +228,9 @@ def sweep_experiments() -> dict[str, Any]:
         for lookup_max in SWEEP_GRID[1]:
             spec = {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": lookup_max,
                     "prompt_lookup_min": min(2, lookup_max)}  # fmt: skip
-            results[sweep_key(k, lookup_max)] = _run(override(base, speculative=spec), f"asv-sweep-{sweep_key(k, lookup_max)}")
+            results[sweep_key(k, lookup_max)] = _run(
+                override(base, speculative=spec), f"asv-sweep-{sweep_key(k, lookup_max)}"
+            )
     return results
 
 

@@ -135,7 +135,10 @@ def ensure_ledger(path: Path | None = None) -> Path:
     path = path or DEFAULT_PATH
     wanted = {f"{r.tag} {_stamp(branch, i)}" for branch, releases in LEDGER.items() for i, r in enumerate(releases)}
     try:  # the tags and their dates: a ledger from an older recipe (other dates, other hashes) is rebuilt
-        if set(_git(path, "for-each-ref", "--format=%(refname:short) %(committerdate:unix)", "refs/tags").splitlines()) == wanted:
+        if (
+            set(_git(path, "for-each-ref", "--format=%(refname:short) %(committerdate:unix)", "refs/tags").splitlines())
+            == wanted
+        ):
             return path
     except ConfigError:
         pass

@@ -80,7 +80,9 @@ def distribution_metrics(sampled: Mapping[str, Any]) -> dict[str, float]:
         length = verdicts["ngram"].get("length") or {}
         out[asv_key(workload, "statistics_differing")] = differing(verdicts["ngram"])
         out[asv_key(workload, "statistics_differing_aa")] = differing(verdicts["baseline-aa"])
-        out[asv_key(workload, "control_missed")] = {"differs": 0.0, "no difference detected": 1.0}.get(str(control), math.nan)
+        out[asv_key(workload, "control_missed")] = {"differs": 0.0, "no difference detected": 1.0}.get(
+            str(control), math.nan
+        )
         mde = _num(length.get("mde"))
         out[asv_key(workload, "detectable_length_difference_tokens")] = mde if math.isfinite(mde) else math.nan
     return out

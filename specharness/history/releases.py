@@ -36,8 +36,15 @@ from specharness.history.asvnotes import FAILURE_BENCHMARK, Note, params_label, 
 from specharness.history.ledger import ensure_ledger, ledger_tags
 from specharness.history.spread import load_spread, offset_of, spread_sd, spread_source
 
-__all__ = ["ReleaseChange", "ReleaseValue", "compare_releases",
-           "format_release_changes", "params_label", "primary", "release_values"]
+__all__ = [
+    "ReleaseChange",
+    "ReleaseValue",
+    "compare_releases",
+    "format_release_changes",
+    "params_label",
+    "primary",
+    "release_values",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,7 +216,11 @@ def _judge(a: ReleaseValue, b: ReleaseValue, spread: dict[str, Any]) -> _Judged:
             return _Judged("no significant change", evidence + ", overlapping")
     ratio = b.value / a.value if a.value else math.nan
     if not math.isfinite(ratio) or ratio <= 0:
-        return _Judged("no change", "both zero") if a.value == b.value else _Judged("not tested", "a zero value on one side")
+        return (
+            _Judged("no change", "both zero")
+            if a.value == b.value
+            else _Judged("not tested", "a zero value on one side")
+        )
     direction = "rise" if ratio > 1 else "fall"
     sd = spread_sd(spread, a.benchmark)
     if sd is None:
@@ -300,8 +311,9 @@ def format_release_changes(changes: list[ReleaseChange], tag_a: str, tag_b: str)
     n_expl = sum(c.role == "exploratory" and math.isfinite(c.pvalue) for c in changes)
     head = f"{'benchmark':<44} {'params':<14} {tag_a:>16} {tag_b:>16} {'ratio':>7}  {'role':<11}  verdict — evidence"
     rows = [
-        f"Primary endpoint: the slowdown of each paired cell, Holm across {n_prim} cells (family-wise {PRIMARY_ALPHA:.0%}). "
-        f"Every other value is exploratory: Benjamini–Hochberg at q = {EXPLORATORY_Q} over {n_expl} values.",
+        f"Primary endpoint: the slowdown of each paired cell, Holm across {n_prim} cells "
+        f"(family-wise {PRIMARY_ALPHA:.0%}). Every other value is exploratory: Benjamini–Hochberg at "
+        f"q = {EXPLORATORY_Q} over {n_expl} values.",
         head,
         "-" * len(head),
     ]
@@ -310,7 +322,8 @@ def format_release_changes(changes: list[ReleaseChange], tag_a: str, tag_b: str)
         va = "failed" if math.isnan(c.value_a) and c.verdict in ("fixed", "both failed") else f"{c.value_a:.4g}"
         vb = "failed" if math.isnan(c.value_b) and c.verdict in ("failed", "both failed") else f"{c.value_b:.4g}"
         rows.append(
-            f"{name:<44} {c.params:<14} {va:>16} {vb:>16} {c.ratio:>7.3f}  {c.role or '-':<11}  {c.verdict} — {c.evidence}"
+            f"{name:<44} {c.params:<14} {va:>16} {vb:>16} {c.ratio:>7.3f}  {c.role or '-':<11}  "
+            f"{c.verdict} — {c.evidence}"
         )
     flagged = [f"{c.benchmark.split('.', 1)[-1]}({c.params}): {c.verdict}" for c in changes if c.changed]
     rows.append(f"\nChanged ({len(flagged)}): " + ("; ".join(flagged) if flagged else "none"))

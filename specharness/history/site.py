@@ -274,8 +274,11 @@ def _other_section(
         for v in vs:
             series[v.params or "value"].append((v.tag, v.value, *_band(v, spread)))
         name = bench.split(".", 1)[-1]
-        out.append(f"<div class='bench'><h4>{html.escape(name)}</h4>"
-                   + _chart(dict(series), releases, set(failed), _unit(bench, units)) + "</div>")
+        out.append(
+            f"<div class='bench'><h4>{html.escape(name)}</h4>"
+            + _chart(dict(series), releases, set(failed), _unit(bench, units))
+            + "</div>"
+        )
     return out
 
 
@@ -291,7 +294,8 @@ def _days(vals: list[ReleaseValue], releases: list[str], spread: dict[str, Any])
     )
     if spread.get("day_sd_log"):
         note = (
-            f"The spread across days of absolute values was measured on {', '.join(map(str, spread.get('days') or []))} "
+            "The spread across days of absolute values was measured on "
+            f"{', '.join(map(str, spread.get('days') or []))} "
             f"({spread.get('day_source', 'spread.jsonl')}); absolute values carry it where it is the larger "
             "(bands below, release-compare, ASV's intervals); ratios (slowdown, goodput loss) use their within-run "
             "intervals."

