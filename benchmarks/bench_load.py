@@ -4,6 +4,7 @@ Every value is oriented so that a rise is a regression (see specharness.history.
 """
 
 from specharness.history.asvsuite import load_sweep_experiment
+from specharness.history.metrics import asv_key
 
 from .common import METHOD_VERSION, SETUP_TIMEOUT_S, WORKLOADS, lookup, started
 
@@ -21,24 +22,26 @@ class LoadSweep:
 
     def track_crossover_gap_s(self, cache, workload):
         """1 / the heaviest rate at which ngram still helps (s between requests); a rise: it stops paying sooner."""
-        return lookup(cache, f"{workload}/load/crossover_gap_s", self, "track_crossover_gap_s", (workload,))
+        return lookup(cache, asv_key(workload, "load", "crossover_gap_s"), self, "track_crossover_gap_s", (workload,))
 
     track_crossover_gap_s.unit = "seconds"
 
     def track_capacity_loss(self, cache, workload):
         """baseline / ngram max sustainable load under the SLO goodput rule (above 1: ngram sustains less)."""
-        return lookup(cache, f"{workload}/load/capacity_loss", self, "track_capacity_loss", (workload,))
+        return lookup(cache, asv_key(workload, "load", "capacity_loss"), self, "track_capacity_loss", (workload,))
 
-    track_capacity_loss.unit = "ratio"
+    track_capacity_loss.unit = "ratio (higher is worse)"
 
     def track_capacity_loss_latency(self, cache, workload):
         """baseline / ngram max load within the latency SLOs, right or not (above 1: ngram sustains less)."""
-        return lookup(cache, f"{workload}/load/capacity_loss_latency", self, "track_capacity_loss_latency", (workload,))
+        return lookup(
+            cache, asv_key(workload, "load", "capacity_loss_latency"), self, "track_capacity_loss_latency", (workload,)
+        )
 
-    track_capacity_loss_latency.unit = "ratio"
+    track_capacity_loss_latency.unit = "ratio (higher is worse)"
 
     def track_peak_rate_loss(self, cache, workload):
         """baseline / ngram peak request rate, all requests at once (above 1: ngram peaks lower)."""
-        return lookup(cache, f"{workload}/load/peak_rate_loss", self, "track_peak_rate_loss", (workload,))
+        return lookup(cache, asv_key(workload, "load", "peak_rate_loss"), self, "track_peak_rate_loss", (workload,))
 
-    track_peak_rate_loss.unit = "ratio"
+    track_peak_rate_loss.unit = "ratio (higher is worse)"

@@ -5,6 +5,7 @@ specharness.history.quality_metrics; every value is oriented so that a rise is a
 """
 
 from specharness.history.method import METHOD_VERSION
+from specharness.history.metrics import asv_key
 from specharness.history.quality_suite import (
     SAMPLED_GRID,
     STRUCTURED_GRID,
@@ -30,32 +31,32 @@ class StructuredOutput:
         return started(self, structured_experiment())
 
     def _get(self, cache, check, name):
-        return lookup(cache, f"{cache.get('prefix', '')}/{check}/{name}", self, f"track_{name}", (check,))
+        return lookup(cache, asv_key(cache.get("prefix", ""), check, name), self, f"track_{name}", (check,))
 
     def track_invalid_fraction_ngram(self, cache, check):
         """Share of ngram's structured requests whose output is unusable: no tool call to the function expected,
         not JSON, or off the schema (an answer cut at max_tokens included)."""
         return self._get(cache, check, "invalid_fraction_ngram")
 
-    track_invalid_fraction_ngram.unit = "fraction"
+    track_invalid_fraction_ngram.unit = "fraction (higher is worse)"
 
     def track_invalid_fraction_baseline(self, cache, check):
         """The same share for the baseline (the engine's own constrained decoding, without speculation)."""
         return self._get(cache, check, "invalid_fraction_baseline")
 
-    track_invalid_fraction_baseline.unit = "fraction"
+    track_invalid_fraction_baseline.unit = "fraction (higher is worse)"
 
     def track_rejected_fraction_ngram(self, cache, check):
         """Share of ngram's structured requests the server rejected (HTTP 4xx) or that failed or did not finish."""
         return self._get(cache, check, "rejected_fraction_ngram")
 
-    track_rejected_fraction_ngram.unit = "fraction"
+    track_rejected_fraction_ngram.unit = "fraction (higher is worse)"
 
     def track_rejected_fraction_baseline(self, cache, check):
         """The same share for the baseline."""
         return self._get(cache, check, "rejected_fraction_baseline")
 
-    track_rejected_fraction_baseline.unit = "fraction"
+    track_rejected_fraction_baseline.unit = "fraction (higher is worse)"
 
 
 class SampledDistribution:
@@ -73,31 +74,31 @@ class SampledDistribution:
         return started(self, sampled_experiment())
 
     def _get(self, cache, workload, name):
-        return lookup(cache, f"{workload}/{name}", self, f"track_{name}", (workload,))
+        return lookup(cache, asv_key(workload, name), self, f"track_{name}", (workload,))
 
     def track_statistics_differing(self, cache, workload):
         """How many of first token, output length and pass rate differ between ngram and baseline (0 to 3; each
         test at 0.05/3, pooled over the run's repetitions)."""
         return self._get(cache, workload, "statistics_differing")
 
-    track_statistics_differing.unit = "statistics"
+    track_statistics_differing.unit = "statistics (higher is worse)"
 
     def track_statistics_differing_aa(self, cache, workload):
         """The same count for the A/A pair (two baseline streams): a rise is a check that cries wolf."""
         return self._get(cache, workload, "statistics_differing_aa")
 
-    track_statistics_differing_aa.unit = "statistics"
+    track_statistics_differing_aa.unit = "statistics (higher is worse)"
 
     def track_control_missed(self, cache, workload):
         """1 when the positive control (the baseline at another temperature) was not flagged: the check lost the
         power it must have; 0 when it was."""
         return self._get(cache, workload, "control_missed")
 
-    track_control_missed.unit = "flag"
+    track_control_missed.unit = "1 = missed (higher is worse)"
 
     def track_detectable_length_difference_tokens(self, cache, workload):
         """The smallest mean output-length difference between ngram and baseline the run could detect (80% power):
         a rise is a loss of power (a 'no difference detected' then rules out less)."""
         return self._get(cache, workload, "detectable_length_difference_tokens")
 
-    track_detectable_length_difference_tokens.unit = "tokens"
+    track_detectable_length_difference_tokens.unit = "tokens (higher is worse)"

@@ -1,6 +1,7 @@
 """The speculative configuration as its own series: num_speculative_tokens x prompt_lookup_max (copy, 1 client)."""
 
 from specharness.history.asvsuite import sweep_experiments
+from specharness.history.metrics import paired_key, sweep_key
 
 from .common import LOOKUP_MAX, METHOD_VERSION, SETUP_TIMEOUT_S, SPEC_TOKENS, lookup, started
 
@@ -17,19 +18,21 @@ class NgramConfigSweep:
         return started(self, sweep_experiments())
 
     def _get(self, cache, k, lookup_max, tail):
-        return lookup(cache[f"k{k}-max{lookup_max}"], f"copy/c1/{tail}", self, f"track_{tail}", (k, lookup_max))
+        return lookup(
+            cache[sweep_key(k, lookup_max)], paired_key("copy", 1, tail), self, f"track_{tail}", (k, lookup_max)
+        )
 
     def track_slowdown(self, cache, k, lookup_max):
         return self._get(cache, k, lookup_max, "slowdown")
 
-    track_slowdown.unit = "ratio"
+    track_slowdown.unit = "ratio (higher is worse)"
 
     def track_rejection_rate(self, cache, k, lookup_max):
         return self._get(cache, k, lookup_max, "rejection_rate")
 
-    track_rejection_rate.unit = "fraction"
+    track_rejection_rate.unit = "fraction (higher is worse)"
 
     def track_tpot_p50_ms_ngram(self, cache, k, lookup_max):
         return self._get(cache, k, lookup_max, "tpot_p50_ms_ngram")
 
-    track_tpot_p50_ms_ngram.unit = "ms"
+    track_tpot_p50_ms_ngram.unit = "ms (higher is worse)"

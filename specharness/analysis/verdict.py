@@ -33,11 +33,17 @@ from specharness.analysis.quality_tests import CasePairedTest
 from specharness.analysis.stats import RatioInterval
 
 __all__ = [
+    "CHANGE_VERDICTS",
     "DEFAULT_MARGIN",
+    "EXPLORATORY_Q",
+    "PRIMARY_ALPHA",
     "QUALITY_VERDICTS",
     "SPEED_VERDICTS",
     "Verdict",
     "band_edges",
+    "benjamini_hochberg",
+    "change_verdict",
+    "holm",
     "quality_verdict",
     "speed_verdict",
 ]
@@ -115,3 +121,49 @@ def quality_verdict(*, correct_a: float, correct_b: float, answers: CasePairedTe
         return Verdict("holds", f"{evidence}; no loss detected, {bound}")
     within = "within" if answers.loss_upper <= tolerance else "so not shown within"
     return Verdict("holds", f"{evidence}; {bound}, {within} the margin {tolerance:.0%}")
+
+
+# The change verdict between two runs (release A vs release B, run A vs run B) and the corrections for testing many
+# values at once. The per-cell slowdown is the primary endpoint (Holm across cells, family-wise error 5%); every
+# other value is exploratory (Benjamini–Hochberg, false discovery rate q = 0.10).
+CHANGE_VERDICTS = ("regressed", "improved", "no significant change", "not tested")
+PRIMARY_ALPHA = 0.05
+EXPLORATORY_Q = 0.10
+
+
+def change_verdict(low: float, high: float, *, significant: bool = True) -> str:
+    """A ratio B/A's change: *regressed* / *improved* when its interval lies wholly above / below 1 and the
+    (multiplicity-corrected) test is ``significant``; else *no significant change*; *not tested* without one."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "not tested"
+    if significant and low > 1:
+        return "regressed"
+    if significant and high < 1:
+        return "improved"
+    return "no significant change"
+
+
+def holm(pvalues: list[float], alpha: float = PRIMARY_ALPHA) -> list[bool]:
+    """Holm's step-down rejections (family-wise error at most ``alpha``); NaN p-values are not tested."""
+    tested = sorted((p, i) for i, p in enumerate(pvalues) if math.isfinite(p))
+    out = [False] * len(pvalues)
+    m = len(tested)
+    for rank, (p, i) in enumerate(tested):
+        if p > alpha / (m - rank):
+            break
+        out[i] = True
+    return out
+
+
+def benjamini_hochberg(pvalues: list[float], q: float = EXPLORATORY_Q) -> list[bool]:
+    """Benjamini–Hochberg rejections at false discovery rate ``q`` (``scipy.stats.false_discovery_control``'s
+    adjusted p-values ≤ q); NaN p-values are not tested."""
+    from scipy.stats import false_discovery_control
+
+    idx = [i for i, p in enumerate(pvalues) if math.isfinite(p)]
+    out = [False] * len(pvalues)
+    if idx:
+        adjusted = false_discovery_control([pvalues[i] for i in idx], method="bh")
+        for i, a in zip(idx, adjusted, strict=True):
+            out[i] = bool(a <= q)
+    return out

@@ -7,11 +7,15 @@ line: benchmark, parameters, interval, count, or failure) and the ASV plugin (:m
 copies the notes into the result file as ASV saves it, plus a companion ``<result>.notes.jsonl`` beside it (ASV
 skips files not ending in ``.json``) that keeps failure reasons and the interval's provenance.
 
-Intervals, by metric:
-- the slowdown: the experiment's own 95% CI over blocks (as in the report); ``repeat`` is the number of blocks. The
-  column is named ``ci_99`` by ASV; the note states the level.
+The columns mean what ASV says (:data:`ASV_LEVEL`): ``ci_99_a/b`` is a 99% interval and ``q_25/q_75`` are quartiles.
+- a ratio with block values (the slowdown): the 99% t interval of the geometric mean over blocks (log scale, n − 1
+  df), and the quartiles of the block values; ``repeat`` is the number of blocks. The report's own 95% CI stays in
+  the note. Without block values the note's interval is widened to 99% on the log scale.
 - every other value with a measured run-to-run spread (:mod:`specharness.history.spread`; latencies, ms per token,
-  memory, goodput loss): value ×/÷ √factor, so compare flags it only beyond that spread; rebuilt on every save.
+  memory, goodput loss): one run's 99% interval value ×/÷ exp(t(0.995, k − 1)·s), s the run-to-run sd of its log,
+  and the quartiles of that distribution (value ×/÷ exp(0.674·s)); rebuilt on every save.
+Overlap of two 99% intervals is ASV's screen, not our test: the stated test of a change is release-compare's
+(:mod:`specharness.history.releases`: Holm over the slowdown cells, Benjamini–Hochberg over the rest).
 This module owns the note format; nothing else reads or writes it.
 """
 
@@ -21,18 +25,40 @@ import itertools
 import json
 import math
 import os
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 if TYPE_CHECKING:
     from specharness.history.metrics import Interval
 
-__all__ = ["Note", "apply_notes", "companion_path", "consume_notes", "notes_dir", "read_companion", "read_notes",
-           "reset_notes", "stats_entry", "update_companion", "value_note", "write_companion", "write_note"]  # fmt: skip
+__all__ = [
+    "ASV_LEVEL",
+    "FAILURE_BENCHMARK",
+    "Note",
+    "apply_notes",
+    "block_stats",
+    "companion_path",
+    "consume_notes",
+    "failure_entry",
+    "notes_dir",
+    "params_label",
+    "read_companion",
+    "read_notes",
+    "reset_notes",
+    "spread_stats",
+    "stats_entry",
+    "update_companion",
+    "value_note",
+    "write_companion",
+    "write_note",
+]
 
 NOTE_SCHEMA = 1
+ASV_LEVEL = 0.99  # the level of ASV's ``ci_99_a/b`` columns
 NO_ENV = "no-env"  # where notes go when ASV did not name the environment (an existing one, which runs one commit)
 
 
@@ -68,6 +94,11 @@ def value_note(benchmark: str, params: tuple[Any, ...], commit: str | None, inte
     return replace(note, ci_low=interval.low, ci_high=interval.high, ci_level=interval.confidence, n=interval.blocks,
                    block_values=tuple(interval.block_values), speed_verdict=interval.speed_verdict,
                    quality_verdict=interval.quality_verdict)  # fmt: skip
+
+
+def params_label(params: Sequence[object]) -> str:
+    """ASV's parameter strings as a reader writes them: ``('copy', 4)`` → ``copy, 4``."""
+    return ", ".join(str(p).strip("'") for p in params)
 
 
 def _line(note: Note) -> str:
@@ -143,9 +174,54 @@ def consume_notes(env_name: str, root: Path | None = None) -> None:
         path.unlink(missing_ok=True)
 
 
-def stats_entry(value: float, low: float, high: float, n: int) -> dict[str, Any]:
-    """ASV's stats dict for a value with an interval: ``compare`` reads ``ci_99_a/b`` and needs ``repeat`` != 1."""
-    return {"ci_99_a": low, "ci_99_b": high, "q_25": low, "q_75": high, "repeat": max(int(n), 2), "number": 1}
+def stats_entry(
+    value: float, low: float, high: float, n: int, q25: float | None = None, q75: float | None = None
+) -> dict[str, Any]:
+    """ASV's stats dict: ``ci_99_a/b`` a 99% interval, ``q_25/q_75`` quartiles (the interval ends where none are
+    known), ``repeat`` != 1 so that ``compare`` reads the interval."""
+    return {
+        "ci_99_a": low,
+        "ci_99_b": high,
+        "q_25": low if q25 is None else q25,
+        "q_75": high if q75 is None else q75,
+        "repeat": max(int(n), 2),
+        "number": 1,
+    }
+
+
+def block_stats(value: float, note: Note) -> dict[str, Any] | None:
+    """ASV stats of a value with an interval in its note: from its block values (99% t interval of the geometric
+    mean, quartiles of the blocks), else the note's interval widened to 99% on the log scale; None without one."""
+    from scipy import stats
+
+    blocks = np.array([b for b in note.block_values if _finite(b) and b > 0], dtype=float)
+    if blocks.size >= 2:
+        logs = np.log(blocks)
+        half = (
+            float(stats.t.ppf(0.5 + ASV_LEVEL / 2, blocks.size - 1)) * float(logs.std(ddof=1)) / math.sqrt(blocks.size)
+        )
+        centre = float(logs.mean())
+        q25, q75 = (float(q) for q in np.percentile(blocks, [25, 75]))
+        return stats_entry(value, math.exp(centre - half), math.exp(centre + half), int(blocks.size), q25, q75)
+    if not _finite(note.ci_low, note.ci_high) or not (note.ci_low or 0) > 0 or not (note.n or 0) >= 2:
+        return None
+    level = note.ci_level or 0.95
+    df = (note.n or 2) - 1
+    widen = float(stats.t.ppf(0.5 + ASV_LEVEL / 2, df)) / float(stats.t.ppf(0.5 + level / 2, df))
+    lo, hi = math.log(float(note.ci_low)), math.log(float(note.ci_high))  # type: ignore[arg-type]
+    mid, half = (lo + hi) / 2, (hi - lo) / 2 * widen
+    return stats_entry(value, math.exp(mid - half), math.exp(mid + half), note.n or 2)
+
+
+def spread_stats(value: float, sd_log: float, df: float, runs: int) -> dict[str, Any]:
+    """ASV stats of one run's absolute value from the run-to-run sd of its log: a 99% interval and the quartiles."""
+    from scipy import stats
+
+    half = float(stats.t.ppf(0.5 + ASV_LEVEL / 2, df)) * sd_log
+    quart = float(stats.norm.ppf(0.75)) * sd_log
+    return stats_entry(
+        value, value * math.exp(-half), value * math.exp(half), runs, value * math.exp(-quart), value * math.exp(quart)
+    )
 
 
 def _index(params_grid: list[list[str]], params: tuple[str, ...]) -> int | None:
@@ -183,24 +259,52 @@ def apply_notes(results: Any, notes: list[Note], spread: dict[str, Any] | None =
         value = values[i] if i < len(values) else None
         if not _finite(value):
             continue
+        entry = block_stats(float(value), note)  # type: ignore[arg-type]
+        if entry is None:
+            continue
         stats = list(stats_of.get(note.benchmark) or [None] * len(values))
-        stats[i] = stats_entry(value, float(note.ci_low), float(note.ci_high), note.n or 2)  # type: ignore[arg-type]
+        stats[i] = entry
         stats_of[note.benchmark] = stats
-    from specharness.history.spread import spread_factor
+    from specharness.history.spread import spread_sd
 
     for name, values in values_of.items():
-        if name.endswith(".track_slowdown"):
+        if name.endswith(".track_slowdown") or name == FAILURE_BENCHMARK:
             continue  # its interval is the experiment's own (the notes)
-        factor = spread_factor(spread, name)
+        sd = spread_sd(spread, name)
         if values is None:
             continue
-        if factor is None:  # no measured spread: no interval (compare falls back to its factor), never a stale one
+        if sd is None:  # no measured spread: no interval (compare falls back to its factor), never a stale one
             stats_of[name] = None
             continue
-        half = math.sqrt(factor)  # intervals overlap unless the two values differ by more than the spread factor
-        stats_of[name] = [stats_entry(v, v / half, v * half, int(spread.get("runs", 3))) if _finite(v) else None
-                          for v in values]  # fmt: skip
+        runs = int(spread.get("runs", 3))
+        stats_of[name] = [spread_stats(v, sd[0], sd[1], runs) if _finite(v) else None for v in values]
+    failure_entry(results, used)
     return used
+
+
+FAILURE_BENCHMARK = "bench_paired.EngineFailure.track_first_error"  # written by the plugin, not a benchmark class
+
+
+def failure_entry(results: Any, notes: list[Note]) -> str | None:
+    """Put a failed release's reason where ``asv compare`` prints it: a result row ``EngineFailure.track_first_error``
+    whose one parameter is the reason (value 1), so ``asv compare A B`` lists ``…track_first_error('failed: ngram
+    server ended …: TypeError: …')``. ASV stores no text per result otherwise (``stderr`` is not saved; ``failed`` is
+    all it prints). A result without a failure loses a stale row. Returns the reason written, or None."""
+    from asv.runner import BenchmarkResult
+
+    reasons = [n.failed for n in sorted(notes, key=lambda n: not n.benchmark.startswith("bench_paired.")) if n.failed]
+    if not reasons and not any(n.benchmark.startswith("bench_paired.PairedNgram.") for n in notes):
+        return None  # the release's own experiment was not measured again: keep what the file says
+    if FAILURE_BENCHMARK in results._results:
+        results.remove_result(FAILURE_BENCHMARK)
+    if not reasons:
+        return None
+    reason = reasons[0]
+    results.add_result(
+        {"name": FAILURE_BENCHMARK, "version": "specharness-failure-1", "params": [[repr(reason)]]},
+        BenchmarkResult(result=[1.0], samples=[None], number=[None], errcode=0, stderr="", profile=None),
+    )
+    return reason
 
 
 def companion_path(result_file: Path) -> Path:

@@ -49,8 +49,9 @@ def install() -> None:
 
     os.environ.setdefault("SPECHARNESS_ASV_NOTES", str(notes_dir(Path.cwd().resolve())))
     # ASV opens its repo after importing plugins; without the generated ledger it would try to clone ".asv/ledger"
-    # as a URL into a folder named after the project (this package's own folder) and fail on a fresh clone.
-    if (Path.cwd() / "asv.conf.json").is_file() and not (Path.cwd() / DEFAULT_PATH).exists():
+    # as a URL into a folder named after the project (this package's own folder) and fail on a fresh clone; a ledger
+    # of an older recipe (other commit dates, other hashes) would orphan the committed results. One git call checks.
+    if (Path.cwd() / "asv.conf.json").is_file():
         ensure_ledger(Path.cwd() / DEFAULT_PATH)
     original = asv_results.Results.save
     if getattr(original, "_specharness", False):

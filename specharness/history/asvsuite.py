@@ -29,7 +29,8 @@ from specharness.experiment.design import Profile, get_profile, override
 from specharness.experiment.driver import run_experiment
 from specharness.experiment.options import engine_options
 from specharness.experiment.rundir import harness_commit, harness_version
-from specharness.history.metrics import asv_intervals, asv_metrics, group_metrics, load_metrics
+from specharness.history.metrics import asv_intervals, asv_key, asv_metrics, group_metrics, load_metrics, sweep_key
+from specharness.records import load_label
 from specharness.reporting.report import load_report, write_report
 from specharness.traffic.client import Sampling
 
@@ -39,7 +40,9 @@ __all__ = [
     "experiment_cache",
     "failure_reason",
     "grid_experiment",
+    "harness_provenance",
     "load_sweep_experiment",
+    "project_relative",
     "run_folder",
     "sweep_experiments",
     "user_groups",
@@ -116,6 +119,37 @@ def failure_reason(error: EngineError, logs_dir: Path | None = None) -> str:
     return f"failed: {head}: {cause}" if cause != head else f"failed: {head}"
 
 
+def harness_provenance() -> str:
+    """The harness that measured a value: ``<version> (<commit>)``, or ``<version> (<commit>, dirty, diff sha256
+    <first 12 hex>)`` when the checkout had uncommitted changes (the hash of ``git diff HEAD`` names the exact tree)."""
+    import hashlib
+    import subprocess
+
+    commit = harness_commit()
+    if not commit.endswith("-dirty"):
+        return f"{harness_version()} ({commit})"
+    root = Path(__file__).resolve().parents[2]
+    try:
+        diff = subprocess.run(
+            ["git", "-C", str(root), "diff", "HEAD"], capture_output=True, timeout=10, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return f"{harness_version()} ({commit.removesuffix('-dirty')}, dirty, diff not readable)"
+    digest = hashlib.sha256(diff).hexdigest()[:12]
+    return f"{harness_version()} ({commit.removesuffix('-dirty')}, dirty, diff sha256 {digest})"
+
+
+def project_relative(path: Path) -> str:
+    """``path`` relative to the project (ASV's conf dir, else the working directory) when it lies inside it, so that
+    notes and manifests name no machine's absolute paths; else the folder's name with where it was."""
+    base = Path(os.environ.get("ASV_CONF_DIR") or Path.cwd()).resolve()
+    resolved = path.resolve()
+    if resolved.is_relative_to(base):
+        return str(resolved.relative_to(base))
+    runs = _runs_root().resolve()
+    return f"<runs>/{resolved.relative_to(runs)}" if resolved.is_relative_to(runs) else resolved.name
+
+
 def run_folder(label: str) -> Path:
     """Where a ``setup_cache`` experiment's run folder goes: ``<runs root>/<label>-vllm<version>-<time>``."""
     return _runs_root() / f"{label}-vllm{vllm_version()}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -124,7 +158,7 @@ def run_folder(label: str) -> Path:
 def experiment_cache(out: Path, run: Callable[[], object], values: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """A ``setup_cache`` result: ``run()`` the experiment into ``out``, then ``values()`` (``metrics`` and
     ``intervals``); an engine that fails to start or warm up is a *result* (``failed: <reason>``), not an error."""
-    base = {"run_dir": str(out), "vllm_version": vllm_version(), "harness": f"{harness_version()} ({harness_commit()})"}
+    base = {"run_dir": project_relative(out), "vllm_version": vllm_version(), "harness": harness_provenance()}
     try:
         run()
     except EngineError as error:
@@ -179,7 +213,9 @@ def sweep_experiments() -> dict[str, Any]:
         for lookup_max in SWEEP_GRID[1]:
             spec = {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": lookup_max,
                     "prompt_lookup_min": min(2, lookup_max)}  # fmt: skip
-            results[f"k{k}-max{lookup_max}"] = _run(override(base, speculative=spec), f"asv-sweep-k{k}-max{lookup_max}")
+            results[sweep_key(k, lookup_max)] = _run(
+                override(base, speculative=spec), f"asv-sweep-{sweep_key(k, lookup_max)}"
+            )
     return results
 
 
@@ -222,5 +258,5 @@ def user_workload_experiment() -> dict[str, Any]:
     profile = override(base, workloads=(str(path),), clients=(clients,),
                        requests_per_cell=max(base.requests_per_cell, min(len(workload.cases), 24)))  # fmt: skip
     result = _run(profile, "asv-user")
-    result["prefix"] = f"{workload.name}/c{clients}"
+    result["prefix"] = asv_key(workload.name, load_label(clients, ""))
     return result

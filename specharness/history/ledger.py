@@ -51,7 +51,10 @@ LEDGER: dict[str, tuple[Release, ...]] = {
     "vllm": tuple(Release("vllm", v, _GPU_EXTRAS) for v in ("0.24.0", "0.26.0")),
 }
 
-_EPOCH = 1767225600  # 2026-01-01T00:00:00Z; commit i of a branch is dated i hours later (order only)
+_EPOCH = 1767225600  # 2026-01-01T00:00:00Z; commit i of a branch is dated i hours after its branch's start (order only)
+# Each branch starts a year after the one before, so that ASV's revision axis (commit dates across branches) holds the
+# CPU releases first and the CUDA ones after: one machine's graph never spans the other branch's releases.
+_BRANCH_START = {branch: _EPOCH + 365 * 86400 * i for i, branch in enumerate(LEDGER)}
 _IDENTITY = {"GIT_AUTHOR_NAME": "specharness ledger", "GIT_AUTHOR_EMAIL": "ledger@specharness.invalid",
              "GIT_COMMITTER_NAME": "specharness ledger", "GIT_COMMITTER_EMAIL": "ledger@specharness.invalid"}  # fmt: skip
 
@@ -83,6 +86,10 @@ def _git(path: Path, *args: str, env: dict[str, str] | None = None) -> str:
     return proc.stdout.strip()
 
 
+def _stamp(branch: str, i: int) -> int:
+    return _BRANCH_START[branch] + 3600 * i
+
+
 def build_ledger(path: Path) -> dict[str, str]:
     """(Re)create the ledger repository at ``path``; return ``{tag: commit hash}``.
 
@@ -106,7 +113,7 @@ def build_ledger(path: Path) -> dict[str, str]:
             (path / "pyproject.toml").write_text(_pyproject(r))
             (path / "RELEASE").write_text(f"{r.dist}=={r.version}\n")
             _git(path, "add", "-A")
-            stamp = f"@{_EPOCH + 3600 * i} +0000"
+            stamp = f"@{_stamp(branch, i)} +0000"
             _git(path, "commit", "-q", "--no-gpg-sign", "-m", f"{r.dist} {r.version}",
                  env={**_IDENTITY, "GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp})  # fmt: skip
             _git(path, "tag", r.tag)
@@ -126,9 +133,12 @@ def ledger_tags(path: Path) -> dict[str, str]:
 def ensure_ledger(path: Path | None = None) -> Path:
     """The ledger at ``path`` (default ``.asv/ledger``), built when missing or not matching :data:`LEDGER`."""
     path = path or DEFAULT_PATH
-    wanted = {r.tag for releases in LEDGER.values() for r in releases}
-    try:
-        if set(ledger_tags(path).values()) == wanted:
+    wanted = {f"{r.tag} {_stamp(branch, i)}" for branch, releases in LEDGER.items() for i, r in enumerate(releases)}
+    try:  # the tags and their dates: a ledger from an older recipe (other dates, other hashes) is rebuilt
+        if (
+            set(_git(path, "for-each-ref", "--format=%(refname:short) %(committerdate:unix)", "refs/tags").splitlines())
+            == wanted
+        ):
             return path
     except ConfigError:
         pass

@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from specharness._errors import ConfigError
 from specharness.experiment.rundir import cpu_model
 
 __all__ = ["machine_info", "register_machine"]
@@ -78,14 +79,40 @@ def machine_info(name: str | None = None) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def register_machine(name: str | None = None, path: Path | None = None) -> dict[str, Any]:
-    """Write (or refresh) the entry in ASV's machine file; returns it. ``asv run --machine <name>`` then uses it."""
+_HARDWARE = ("cpu", "num_cpu", "gpu", "gpu_memory")
+
+
+def _check_same_hardware(info: dict[str, Any], known: Any, where: str) -> None:
+    """A machine name is one series: refuse it when ``known`` (an entry already registered under that name) names
+    another CPU or GPU."""
+    if not isinstance(known, dict):
+        return
+    differ = [k for k in _HARDWARE if known.get(k) and info.get(k) and str(known[k]) != str(info[k])]
+    if differ:
+        theirs = ", ".join(f"{k} {known[k]!r}" for k in differ)
+        raise ConfigError(
+            f"--name {info['machine']}: {where} registers that name for {theirs}, not this machine's "
+            f"{', '.join(f'{k} {info[k]!r}' for k in differ)}; pick another name (or none: one is "
+            "derived from the hardware)"
+        )
+
+
+def register_machine(
+    name: str | None = None, path: Path | None = None, results_dir: Path | None = None
+) -> dict[str, Any]:
+    """Write (or refresh) the entry in ASV's machine file; returns it. ``asv run --machine <name>`` then uses it.
+    A name already registered for another CPU or GPU (in that file or in ``results_dir/<name>/machine.json``,
+    default ``./results``) is refused with :class:`ConfigError`."""
     path = path or Path.home() / ".asv-machine.json"
     info = machine_info(name)
     data: dict[str, Any] = {}
     with contextlib.suppress(OSError, json.JSONDecodeError):
         data = json.loads(path.read_text())
     data = data if isinstance(data, dict) else {}
+    _check_same_hardware(info, data.get(info["machine"]), str(path))
+    committed = (results_dir or Path.cwd() / "results") / info["machine"] / "machine.json"
+    with contextlib.suppress(OSError, json.JSONDecodeError):
+        _check_same_hardware(info, json.loads(committed.read_text()), str(committed))
     data[info["machine"]] = info
     data["version"] = 1
     path.write_text(json.dumps(data, indent=4) + "\n")

@@ -15,7 +15,33 @@ from typing import Any
 
 from specharness.records import load_label
 
-__all__ = ["Interval", "asv_intervals", "asv_metrics", "group_metrics", "load_metrics", "lookup"]
+__all__ = [
+    "Interval",
+    "asv_intervals",
+    "asv_key",
+    "asv_metrics",
+    "group_metrics",
+    "load_metrics",
+    "lookup",
+    "paired_key",
+    "sweep_key",
+]
+
+
+def asv_key(*parts: object) -> str:
+    """The one spelling of a tracked value's key: ``workload/load/…/name`` (load ``c<clients>``, ``r<rate>`` or
+    ``load``); every writer and reader (lookups, recompute, the benchmarks) builds keys here."""
+    return "/".join(str(p) for p in parts)
+
+
+def paired_key(workload: str, clients: int | str, name: str) -> str:
+    """A paired cell's key: ``copy/c4/slowdown``."""
+    return asv_key(workload, load_label(int(clients), ""), name)
+
+
+def sweep_key(k: int, lookup_max: int) -> str:
+    """A speculative configuration's key in the config sweep's cache: ``k4-max4``."""
+    return f"k{k}-max{lookup_max}"
 
 
 def _inv(v: Any) -> float:
@@ -30,7 +56,7 @@ def asv_metrics(report: dict[str, Any], candidate: str = "ngram", reference: str
     """The tracked values of one run, keyed ``workload/cN/name``."""
     out: dict[str, float] = {}
     for s in report["summaries"]:
-        k, arm = f"{s['workload']}/{load_label(s['clients'], s.get('rate', ''))}", s["arm"]
+        k, arm = asv_key(s["workload"], load_label(s["clients"], s.get("rate", ""))), s["arm"]
         if arm not in (candidate, reference):
             continue
         for name, value in (
@@ -39,16 +65,16 @@ def asv_metrics(report: dict[str, Any], candidate: str = "ngram", reference: str
             ("ms_per_token", 1000.0 * _inv(s["output_tok_s"])), ("incorrect_fraction", 1.0 - _num(s["correct_fraction"])),
             ("peak_memory_mib", s["peak_memory_mib"].get("peak_gpu_used_mib", s["peak_memory_mib"].get("peak_rss_mib"))),
         ):  # fmt: skip
-            out[f"{k}/{name}_{arm}"] = _num(value)
+            out[asv_key(k, f"{name}_{arm}")] = _num(value)
         if arm == candidate:
-            out[f"{k}/rejection_rate"] = 1.0 - _num(s["acceptance"].get("acceptance_rate"))
-            out[f"{k}/verify_steps_per_token"] = _inv(s["acceptance"].get("mean_acceptance_length"))
+            out[asv_key(k, "rejection_rate")] = 1.0 - _num(s["acceptance"].get("acceptance_rate"))
+            out[asv_key(k, "verify_steps_per_token")] = _inv(s["acceptance"].get("mean_acceptance_length"))
     for c in report["comparisons"]:
         if (c["arm_a"], c["arm_b"]) != (reference, candidate):
             continue
-        k, s = f"{c['workload']}/{load_label(c['clients'], c.get('rate', ''))}", c["speedup"]
-        out[f"{k}/slowdown"] = _inv(s["estimate"])
-        out[f"{k}/goodput_loss"] = _inv(c["goodput_ratio"])
+        k, s = asv_key(c["workload"], load_label(c["clients"], c.get("rate", ""))), c["speedup"]
+        out[asv_key(k, "slowdown")] = _inv(s["estimate"])
+        out[asv_key(k, "goodput_loss")] = _inv(c["goodput_ratio"])
     return out
 
 
@@ -73,11 +99,11 @@ def asv_intervals(report: dict[str, Any], candidate: str = "ngram", reference: s
     for c in report["comparisons"]:
         if (c["arm_a"], c["arm_b"]) != (reference, candidate):
             continue
-        k, s = f"{c['workload']}/{load_label(c['clients'], c.get('rate', ''))}", c["speedup"]
+        k, s = asv_key(c["workload"], load_label(c["clients"], c.get("rate", ""))), c["speedup"]
         low, high = _inv(s["high"]), _inv(s["low"])
         if math.isfinite(low) and math.isfinite(high):
             blocks = tuple(_inv(v) for v in c.get("block_speedups") or ())
-            out[f"{k}/slowdown"] = Interval(low, high, float(s.get("confidence", 0.95)), int(s.get("blocks", 0)),
+            out[asv_key(k, "slowdown")] = Interval(low, high, float(s.get("confidence", 0.95)), int(s.get("blocks", 0)),
                                             tuple(b for b in blocks if math.isfinite(b)),
                                             str(c.get("speed", {}).get("verdict", "")),
                                             str(c.get("quality", {}).get("verdict", "")))  # fmt: skip
@@ -100,7 +126,7 @@ def load_metrics(report: dict[str, Any]) -> dict[str, float]:
     """
     out: dict[str, float] = {}
     for sw in report.get("sweeps", []):
-        k = f"{sw['workload']}/load"
+        k = asv_key(sw["workload"], "load")
         helps = _num(sw.get("helps_up_to"))
         lightest = min((_num(lv["offered"]) for lv in sw.get("levels", []) if math.isfinite(_num(lv["offered"]))),
                        default=math.nan)  # fmt: skip
@@ -110,11 +136,11 @@ def load_metrics(report: dict[str, Any]) -> dict[str, float]:
             gap = _inv(helps)
         else:  # helps at no level: twice the lightest level's gap, so the series rises instead of going n/a
             gap = 2.0 * _inv(lightest)
-        out[f"{k}/crossover_gap_s"] = gap
-        out[f"{k}/capacity_loss"] = _inv(sw["goodput_capacity"]["ratio"])
-        out[f"{k}/capacity_loss_latency"] = _inv(sw["latency_capacity"]["ratio"])
+        out[asv_key(k, "crossover_gap_s")] = gap
+        out[asv_key(k, "capacity_loss")] = _inv(sw["goodput_capacity"]["ratio"])
+        out[asv_key(k, "capacity_loss_latency")] = _inv(sw["latency_capacity"]["ratio"])
         peaks = sw.get("peak_rps", {})
-        out[f"{k}/peak_rate_loss"] = _num(peaks.get("baseline")) * _inv(peaks.get("ngram"))
+        out[asv_key(k, "peak_rate_loss")] = _num(peaks.get("baseline")) * _inv(peaks.get("ngram"))
     return out
 
 
@@ -128,10 +154,10 @@ def group_metrics(report: dict[str, Any], candidate: str = "ngram", reference: s
     for d in report.get("group_decisions", []):
         if (d["arm_a"], d["arm_b"]) != (reference, candidate):
             continue
-        k = f"{d['workload']}/{d['load']}/{d['group']}"
-        out[f"{k}/slowdown"] = _inv(d["speedup"]["estimate"])
-        out[f"{k}/rejection_rate"] = 1.0 - _num(d.get("acceptance_rate"))
-        out[f"{k}/incorrect_fraction"] = 1.0 - _num(d.get("correct_fraction_b"))
+        k = asv_key(d["workload"], d["load"], d["group"])
+        out[asv_key(k, "slowdown")] = _inv(d["speedup"]["estimate"])
+        out[asv_key(k, "rejection_rate")] = 1.0 - _num(d.get("acceptance_rate"))
+        out[asv_key(k, "incorrect_fraction")] = 1.0 - _num(d.get("correct_fraction_b"))
     return out
 
 

@@ -29,6 +29,7 @@ from dataclasses import fields
 from typing import Any
 
 from specharness.analysis.structured_validity import StructuredValidity
+from specharness.history.metrics import asv_key
 
 __all__ = ["ALL_CHECKS", "distribution_metrics", "structured_metrics"]
 
@@ -58,8 +59,8 @@ def structured_metrics(report: Mapping[str, Any], candidate: str = "ngram",
     out: dict[str, float] = {}
     for (workload, load, arm, check), counts in pooled.items():
         v = StructuredValidity(workload=workload, load=load, arm=arm, check=check, **counts)
-        out[f"{workload}/{load}/{check}/invalid_fraction_{arm}"] = v.invalid_fraction
-        out[f"{workload}/{load}/{check}/rejected_fraction_{arm}"] = v.rejected_fraction
+        out[asv_key(workload, load, check, f"invalid_fraction_{arm}")] = v.invalid_fraction
+        out[asv_key(workload, load, check, f"rejected_fraction_{arm}")] = v.rejected_fraction
     return out
 
 
@@ -77,9 +78,11 @@ def distribution_metrics(sampled: Mapping[str, Any]) -> dict[str, float]:
 
         control = verdicts["baseline-t"].get("verdict")
         length = verdicts["ngram"].get("length") or {}
-        out[f"{workload}/statistics_differing"] = differing(verdicts["ngram"])
-        out[f"{workload}/statistics_differing_aa"] = differing(verdicts["baseline-aa"])
-        out[f"{workload}/control_missed"] = {"differs": 0.0, "no difference detected": 1.0}.get(str(control), math.nan)
+        out[asv_key(workload, "statistics_differing")] = differing(verdicts["ngram"])
+        out[asv_key(workload, "statistics_differing_aa")] = differing(verdicts["baseline-aa"])
+        out[asv_key(workload, "control_missed")] = {"differs": 0.0, "no difference detected": 1.0}.get(
+            str(control), math.nan
+        )
         mde = _num(length.get("mde"))
-        out[f"{workload}/detectable_length_difference_tokens"] = mde if math.isfinite(mde) else math.nan
+        out[asv_key(workload, "detectable_length_difference_tokens")] = mde if math.isfinite(mde) else math.nan
     return out

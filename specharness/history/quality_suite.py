@@ -45,7 +45,9 @@ from specharness.experiment.driver import run_experiment
 from specharness.experiment.rundir import read_manifest
 from specharness.experiment.sampled import SampledDesign, run_sampled
 from specharness.history.asvsuite import _engine_options, experiment_cache, run_folder
+from specharness.history.metrics import asv_key
 from specharness.history.quality_metrics import ALL_CHECKS, distribution_metrics, structured_metrics
+from specharness.records import load_label
 from specharness.reporting.report import load_report, write_report
 from specharness.reporting.sampled_report import write_sampled_report
 from specharness.traffic.client import Sampling
@@ -55,7 +57,7 @@ __all__ = ["SAMPLED_GRID", "STRUCTURED_GRID", "STRUCTURED_PREFIX", "TOOL_PARSER_
 
 STRUCTURED_GRID = [ALL_CHECKS, *STRUCTURED_CHECKS]  # the StructuredOutput parameter: pooled, then per check type
 SAMPLED_GRID = ["copy", "free"]  # the SampledDistribution parameter; a workload a profile does not send reads n/a
-STRUCTURED_PREFIX = "structured/c1"  # <workload>/<load> of every structured key
+STRUCTURED_PREFIX = asv_key("structured", load_label(1, ""))  # <workload>/<load> of every structured key
 TOOL_PARSER_ARGS = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes")
 
 _STRUCTURED: dict[str, dict[str, Any]] = {

@@ -9,13 +9,19 @@ The benchmark version hashes are kept: the values are those of the same run, rec
 from __future__ import annotations
 
 import itertools
+import json
+import lzma
 import math
+import shutil
+import tempfile
+from pathlib import Path
 from typing import Any
 
+from specharness._errors import ConfigError
 from specharness.history.asvnotes import Note, value_note
-from specharness.history.metrics import asv_intervals, asv_metrics, load_metrics
+from specharness.history.metrics import asv_intervals, asv_key, asv_metrics, load_metrics, paired_key
 
-__all__ = ["LOAD_PREFIX", "PAIRED_PREFIX", "paired_notes", "recompute_load", "recompute_paired"]
+__all__ = ["LOAD_PREFIX", "PAIRED_PREFIX", "paired_notes", "recompute_load", "recompute_paired", "recompute_result"]
 
 PAIRED_PREFIX = "bench_paired.PairedNgram.track_"
 LOAD_PREFIX = "bench_load.LoadSweep.track_"
@@ -34,7 +40,7 @@ def recompute_paired(result: dict[str, Any], report: dict[str, Any]) -> list[str
         metric = name[len(PAIRED_PREFIX):]
         values = []
         for workload, clients in itertools.product(*row[at_params]):
-            value = metrics.get(f"{workload.strip(chr(39))}/c{clients}/{metric}", math.nan)
+            value = metrics.get(paired_key(workload.strip(chr(39)), clients, metric), math.nan)
             values.append(value if isinstance(value, float) and math.isfinite(value) else math.nan)
         row[at_result] = values
         changed.append(name)
@@ -54,7 +60,7 @@ def recompute_load(result: dict[str, Any], report: dict[str, Any]) -> list[str]:
         metric = name[len(LOAD_PREFIX):]
         values = []
         for (workload,) in itertools.product(*row[at_params]):
-            value = metrics.get(f"{workload.strip(chr(39))}/load/{metric}", math.nan)
+            value = metrics.get(asv_key(workload.strip(chr(39)), "load", metric), math.nan)
             values.append(value if isinstance(value, float) and math.isfinite(value) else math.nan)
         row[at_result] = values
         changed.append(name)
@@ -70,3 +76,37 @@ def paired_notes(report: dict[str, Any], commit: str, source: str) -> list[Note]
             continue
         notes.append(value_note(PAIRED_PREFIX + metric, (workload, int(load[1:])), commit, iv, source=source))
     return notes
+
+
+def recompute_result(result_path: Path, run_dir: Path) -> tuple[int, int]:
+    """``specharness recompute-asv``: rebuild ``run_dir``'s report from its journal (``journal.jsonl`` or
+    ``journal.jsonl.xz``), rewrite the ASV result file's values from it, put the slowdown's interval into ASV's stats
+    columns and rewrite the companion notes for the cells the run measured (what the ASV plugin does live). Returns
+    (benchmarks recomputed, intervals noted)."""
+    from asv.results import Results
+
+    from specharness.history.asvnotes import apply_notes, update_companion
+    from specharness.history.asvsuite import project_relative
+    from specharness.reporting.report import write_report
+
+    if not (run_dir / "manifest.json").is_file():
+        raise ConfigError(f"{run_dir}: no manifest.json; give a run folder (or its copy under reports/)")
+    if not result_path.is_file():
+        raise ConfigError(f"{result_path}: no such ASV result file; give results/<machine>/<commit>-<env>.json")
+    with tempfile.TemporaryDirectory() as tmp:
+        run = Path(tmp) / run_dir.name
+        run.mkdir()
+        shutil.copy(run_dir / "manifest.json", run)
+        if (run_dir / "journal.jsonl").is_file():
+            shutil.copy(run_dir / "journal.jsonl", run)
+        else:
+            (run / "journal.jsonl").write_bytes(lzma.decompress((run_dir / "journal.jsonl.xz").read_bytes()))
+        report = write_report(run, plots=False)
+    result = json.loads(result_path.read_text())
+    changed = recompute_paired(result, report) + recompute_load(result, report)
+    result_path.write_text(json.dumps(result, indent=None, separators=(", ", ": ")))
+    loaded = Results.load(str(result_path))
+    used = apply_notes(loaded, paired_notes(report, loaded.commit_hash, f"recomputed from {project_relative(run_dir)}"))
+    loaded.save(str(result_path.parent.parent))
+    update_companion(result_path, used)
+    return len(changed), len(used)

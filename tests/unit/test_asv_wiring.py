@@ -11,10 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from asv.util import load_json
+from scipy import stats
 
-from specharness.history.asvnotes import read_companion
+from specharness.history.asvnotes import FAILURE_BENCHMARK, read_companion
 from specharness.history.ledger import ensure_ledger, ledger_tags
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,10 +71,18 @@ def test_interval_reaches_asv_stats_and_the_notes(tmp_path: Path) -> None:
     data = load_json(str(saved))
     row = dict(zip(data["result_columns"], data["results"]["bench_standin.StandinPaired.track_slowdown"], strict=False))
     assert row["result"] == [0.5]
-    assert row["stats_ci_99_a"] == [pytest.approx(0.4)] and row["stats_ci_99_b"] == [pytest.approx(0.6)]
+    # ASV's ci_99 is a 99% interval: the t interval of the geometric mean over the 4 blocks; q_25/q_75 their quartiles
+    logs = np.log([0.45, 0.5, 0.55, 0.5])
+    half = stats.t.ppf(0.995, 3) * logs.std(ddof=1) / 2
+    assert row["stats_ci_99_a"] == [pytest.approx(np.exp(logs.mean() - half), rel=1e-4)]
+    assert row["stats_ci_99_b"] == [pytest.approx(np.exp(logs.mean() + half), rel=1e-4)]
+    assert row["stats_q_25"] == [pytest.approx(0.4875, rel=1e-4)] and row["stats_q_75"] == [
+        pytest.approx(0.5125, rel=1e-4)
+    ]
     assert row["stats_repeat"] == [4]
     (note,) = read_companion(saved)
     assert note.block_values == (0.45, 0.5, 0.55, 0.5) and note.speed_verdict == "helps" and note.params == ("'copy'", "1")
+    assert FAILURE_BENCHMARK not in data["results"]  # a release that worked carries no failure row
 
 
 def test_a_failed_release_is_stored_as_failed_with_its_reason(tmp_path: Path) -> None:
@@ -82,3 +92,8 @@ def test_a_failed_release_is_stored_as_failed_with_its_reason(tmp_path: Path) ->
     assert row["result"] is None or row["result"] == [None]  # ASV's "failed"
     (note,) = read_companion(saved)
     assert note.failed == "failed: ngram server ended: TypeError: x"
+    # asv compare prints the reason: a row whose one parameter is it (ASV saves no other text per result)
+    reason = data["results"][FAILURE_BENCHMARK]
+    assert dict(zip(data["result_columns"], reason, strict=False))["params"] == [
+        ["'failed: ngram server ended: TypeError: x'"]
+    ]

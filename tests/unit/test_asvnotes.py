@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from asv.results import Results
+from scipy import stats as sps
 
 from specharness.history import asvplugin
 from specharness.history.asvnotes import Note, apply_notes, companion_path, read_companion, read_notes, write_note
@@ -38,7 +39,10 @@ def test_interval_note_becomes_stats_and_survives_a_save(tmp_path: Path) -> None
     result.save(str(tmp_path))
     stats = Results.load(str(path)).get_result_stats(SLOW, params)[0]
     assert used == [note]
-    assert stats["ci_99_a"] == pytest.approx(value * 0.9, rel=1e-3) and stats["ci_99_b"] == pytest.approx(value * 1.1, rel=1e-3)  # ASV rounds
+    # no block values: the note's 95% interval widened to 99% on the log scale (t with n - 1 = 5 df)
+    mid, half = math.log(value * math.sqrt(0.99)), math.log(1.1 / 0.9) / 2 * sps.t.ppf(0.995, 5) / sps.t.ppf(0.975, 5)
+    assert stats["ci_99_a"] == pytest.approx(math.exp(mid - half), rel=1e-3)  # ASV rounds
+    assert stats["ci_99_b"] == pytest.approx(math.exp(mid + half), rel=1e-3)
     assert stats["repeat"] == 6  # compare uses the interval only when repeat != 1
 
 
@@ -53,8 +57,12 @@ def test_spread_gives_absolute_values_an_interval(tmp_path: Path) -> None:
     params = result.get_result_params(name)
     value = result.get_result_value(name, params)[0]
     stats = result.get_result_stats(name, params)[0]
-    assert stats["ci_99_b"] / stats["ci_99_a"] == pytest.approx(1.21)
+    # one run's 99% interval from the run-to-run sd s of the log value: factor 1.21 = exp(t(0.975, 8)·√2·s), 8 = the
+    # pooled df of 3 runs on 4 cells; the interval uses t(0.995, k - 1 = 2)
+    s = math.log(1.21) / (sps.t.ppf(0.975, 8) * math.sqrt(2))
+    assert stats["ci_99_b"] / stats["ci_99_a"] == pytest.approx(math.exp(2 * sps.t.ppf(0.995, 2) * s))
     assert math.sqrt(stats["ci_99_a"] * stats["ci_99_b"]) == pytest.approx(value)
+    assert stats["q_75"] / stats["q_25"] == pytest.approx(math.exp(2 * sps.norm.ppf(0.75) * s))
 
 
 def test_plugin_writes_stats_and_a_companion_with_the_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,19 @@ def test_an_engine_failure_is_a_cache_result_not_an_error(tmp_path: Path) -> Non
 
     failed = experiment_cache(tmp_path, broken, lambda: {"metrics": {"x": 1.0}, "intervals": {}})
     assert failed["failed"] == "failed: ngram server ended (exit code 1) while starting: RuntimeError: boom"
-    assert failed["metrics"] == {} and failed["run_dir"] == str(tmp_path)
+    assert failed["metrics"] == {} and not failed["run_dir"].startswith("/")  # no machine's absolute path in notes
     worked = experiment_cache(tmp_path, lambda: None, lambda: {"metrics": {"x": 1.0}, "intervals": {}})
-    assert "failed" not in worked and worked["metrics"] == {"x": 1.0} and "harness" in worked
+    assert "failed" not in worked and worked["metrics"] == {"x": 1.0} and worked["harness"].startswith("0.")
+
+
+def test_provenance_is_project_relative_and_names_a_dirty_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specharness.history import asvsuite
+
+    monkeypatch.setenv("ASV_CONF_DIR", str(tmp_path))
+    assert asvsuite.project_relative(tmp_path / "runs" / "r1") == "runs/r1"
+    monkeypatch.setattr(asvsuite, "harness_commit", lambda: "abc123-dirty")
+    assert re.fullmatch(
+        r"\S+ \(abc123, dirty, diff (sha256 [0-9a-f]{12}|not readable)\)", asvsuite.harness_provenance()
+    )
+    monkeypatch.setattr(asvsuite, "harness_commit", lambda: "abc123")
+    assert asvsuite.harness_provenance().endswith("(abc123)")

