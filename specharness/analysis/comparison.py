@@ -23,7 +23,8 @@ by themselves (a truncated answer, a loop, never enters), and say so.
 
 Headline (greedy runs): the time for the same work over the *common prefix* of every pair. Two arms that part at
 some token still wrote the tokens before it identically; each arm's time for that work is from send to the arrival
-of the chunk holding the last common token (chunk arrivals and tokens per chunk). The common prefix comes from the
+of the chunk holding the last common token (chunk arrivals and tokens per chunk), or to the request's end when the
+common work is that arm's whole output (an identical pair is timed end to end, as before). The common prefix comes from the
 two records' prefix chains (:func:`specharness.traffic.client.common_prefix_tokens`); journals without them
 (schema <= 3 before the chain) use the common prefix of the two texts, mapped to tokens in proportion, and say so.
 Identical outputs are the case where the prefix is the whole output. A pair whose common prefix is under
@@ -278,6 +279,14 @@ def time_to_token_s(r: RequestRecord, k: int) -> float:
     return math.nan
 
 
+def _time_for(r: RequestRecord, k: int) -> float:
+    """An arm's time for its first ``k`` tokens: to the end of the request when they are its whole output (so an
+    identical pair is timed as before, end to end), else to the chunk holding token ``k``."""
+    if k >= sum(r.chunk_tokens) and math.isfinite(r.e2e_s):
+        return r.e2e_s
+    return time_to_token_s(r, k)
+
+
 def _kept_text(r: RequestRecord) -> bool:
     return not r.text.startswith(("hash:", "dropped:"))
 
@@ -341,9 +350,9 @@ def prefix_work(pairs: Sequence[Pair], rules: ComparisonRules) -> _Work:
                 k = common_prefix_tokens(x.prefix_chain, y.prefix_chain)
                 ta = tb = rules.timeout_s
             elif timed_out[0]:
-                k, ta, tb = sum(y.chunk_tokens), rules.timeout_s, time_to_token_s(y, sum(y.chunk_tokens))
+                k, ta, tb = sum(y.chunk_tokens), rules.timeout_s, _time_for(y, sum(y.chunk_tokens))
             else:
-                k, ta, tb = sum(x.chunk_tokens), time_to_token_s(x, sum(x.chunk_tokens)), rules.timeout_s
+                k, ta, tb = sum(x.chunk_tokens), _time_for(x, sum(x.chunk_tokens)), rules.timeout_s
             out.append(PairWork(x.block, x.case_id, k, ta, tb, identical=False, capped=False, censored=True))
             continue
         if not (_finished(x) and _finished(y)):
@@ -359,7 +368,7 @@ def prefix_work(pairs: Sequence[Pair], rules: ComparisonRules) -> _Work:
         chains &= chained
         capped = ((x.verdict == "truncated" and ka >= sum(x.chunk_tokens))
                   or (y.verdict == "truncated" and kb >= sum(y.chunk_tokens)))  # fmt: skip
-        out.append(PairWork(x.block, x.case_id, min(ka, kb), time_to_token_s(x, ka), time_to_token_s(y, kb),
+        out.append(PairWork(x.block, x.case_id, min(ka, kb), _time_for(x, ka), _time_for(y, kb),
                             identical=same, capped=capped, censored=False))  # fmt: skip
     covered = sum(w.tokens for w in out)
     return _Work(out, short, failed, diverged_history, chains and bool(out),

@@ -58,6 +58,9 @@ class RatioInterval:
     order_effect: float = math.nan  # ratio factor when A runs first vs the mean (exp(delta)); NaN when not estimated
     order_effect_low: float = math.nan
     order_effect_high: float = math.nan
+    offset_var: float = 0.0  # the engine-instance offset variance (log scale) the interval holds beside its blocks'
+    se_log: float = math.nan  # the standard error of the log estimate, offset included
+    t_df: float = math.nan  # the degrees of freedom its t quantile used (Satterthwaite when an offset is added)
 
     @property
     def width(self) -> float:
@@ -108,7 +111,8 @@ def block_ratio_interval(log_ratios: Sequence[float], order_signs: Sequence[int]
             se_mu, df_mu = _with_offset(max(cov[0, 0], 0.0), df, offset_var)
             t = float(sps.t.ppf(q, df_mu))
             return RatioInterval(math.exp(mu), math.exp(mu - t * se_mu), math.exp(mu + t * se_mu), confidence, n, df,
-                                 "t, blocks as replicates, order term" + _offset_note(offset_var), **order)  # fmt: skip
+                                 "t, blocks as replicates, order term" + _offset_note(offset_var), **order,
+                                 offset_var=offset_var, se_log=se_mu, t_df=df_mu)  # fmt: skip
     mu = float(y.mean())
     if n < 2:
         return RatioInterval(math.exp(mu), math.nan, math.nan, confidence, n, 0, "one block: no interval")
@@ -119,7 +123,7 @@ def block_ratio_interval(log_ratios: Sequence[float], order_signs: Sequence[int]
     if signs is not None and float(signs.sum()) != 0.0:
         method += "; arm orders unbalanced, so the mean carries part of any order effect"
     return RatioInterval(math.exp(mu), math.exp(mu - t * se), math.exp(mu + t * se), confidence, n, df, method,
-                         **order)  # fmt: skip
+                         **order, offset_var=offset_var, se_log=se, t_df=df_se)  # fmt: skip
 
 
 def _offset_note(offset_var: float) -> str:
@@ -135,7 +139,7 @@ def case_resampled_interval(block_case_logs: Sequence[dict[str, tuple[float, flo
     are added (conservative: the case draw also sees request noise that the block term holds); the degrees of
     freedom stay the block interval's."""
     cases = sorted({c for block in block_case_logs for c in block})
-    if not (interval.low > 0 and math.isfinite(interval.high)) or len(cases) < 2 or not block_case_logs:
+    if not math.isfinite(interval.se_log) or len(cases) < 2 or not block_case_logs:
         return NO_INTERVAL
     index = {c: i for i, c in enumerate(cases)}
     ta = np.zeros((len(block_case_logs), len(cases)))
@@ -153,13 +157,13 @@ def case_resampled_interval(block_case_logs: Sequence[dict[str, tuple[float, flo
     means = np.nanmean(np.where(np.isfinite(logs), logs, np.nan), axis=1)
     case_var = float(np.nanvar(means, ddof=1))
     q = 1.0 - (1.0 - confidence) / 2.0
-    t_block = float(sps.t.ppf(q, interval.df)) if interval.df >= 1 else math.nan
-    se_block = math.log(interval.high / interval.low) / 2 / t_block
-    se = math.sqrt(se_block**2 + case_var)
+    t_block = float(sps.t.ppf(q, interval.t_df)) if interval.t_df >= 1 else math.nan
+    se = math.sqrt(interval.se_log**2 + case_var)
     mu = math.log(interval.estimate)
     return RatioInterval(interval.estimate, math.exp(mu - t_block * se), math.exp(mu + t_block * se), confidence,
                          interval.blocks, interval.df, interval.method + f"; cases resampled ({len(cases)} cases, "
-                         f"{resamples} draws, case sd {math.sqrt(case_var):.3f} added)")  # fmt: skip
+                         f"{resamples} draws, case sd {math.sqrt(case_var):.3f} added)", offset_var=interval.offset_var,
+                         se_log=se, t_df=interval.t_df)  # fmt: skip
 
 
 def look_confidence(confidence: float, looks: int) -> float:
