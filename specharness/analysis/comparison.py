@@ -77,6 +77,7 @@ __all__ = [
     "compare_arms",
     "pair_requests",
     "prefix_work",
+    "speed_from_pairs",
     "time_to_token_s",
 ]
 
@@ -435,6 +436,31 @@ def _greedy_speed(pairs: Sequence[Pair], counts: PairCounts, rules: ComparisonRu
     return speedup, logs, work, counts
 
 
+def speed_from_pairs(pairs: Sequence[Pair], order_a_first: dict[int, bool], rules: ComparisonRules, *,
+                     valid: bool = True, invalid_reason: str = "") -> tuple[RatioInterval, Verdict, SpeedWork]:  # fmt: skip
+    """The greedy speed interval, verdict and evidence from paired requests alone (what :func:`compare_arms` does
+    for speed; the simulation calls it on simulated records)."""
+
+    def interval(logs: dict[int, float], offset_var: float = 0.0) -> RatioInterval:
+        blocks = sorted(logs)
+        signs = [1 if order_a_first.get(k, True) else -1 for k in blocks]
+        known = all(k in order_a_first for k in blocks)
+        return block_ratio_interval([logs[k] for k in blocks], signs if known else None, rules.confidence, offset_var)
+
+    speedup, _, work, _ = _greedy_speed(pairs, PairCounts(), rules, interval)
+    return speedup, _greedy_verdict(speedup, work, rules, valid, invalid_reason), work
+
+
+def _greedy_verdict(speedup: RatioInterval, work: SpeedWork, rules: ComparisonRules, valid: bool,
+                    invalid_reason: str) -> Verdict:  # fmt: skip
+    return speed_verdict(
+        speedup, rules.margin, valid=valid, invalid_reason=invalid_reason,
+        same_work_fraction=work.covered_token_share, min_same_work=rules.min_same_work,
+        excluded_time_share=work.excluded_time_share, max_excluded_time=rules.max_excluded_time,
+        covered="the baseline's output tokens were written identically by both arms (common prefixes)",
+    )  # fmt: skip
+
+
 def compare_arms(sa: ArmSummary, sb: ArmSummary, a: Sequence[RequestRecord], b: Sequence[RequestRecord],
                  order_a_first: dict[int, bool], rules: ComparisonRules, *, valid: bool = True,
                  invalid_reason: str = "", blocks: Sequence[int] = ()) -> PairedComparison:  # fmt: skip
@@ -451,12 +477,7 @@ def compare_arms(sa: ArmSummary, sb: ArmSummary, a: Sequence[RequestRecord], b: 
     throughput = interval(_block_log_throughput(a, b, sa.clients))
     if rules.greedy:
         speedup, speed_logs, work, counts = _greedy_speed(pairs, counts, rules, interval)
-        speed = speed_verdict(
-            speedup, rules.margin, valid=valid, invalid_reason=invalid_reason,
-            same_work_fraction=work.covered_token_share, min_same_work=rules.min_same_work,
-            excluded_time_share=work.excluded_time_share, max_excluded_time=rules.max_excluded_time,
-            covered="the baseline's output tokens were written identically by both arms (common prefixes)",
-        )  # fmt: skip
+        speed = _greedy_verdict(speedup, work, rules, valid, invalid_reason)
     else:
         speed_logs = _block_log_speedups(by_block, rules.greedy)
         speedup = interval(speed_logs, rules.offset_var)
