@@ -408,6 +408,14 @@ def _block_log_throughput(a: Sequence[RequestRecord], b: Sequence[RequestRecord]
     return out
 
 
+def _basis(w: _Work) -> str:
+    if w.chains:
+        return "prefix chains of the generated token ids"
+    if all(p.identical or p.censored for p in w.pairs):
+        return "identical outputs only, journal without prefix chains"
+    return "common prefix of the texts mapped to tokens in proportion, journal without prefix chains"
+
+
 def _greedy_speed(pairs: Sequence[Pair], counts: PairCounts, rules: ComparisonRules,
                   interval: Callable[[dict[int, float], float], RatioInterval],
                   ) -> tuple[RatioInterval, dict[int, float], SpeedWork, PairCounts]:  # fmt: skip
@@ -421,8 +429,7 @@ def _greedy_speed(pairs: Sequence[Pair], counts: PairCounts, rules: ComparisonRu
     over_cases = (case_resampled_interval(_by_case(w.pairs), speedup, rules.confidence)
                   if cases >= CASE_INTERVAL_MIN_CASES else NO_INTERVAL)  # fmt: skip
     work = SpeedWork(
-        basis="prefix chains of the generated token ids" if w.chains else
-              "common prefix of the texts, mapped to tokens in proportion (journal without prefix chains)",
+        basis=_basis(w),
         min_prefix_tokens=rules.min_prefix_tokens, covered_token_share=w.covered_token_share,
         identical_share=w.identical_share, excluded_time_share=w.excluded_time_share,
         censored_time_share=ratio(sum(p.time_a_s for p in in_estimate if p.censored), time_a),
