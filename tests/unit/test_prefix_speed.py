@@ -152,3 +152,19 @@ def test_a_second_interval_resamples_cases_from_20_cases_on() -> None:
     assert few.work is not None and few.work.over_cases.blocks == 0  # not given
     assert many.work is not None and many.work.cases == 24
     assert many.work.over_cases.low <= many.speedup.low and many.work.over_cases.high >= many.speedup.high
+
+
+def test_report_shows_what_the_speed_estimate_stands_on(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A SYNTHETIC run folder (made-up records): report.json carries the work behind each speedup and report.md
+    names the covered share, the identical-only estimate, the estimand and the offset from the A/A record."""
+    from specharness.experiment.synthetic import write_synthetic_run
+    from specharness.reporting.report import write_report
+
+    run = write_synthetic_run(tmp_path / "run", records=160)
+    report = write_report(run, plots=False)
+    work = report["comparisons"][0]["work"]
+    assert work["covered_token_share"] == pytest.approx(1.0) and work["identical_share"] == pytest.approx(1.0)
+    assert work["identical"]["estimate"] == pytest.approx(report["comparisons"][0]["speedup"]["estimate"])
+    md = (run / "report.md").read_text()
+    assert "Common prefixes cover 100% of the baseline's output tokens" in md
+    assert "The interval is about these" in md and "engine-instance offset of sd" in md
