@@ -277,9 +277,11 @@ def _old2_two_stage_bootstrap(d: _Draw, run: int, blocks: int, confidence: float
 
 
 def simulate(scenario: Scenario, method: str = "new", runs: int = 1000, seed: int = 0,
-             resamples: int = 2000) -> ScenarioResult:  # fmt: skip
+             resamples: int = 2000, confidence: float | None = None) -> ScenarioResult:  # fmt: skip
     """Simulate ``runs`` experiments of ``scenario`` analysed by ``method`` ("new", "old-1", "old-2"; ``resamples``
-    is old-2's bootstrap count) and return the rates. Seeded: the same arguments give the same result."""
+    is old-2's bootstrap count) and return the rates. Seeded: the same arguments give the same result.
+    ``confidence`` replaces the per-look level (only to run deliberately wrong methods: a 50% interval, or naive
+    sequential looks each at 95%)."""
     if method not in METHODS:
         raise ValueError(f"method {method!r}: use one of {', '.join(METHODS)}")
     if method == "old-2" and scenario.sequential:
@@ -299,7 +301,7 @@ def simulate(scenario: Scenario, method: str = "new", runs: int = 1000, seed: in
         def interval(d: _Draw, run: int, blocks: int, conf: float) -> RatioInterval:
             return _old2_two_stage_bootstrap(d, run, blocks, conf, boot, resamples)
 
-    conf = look_confidence(CONFIDENCE, scenario.looks)
+    conf = look_confidence(CONFIDENCE, scenario.looks) if confidence is None else confidence
     verdicts: list[str] = []
     lows, highs, used = np.empty(runs), np.empty(runs), np.empty(runs)
     for run in range(runs):
