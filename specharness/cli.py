@@ -100,6 +100,8 @@ def _run_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
                          "paired runs: few blocks, drift, order effects, engine-instance offsets, heavy tails")
     sim.add_argument("--runs", type=int, default=2000, help="simulated runs per scenario and method")
     sim.add_argument("--seed", type=int, default=2026)
+    sim.add_argument("--traffic", action="store_true", help="the speed verdict on simulated real traffic (H200 noise, "
+                     "divergent outputs, failures, timeouts, loops, offsets): old rules vs new")
 
 
 def _history_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -262,6 +264,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
     if args.runs < 100:
         raise ConfigError(f"--runs {args.runs}: use at least 100 runs per scenario for rates worth reading")
+    if args.traffic:
+        from specharness.analysis.simulation import format_traffic_study, run_traffic_study
+
+        print(format_traffic_study(run_traffic_study(runs=args.runs, seed=args.seed)))
+        return 0
     print(format_study(run_study(runs=args.runs, seed=args.seed)))
     return 0
 

@@ -16,6 +16,8 @@ Schema history:
         (``--turns replay``) journals each turn as a request with ``case_id`` ``<id>#t<k>`` (k from 1), all turns
         sharing the conversation's ``seq``; ``error_kind`` ``skipped_after_failure`` marks a turn not sent because an
         earlier turn had no answer.
+    (schema 3, added) request: ``prefix_chain`` (a keyed hash chain over the generated token ids, 4 hex per token,
+        so two arms' common prefix is the number of leading equal groups; ``""`` in older journals).
 
 Journal events (``segment``, ``segment_end``, ``engine_spawned``, ``attach_warning``, ``mismatch``, ``look``,
 ``sweep_plan``, ``peak_probe``) and the run folder's manifest are typed below; their on-disk form is the one every
@@ -146,6 +148,7 @@ class RequestRecord:
     scheduled_s: float = math.nan
     send_lateness_s: float = math.nan
     first_token_id: int | None = None
+    prefix_chain: str = ""
 
     @property
     def load(self) -> str:

@@ -23,6 +23,7 @@ from specharness.analysis.refusals import RefusalControl, refusal_controls
 from specharness.analysis.stats import look_confidence
 from specharness.analysis.summary import ArmSummary, summarise_arm
 from specharness.analysis.verdict import DEFAULT_MARGIN
+from specharness.experiment.bands import band_for
 from specharness.experiment.design import Load, Profile, possible_looks
 from specharness.experiment.journal import JournalContents
 from specharness.experiment.rundir import read_run_journal
@@ -50,9 +51,13 @@ def sequential_looks(profile: dict[str, Any]) -> int:
                           bool(profile.get("until_decided")))  # fmt: skip
 
 
-def rules_for(profile: dict[str, Any], sampling: dict[str, Any]) -> ComparisonRules:
-    """The declared rules of a run, from its saved profile and sampling (older manifests get today's defaults)."""
+def rules_for(profile: dict[str, Any], sampling: dict[str, Any], hardware: dict[str, Any] | None = None,
+              timeout_s: float = 300.0) -> ComparisonRules:  # fmt: skip
+    """The declared rules of a run, from its saved profile and sampling (older manifests get today's defaults); the
+    engine-instance offset from the A/A record of the run's kind of machine (``hardware``, :func:`band_for`)."""
+    band = band_for(hardware or {})
     return ComparisonRules(
+        timeout_s=timeout_s, offset_var=band.offset_var, offset_source=band.source,
         margin=float(profile.get("equivalence_margin") or DEFAULT_MARGIN),
         confidence=look_confidence(0.95, sequential_looks(profile)),
         min_correct=float(profile["min_correct_fraction"]), tolerance=float(profile["quality_tolerance"]),
@@ -121,7 +126,8 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
                 for load in result.loads[w] for a in arms]  # fmt: skip
     result.missing_cells = [k for k in expected if k not in valid]
     position = {id(c): i for i, c in enumerate(contents.cells)}
-    rules = result.rules = rules_for(profile, manifest["config"]["sampling"])
+    rules = result.rules = rules_for(profile, manifest["config"]["sampling"], manifest.get("hardware") or {},
+                                     float(manifest["config"].get("request_timeout_s", 300.0)))  # fmt: skip
 
     for workload in workload_names:
         for load in result.loads[workload]:

@@ -21,30 +21,61 @@ left out of every block, so each block's ratio is over the same cases. Greedy ru
 runs (temperature > 0), whose outputs differ by design, compare time per output token over pairs that both finished
 by themselves (a truncated answer, a loop, never enters), and say so.
 
-Headline: speedup = (A's summed request time / B's summed request time) over a block's same-work pairs, one log
-ratio per block, interval by :func:`~specharness.analysis.stats.block_ratio_interval`. System throughput (steady-
-state output tokens per wall-clock second) gets the same block interval and is shown beside it; the verdict does
-not use it, since it counts tokens and an arm that writes more (a loop) would look faster.
+Headline (greedy runs): the time for the same work over the *common prefix* of every pair. Two arms that part at
+some token still wrote the tokens before it identically; each arm's time for that work is from send to the arrival
+of the chunk holding the last common token (chunk arrivals and tokens per chunk), or to the request's end when the
+common work is that arm's whole output (an identical pair is timed end to end, as before). The common prefix comes from the
+two records' prefix chains (:func:`specharness.traffic.client.common_prefix_tokens`); journals without them
+(schema <= 3 before the chain) use the common prefix of the two texts, mapped to tokens in proportion, and say so.
+Identical outputs are the case where the prefix is the whole output. A pair whose common prefix is under
+``min_prefix_tokens`` counts apart. A failed request removes only its own pair; a timeout is slowness, so a pair
+with a timeout keeps its place: the work is what the other arm wrote, the timed-out arm's time is the timeout (a
+lower bound: censored, and flagged). speedup = (A's summed time / B's summed time) over a block's pairs, one log
+ratio per block, interval by :func:`~specharness.analysis.stats.block_ratio_interval` with the engine-instance
+offset variance added. Beside it (:class:`SpeedWork`): the share of the baseline's output tokens the prefixes cover
+(the "not comparable" gate), the identical share and the estimate over identical pairs alone, the baseline time in
+failed pairs (over the declared share the verdict is inconclusive), pairs cut at the cap (their time share and the
+estimate without them), and, with 20 cases or more, a second interval that also resamples the cases: the first is
+about these prompts, the second about traffic like them.
+
+Sampled runs (temperature > 0), whose outputs differ by design, compare time per output token over pairs that both
+finished by themselves (a truncated answer, a loop, never enters), and say so. System throughput (steady-state output
+tokens per wall-clock second) gets the same block interval and is shown beside the speedup; the verdict does not use
+it, since it counts tokens and an arm that writes more (a loop) would look faster.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from specharness.analysis.quality_tests import CaseIdentity, CasePairedTest, case_quality
-from specharness.analysis.stats import RatioInterval, block_ratio_interval
+from specharness.analysis.stats import NO_INTERVAL, RatioInterval, block_ratio_interval, case_resampled_interval
 from specharness.analysis.summary import ArmSummary, ratio
 from specharness.analysis.throughput import steady_throughput
 from specharness.analysis.verdict import Verdict, quality_verdict, speed_verdict
 from specharness.records import RequestRecord
+from specharness.traffic.client import common_prefix_tokens
 from specharness.traffic.workloads import split_turn_id
 
-__all__ = ["ComparisonRules", "PairCounts", "PairedComparison", "compare_arms", "pair_requests"]
+__all__ = [
+    "ComparisonRules",
+    "PairCounts",
+    "PairWork",
+    "PairedComparison",
+    "SpeedWork",
+    "compare_arms",
+    "pair_requests",
+    "prefix_work",
+    "speed_from_pairs",
+    "time_to_token_s",
+]
+
+CASE_INTERVAL_MIN_CASES = 20  # cases from which the second interval (cases resampled) is given
 
 Pair = tuple[RequestRecord, RequestRecord]
 
@@ -57,8 +88,13 @@ class ComparisonRules:
     confidence: float = 0.95
     min_correct: float = 0.5
     tolerance: float = 0.0
-    min_same_work: float = 0.5
+    min_same_work: float = 0.5  # share of the baseline's output tokens the common prefixes must cover
     greedy: bool = True
+    min_prefix_tokens: int = 8  # a pair whose common prefix is shorter counts apart
+    max_excluded_time: float = 0.10  # baseline time share in failed pairs above which speed is inconclusive
+    timeout_s: float = 300.0  # the run's request timeout: where a timed-out request's time is counted
+    offset_var: float = 0.0  # engine-instance offset variance (log scale), at its upper confidence limit
+    offset_source: str = ""  # where offset_var and the band come from (the machine's A/A record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,10 +108,52 @@ class PairCounts:
     unstable: int = 0
     failed: int = 0
     history_diverged: int = 0  # later turns of a replayed conversation after its two histories differed
+    in_estimate: int = 0  # pairs whose common prefix enters the speed estimate (identical ones included)
+    short_prefix: int = 0  # both finished, common prefix under the declared minimum: counted apart
+    censored: int = 0  # pairs with a timeout, counted at the timeout
 
     @property
     def same_work_fraction(self) -> float:
         return ratio(self.same_work, self.pairs)
+
+
+@dataclass(frozen=True, slots=True)
+class PairWork:
+    """One pair's part in the speed estimate: the common work (tokens) and each arm's time for it."""
+
+    block: int
+    case_id: str
+    tokens: int
+    time_a_s: float
+    time_b_s: float
+    identical: bool
+    capped: bool  # the common work runs to the max_tokens cap of an arm that was cut there (a loop, mostly)
+    censored: bool  # an arm timed out; its time is the timeout
+
+
+@dataclass(frozen=True, slots=True)
+class SpeedWork:
+    """What the speed estimate stands on, shown beside the verdict (module docstring)."""
+
+    basis: str
+    min_prefix_tokens: int
+    covered_token_share: float  # common-prefix tokens in the estimate / the baseline's output tokens, all pairs
+    identical_share: float  # pairs with identical outputs / pairs
+    excluded_time_share: float  # baseline time in failed pairs / baseline time in all pairs
+    censored_time_share: float  # baseline time in pairs with a timeout / baseline time in the estimate
+    capped_time_share: float  # baseline time in pairs cut at the cap / baseline time in the estimate
+    identical: RatioInterval = NO_INTERVAL  # the same interval over identical pairs alone
+    without_capped: RatioInterval = NO_INTERVAL  # the same interval without the pairs cut at the cap
+    over_cases: RatioInterval = NO_INTERVAL  # cases resampled too (20 cases or more): traffic like these prompts
+    cases: int = 0
+    offset_sd: float = 0.0  # the engine-instance offset sd in the interval (log scale)
+    offset_source: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        for k in ("identical", "without_capped", "over_cases"):
+            out[k] = getattr(self, k).to_dict()
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +183,7 @@ class PairedComparison:
     a_first_blocks: list[int] = field(default_factory=list)  # of the blocks with both arms, those where A ran first
     ordered_blocks: list[int] = field(default_factory=list)  # the blocks whose arm order is known
     identity: CaseIdentity = field(default_factory=CaseIdentity)  # identical pairs per case, and the A/A control
+    work: SpeedWork | None = None  # what the speed estimate stands on (greedy and sampled alike)
 
     @property
     def order_a_first(self) -> dict[int, bool]:
@@ -116,6 +195,7 @@ class PairedComparison:
         out["speedup"] = self.speedup.to_dict()
         out["throughput"] = self.throughput.to_dict()
         out["pair_counts"]["same_work_fraction"] = self.pair_counts.same_work_fraction
+        out["work"] = None if self.work is None else self.work.to_dict()
         return out
 
 
@@ -185,6 +265,134 @@ def _block_log_speedups(by_block: dict[int, list[Pair]], greedy: bool) -> dict[i
     return out
 
 
+def time_to_token_s(r: RequestRecord, k: int) -> float:
+    """Seconds from send to the arrival of the chunk holding the ``k``-th generated token (NaN when not reached)."""
+    total = 0
+    for t, n in zip(r.chunk_arrival_s, r.chunk_tokens, strict=False):
+        total += n
+        if total >= k > 0:
+            return t
+    return math.nan
+
+
+def _time_for(r: RequestRecord, k: int) -> float:
+    """An arm's time for its first ``k`` tokens: to the end of the request when they are its whole output (so an
+    identical pair is timed as before, end to end), else to the chunk holding token ``k``."""
+    if k >= sum(r.chunk_tokens) and math.isfinite(r.e2e_s):
+        return r.e2e_s
+    return time_to_token_s(r, k)
+
+
+def _kept_text(r: RequestRecord) -> bool:
+    return not r.text.startswith(("hash:", "dropped:"))
+
+
+def _common_prefix(x: RequestRecord, y: RequestRecord) -> tuple[int, int, bool]:
+    """(A's tokens, B's tokens) of the work both wrote identically, and whether the chains gave it (else the texts,
+    mapped to tokens in proportion; hashed or dropped texts give nothing beyond identical outputs)."""
+    na, nb = sum(x.chunk_tokens), sum(y.chunk_tokens)
+    if x.output_identity == y.output_identity:
+        return na, nb, bool(x.prefix_chain and y.prefix_chain)
+    if x.prefix_chain and y.prefix_chain:
+        k = common_prefix_tokens(x.prefix_chain, y.prefix_chain)
+        return k, k, True
+    if not (_kept_text(x) and _kept_text(y) and x.text and y.text):
+        return 0, 0, False
+    chars = next((i for i, (u, v) in enumerate(zip(x.text, y.text, strict=False)) if u != v),
+                 min(len(x.text), len(y.text)))  # fmt: skip
+    return int(chars / len(x.text) * na), int(chars / len(y.text) * nb), False
+
+
+def _base_time_s(r: RequestRecord, timeout_s: float) -> float:
+    """The baseline's time for a request, for the time shares: to the end, the timeout for a timeout, else the last
+    chunk seen (0 when none)."""
+    if r.error_kind == "timeout":
+        return timeout_s
+    if math.isfinite(r.e2e_s):
+        return r.e2e_s
+    return r.chunk_arrival_s[-1] if r.chunk_arrival_s else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Work:
+    pairs: list[PairWork]
+    short_prefix: int
+    failed: int
+    history_diverged: int
+    chains: bool  # every pair in the estimate had prefix chains
+    covered_token_share: float
+    identical_share: float
+    excluded_time_share: float
+
+
+def prefix_work(pairs: Sequence[Pair], rules: ComparisonRules) -> _Work:
+    """Every greedy pair's common work and each arm's time for it (module docstring): failed pairs out (their
+    baseline time counted), timeouts at the timeout, common prefixes under ``rules.min_prefix_tokens`` apart."""
+    intact = _history_intact(pairs)
+    out: list[PairWork] = []
+    short = failed = diverged_history = identical = 0
+    chains = True
+    base_tokens = excluded_time = total_time = 0.0
+    for (x, y), same_history in zip(pairs, intact, strict=True):
+        base_tokens += x.output_tokens
+        t_base = _base_time_s(x, rules.timeout_s)
+        total_time += t_base
+        if not same_history:
+            diverged_history += 1
+            continue
+        timed_out = (x.error_kind == "timeout", y.error_kind == "timeout")
+        if any(timed_out) and all(t or _finished(r) for t, r in zip(timed_out, (x, y), strict=True)):
+            if all(timed_out):
+                k = common_prefix_tokens(x.prefix_chain, y.prefix_chain)
+                ta = tb = rules.timeout_s
+            elif timed_out[0]:
+                k, ta, tb = sum(y.chunk_tokens), rules.timeout_s, _time_for(y, sum(y.chunk_tokens))
+            else:
+                k, ta, tb = sum(x.chunk_tokens), _time_for(x, sum(x.chunk_tokens)), rules.timeout_s
+            out.append(PairWork(x.block, x.case_id, k, ta, tb, identical=False, capped=False, censored=True))
+            continue
+        if not (_finished(x) and _finished(y)):
+            failed += 1
+            excluded_time += t_base
+            continue
+        same = x.output_identity == y.output_identity and x.verdict == y.verdict
+        identical += same
+        ka, kb, chained = _common_prefix(x, y)
+        if min(ka, kb) < rules.min_prefix_tokens:
+            short += 1
+            continue
+        chains &= chained
+        capped = ((x.verdict == "truncated" and ka >= sum(x.chunk_tokens))
+                  or (y.verdict == "truncated" and kb >= sum(y.chunk_tokens)))  # fmt: skip
+        out.append(PairWork(x.block, x.case_id, min(ka, kb), _time_for(x, ka), _time_for(y, kb),
+                            identical=same, capped=capped, censored=False))  # fmt: skip
+    covered = sum(w.tokens for w in out)
+    return _Work(out, short, failed, diverged_history, chains and bool(out),
+                 covered_token_share=min(1.0, ratio(covered, base_tokens)) if base_tokens else math.nan,
+                 identical_share=ratio(identical, len(pairs)),
+                 excluded_time_share=ratio(excluded_time, total_time) if total_time else 0.0)  # fmt: skip
+
+
+def _work_logs(work: Sequence[PairWork]) -> dict[int, float]:
+    """One log speedup per block: A's summed time over B's, over the block's pairs."""
+    ta: dict[int, float] = {}
+    tb: dict[int, float] = {}
+    for w in work:
+        if math.isfinite(w.time_a_s) and math.isfinite(w.time_b_s) and w.time_a_s > 0 and w.time_b_s > 0:
+            ta[w.block] = ta.get(w.block, 0.0) + w.time_a_s
+            tb[w.block] = tb.get(w.block, 0.0) + w.time_b_s
+    return {k: math.log(ta[k] / tb[k]) for k in ta}
+
+
+def _by_case(work: Sequence[PairWork]) -> list[dict[str, tuple[float, float]]]:
+    blocks: dict[int, dict[str, tuple[float, float]]] = {}
+    for w in work:
+        if math.isfinite(w.time_a_s) and math.isfinite(w.time_b_s):
+            a, b = blocks.setdefault(w.block, {}).get(w.case_id, (0.0, 0.0))
+            blocks[w.block][w.case_id] = (a + w.time_a_s, b + w.time_b_s)
+    return [blocks[k] for k in sorted(blocks)]
+
+
 def _block_log_throughput(a: Sequence[RequestRecord], b: Sequence[RequestRecord], clients: int) -> dict[int, float]:
     out = {}
     for block in sorted({r.block for r in a} & {r.block for r in b}):
@@ -195,6 +403,66 @@ def _block_log_throughput(a: Sequence[RequestRecord], b: Sequence[RequestRecord]
     return out
 
 
+def _basis(w: _Work) -> str:
+    if w.chains:
+        return "prefix chains of the generated token ids"
+    if all(p.identical or p.censored for p in w.pairs):
+        return "identical outputs only, journal without prefix chains"
+    return "common prefix of the texts mapped to tokens in proportion, journal without prefix chains"
+
+
+def _greedy_speed(pairs: Sequence[Pair], counts: PairCounts, rules: ComparisonRules,
+                  interval: Callable[[dict[int, float], float], RatioInterval],
+                  ) -> tuple[RatioInterval, dict[int, float], SpeedWork, PairCounts]:  # fmt: skip
+    """The greedy speed estimate over the pairs' common prefixes, and what it stands on (module docstring)."""
+    w = prefix_work(pairs, rules)
+    logs = _work_logs(w.pairs)
+    speedup = interval(logs, rules.offset_var)
+    in_estimate = [p for p in w.pairs if math.isfinite(p.time_a_s)]
+    time_a = sum(p.time_a_s for p in in_estimate)
+    cases = len({p.case_id for p in in_estimate})
+    over_cases = (case_resampled_interval(_by_case(w.pairs), speedup, rules.confidence)
+                  if cases >= CASE_INTERVAL_MIN_CASES else NO_INTERVAL)  # fmt: skip
+    work = SpeedWork(
+        basis=_basis(w),
+        min_prefix_tokens=rules.min_prefix_tokens, covered_token_share=w.covered_token_share,
+        identical_share=w.identical_share, excluded_time_share=w.excluded_time_share,
+        censored_time_share=ratio(sum(p.time_a_s for p in in_estimate if p.censored), time_a),
+        capped_time_share=ratio(sum(p.time_a_s for p in in_estimate if p.capped), time_a),
+        identical=interval(_work_logs([p for p in w.pairs if p.identical]), rules.offset_var),
+        without_capped=interval(_work_logs([p for p in w.pairs if not p.capped]), rules.offset_var),
+        over_cases=over_cases, cases=cases, offset_sd=math.sqrt(rules.offset_var), offset_source=rules.offset_source,
+    )  # fmt: skip
+    counts = replace(counts, in_estimate=len(w.pairs), short_prefix=w.short_prefix,
+                     censored=sum(p.censored for p in w.pairs))  # fmt: skip
+    return speedup, logs, work, counts
+
+
+def speed_from_pairs(pairs: Sequence[Pair], order_a_first: dict[int, bool], rules: ComparisonRules, *,
+                     valid: bool = True, invalid_reason: str = "") -> tuple[RatioInterval, Verdict, SpeedWork]:  # fmt: skip
+    """The greedy speed interval, verdict and evidence from paired requests alone (what :func:`compare_arms` does
+    for speed; the simulation calls it on simulated records)."""
+
+    def interval(logs: dict[int, float], offset_var: float = 0.0) -> RatioInterval:
+        blocks = sorted(logs)
+        signs = [1 if order_a_first.get(k, True) else -1 for k in blocks]
+        known = all(k in order_a_first for k in blocks)
+        return block_ratio_interval([logs[k] for k in blocks], signs if known else None, rules.confidence, offset_var)
+
+    speedup, _, work, _ = _greedy_speed(pairs, PairCounts(), rules, interval)
+    return speedup, _greedy_verdict(speedup, work, rules, valid, invalid_reason), work
+
+
+def _greedy_verdict(speedup: RatioInterval, work: SpeedWork, rules: ComparisonRules, valid: bool,
+                    invalid_reason: str) -> Verdict:  # fmt: skip
+    return speed_verdict(
+        speedup, rules.margin, valid=valid, invalid_reason=invalid_reason,
+        same_work_fraction=work.covered_token_share, min_same_work=rules.min_same_work,
+        excluded_time_share=work.excluded_time_share, max_excluded_time=rules.max_excluded_time,
+        covered="the baseline's output tokens were written identically by both arms (common prefixes)",
+    )  # fmt: skip
+
+
 def compare_arms(sa: ArmSummary, sb: ArmSummary, a: Sequence[RequestRecord], b: Sequence[RequestRecord],
                  order_a_first: dict[int, bool], rules: ComparisonRules, *, valid: bool = True,
                  invalid_reason: str = "", blocks: Sequence[int] = ()) -> PairedComparison:  # fmt: skip
@@ -202,17 +470,22 @@ def compare_arms(sa: ArmSummary, sb: ArmSummary, a: Sequence[RequestRecord], b: 
     pairs = pair_requests(a, b)
     by_block, counts = _classify(pairs, rules.greedy)
 
-    def interval(logs: dict[int, float]) -> RatioInterval:
+    def interval(logs: dict[int, float], offset_var: float = 0.0) -> RatioInterval:
         blocks = sorted(logs)
         signs = [1 if order_a_first.get(k, True) else -1 for k in blocks]
         known = all(k in order_a_first for k in blocks)
-        return block_ratio_interval([logs[k] for k in blocks], signs if known else None, rules.confidence)
+        return block_ratio_interval([logs[k] for k in blocks], signs if known else None, rules.confidence, offset_var)
 
-    speed_logs = _block_log_speedups(by_block, rules.greedy)
-    speedup = interval(speed_logs)
     throughput = interval(_block_log_throughput(a, b, sa.clients))
-    speed = speed_verdict(speedup, rules.margin, valid=valid, invalid_reason=invalid_reason,
-                          same_work_fraction=counts.same_work_fraction, min_same_work=rules.min_same_work)  # fmt: skip
+    if rules.greedy:
+        speedup, speed_logs, work, counts = _greedy_speed(pairs, counts, rules, interval)
+        speed = _greedy_verdict(speedup, work, rules, valid, invalid_reason)
+    else:
+        speed_logs = _block_log_speedups(by_block, rules.greedy)
+        speedup = interval(speed_logs, rules.offset_var)
+        work = None
+        speed = speed_verdict(speedup, rules.margin, valid=valid, invalid_reason=invalid_reason,
+                              same_work_fraction=counts.same_work_fraction, min_same_work=rules.min_same_work)  # fmt: skip
     per_case = case_quality(pairs, tolerance=rules.tolerance)  # cases as the unit (analysis.quality_tests)
     answers, completion = per_case.answers, per_case.completion
     quality = quality_verdict(
@@ -222,7 +495,7 @@ def compare_arms(sa: ArmSummary, sb: ArmSummary, a: Sequence[RequestRecord], b: 
     )  # fmt: skip
     return PairedComparison(
         workload=sa.workload, clients=sa.clients, arm_a=sa.arm, arm_b=sb.arm,
-        basis="time for the same work (identical outputs)" if rules.greedy else
+        basis=("time for the same work (common prefixes: " + (work.basis if work else "") + ")") if rules.greedy else
               "time per output token, pairs both complete (sampled: outputs differ by design)",
         speedup=speedup, throughput=throughput, pair_counts=counts, speed=speed, quality=quality,
         answers=answers, completion=completion,
@@ -231,5 +504,5 @@ def compare_arms(sa: ArmSummary, sb: ArmSummary, a: Sequence[RequestRecord], b: 
         tpot_p50_ratio=ratio(sb.tpot_ms["p50"], sa.tpot_ms["p50"]),
         block_speedups=[math.exp(speed_logs[k]) for k in sorted(speed_logs)], load=sa.load, rate=sa.rate,
         blocks=sorted(blocks), a_first_blocks=sorted(k for k, first in order_a_first.items() if first),
-        ordered_blocks=sorted(order_a_first), identity=per_case.identity,
+        ordered_blocks=sorted(order_a_first), identity=per_case.identity, work=work,
     )  # fmt: skip

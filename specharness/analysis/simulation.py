@@ -54,6 +54,7 @@ from scipy import stats as sps
 from specharness.analysis.stats import RatioInterval, block_ratio_interval, look_confidence
 from specharness.analysis.verdict import band_edges, speed_verdict
 from specharness.experiment.design import possible_looks
+from specharness.records import RequestRecord
 
 __all__ = [
     "METHODS",
@@ -276,9 +277,11 @@ def _old2_two_stage_bootstrap(d: _Draw, run: int, blocks: int, confidence: float
 
 
 def simulate(scenario: Scenario, method: str = "new", runs: int = 1000, seed: int = 0,
-             resamples: int = 2000) -> ScenarioResult:  # fmt: skip
+             resamples: int = 2000, confidence: float | None = None) -> ScenarioResult:  # fmt: skip
     """Simulate ``runs`` experiments of ``scenario`` analysed by ``method`` ("new", "old-1", "old-2"; ``resamples``
-    is old-2's bootstrap count) and return the rates. Seeded: the same arguments give the same result."""
+    is old-2's bootstrap count) and return the rates. Seeded: the same arguments give the same result.
+    ``confidence`` replaces the per-look level (only to run deliberately wrong methods: a 50% interval, or naive
+    sequential looks each at 95%)."""
     if method not in METHODS:
         raise ValueError(f"method {method!r}: use one of {', '.join(METHODS)}")
     if method == "old-2" and scenario.sequential:
@@ -298,7 +301,7 @@ def simulate(scenario: Scenario, method: str = "new", runs: int = 1000, seed: in
         def interval(d: _Draw, run: int, blocks: int, conf: float) -> RatioInterval:
             return _old2_two_stage_bootstrap(d, run, blocks, conf, boot, resamples)
 
-    conf = look_confidence(CONFIDENCE, scenario.looks)
+    conf = look_confidence(CONFIDENCE, scenario.looks) if confidence is None else confidence
     verdicts: list[str] = []
     lows, highs, used = np.empty(runs), np.empty(runs), np.empty(runs)
     for run in range(runs):
@@ -374,5 +377,336 @@ def format_study(results: Sequence[ScenarioResult]) -> str:
             f"{r.coverage_identifiable:.3f} | {r.false_verdict_rate:.3f} | {r.power:.3f} | {r.equivalent_rate:.3f} | "
             f"{r.inconclusive_rate:.3f} | {r.helps_rate:.3f} | {r.hurts_rate:.3f} | {r.median_ci_width:.3f} | "
             f"{r.mean_blocks:.1f} |"
+        )  # fmt: skip
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the speed verdict on real traffic (issue 20): divergent outputs, failures, timeouts, loops, offsets, H200 noise
+#
+# Each simulated run is turned into request records (chunk arrivals, tokens per chunk, prefix chains, digests) and
+# judged by the project's own functions: the new rules by comparison.speed_from_pairs (common prefixes, failures
+# drop their pair, timeouts at the timeout, the offset variance from the A/A record in the interval, the band from
+# the same record), the old rules by the functions that judged before (comparison._classify: identical outputs, a
+# case that is not the same work everywhere leaves every block; no offset; the fixed 10% band). Deliberately wrong
+# methods are simulated too, so that the error-rate tests are seen to fail for them.
+#
+# The world, per run (log scale, all terms independent unless said):
+#     case c: base time b_c ~ N(log 2, case_sd), tokens n_c = 40 exp(b_c) (at least 12), its own speedup
+#             log S_c = log S + N(0, case_speed_sd)
+#     time(arm, block, case) = exp(b_c - log S_c [B] + instance(arm) + drift + order + block + jitter(arm, block)
+#                                  + noise(request)), heavy tails as in the study above
+#     divergence: with probability p_div a pair's outputs part at a uniform point of the output (common prefix
+#             u n_c tokens); ``div_bias`` > 0 makes cases that gain more diverge less often (the identical subset
+#             is then biased toward them, as measured on the CPU)
+#     loops: a share of cases loops to the cap identically in both arms (4x the tokens), B ``loop_speedup`` times
+#             faster there
+#     failures: each request fails (HTTP error) with probability p_fail; a request slower than ``timeout_s``
+#             times out (its chunks up to the timeout kept)
+# The truth is the ratio of summed noiseless times over all cases (loops included: the verdict is about the time
+# for the same work, and the report shows the loops' share and the estimate without them, whose coverage of the
+# truth without the looping cases is counted apart); the identifiable truth multiplies it by the run's
+# engine-instance offset.
+
+TRAFFIC_METHODS = ("new", "old", "new-50%-interval", "new-naive-looks", "new-drop-case")
+TIMEOUT_NONE = math.inf
+
+
+@dataclass(frozen=True, slots=True)
+class TrafficScenario:
+    """One simulated world for the speed verdict on real traffic (see the comment above for every term)."""
+
+    name: str
+    blocks: int = 4
+    cases: int = 16
+    true_speedup: float = 1.0
+    case_speed_sd: float = 0.0
+    instance_sd: float = 0.0  # per arm, per run: the A/B offset has sd instance_sd * sqrt(2)
+    recorded_offset_sd_upper: float = 0.086  # what the machine's A/A record says (the H200's, 3 runs)
+    drift: float = 0.0
+    order_effect: float = 0.0
+    heavy_tails: bool = False
+    jitter_sd: float = 0.12  # calibrated: median 95% CI width 1.68 at 4 blocks without the offset term (H200)
+    block_sd: float = 0.05
+    noise_sd: float = 0.15
+    case_sd: float = 0.5
+    p_div: float = 0.0
+    div_bias: float = 0.0
+    loop_share: float = 0.0
+    loop_speedup: float = 3.0
+    p_fail: float = 0.0
+    timeout_factor: float = TIMEOUT_NONE  # timeout = this x the slowest case's noiseless baseline time
+    long_case: tuple[float, float] | None = None  # (token factor, its own speedup) for case 0
+    max_blocks: int | None = None
+
+    @property
+    def planned_blocks(self) -> int:
+        return self.max_blocks if self.max_blocks is not None else self.blocks
+
+
+def traffic_scenarios() -> list[TrafficScenario]:
+    """The issue-20 study: A/A worlds with what real traffic brings, a known slowdown, and the worlds that broke the
+    old rules (divergence, a slow long case that times out, loops)."""
+    return [
+        TrafficScenario("aa-clean"),
+        TrafficScenario("aa-divergent", p_div=0.56),
+        TrafficScenario("aa-drift-order", drift=0.20, order_effect=0.08, p_div=0.3),
+        TrafficScenario("aa-heavy-tails", heavy_tails=True, p_div=0.3),
+        TrafficScenario("aa-offset-sd6%", instance_sd=0.06 / math.sqrt(2), p_div=0.3),
+        TrafficScenario("aa-failures-2%", p_fail=0.02, p_div=0.3),
+        TrafficScenario("aa-sequential", blocks=4, max_blocks=12, p_div=0.3),
+        # at the band's lower edge (the H200 record's band, ±19%): "equivalent" here is a false verdict, and the
+        # hardest place to avoid it; a correct method says it in at most 5% of runs, sequential looks included
+        TrafficScenario("edge-0.84", true_speedup=1 / 1.19, p_div=0.3),
+        TrafficScenario("edge-0.84-sequential", true_speedup=1 / 1.19, blocks=4, max_blocks=12, p_div=0.3),
+        # a machine whose A/A record rules out offsets (upper limit 0: band 10%, nothing added): the interval is
+        # then at its nominal level, the world where too-short intervals and naive looks show
+        TrafficScenario("edge-0.91-no-offset", true_speedup=1 / 1.10, recorded_offset_sd_upper=0.0, p_div=0.3),
+        TrafficScenario("edge-0.91-no-offset-sequential", true_speedup=1 / 1.10, recorded_offset_sd_upper=0.0,
+                        blocks=4, max_blocks=12, p_div=0.3),
+        TrafficScenario("aa-no-offset", recorded_offset_sd_upper=0.0, p_div=0.3),
+        TrafficScenario("slowdown-0.70-divergent", true_speedup=0.70, p_div=0.56),
+        TrafficScenario("slowdown-0.70-identical", true_speedup=0.70),
+        TrafficScenario("slowdown-0.70-12-blocks", true_speedup=0.70, blocks=12, p_div=0.56),
+        TrafficScenario("speedup-1.40-biased-div", true_speedup=1.40, case_speed_sd=0.25, p_div=0.5, div_bias=2.0),
+        TrafficScenario("offset-sd6%-true-0.87", true_speedup=0.87, instance_sd=0.06 / math.sqrt(2), blocks=12),
+        TrafficScenario("long-case-timeout", cases=8, true_speedup=1.25, long_case=(10.0, 1 / 3), timeout_factor=2.6,
+                        jitter_sd=0.03, noise_sd=0.05),
+        TrafficScenario("loops-25%", loop_share=0.25, loop_speedup=3.0, p_div=0.3),
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class TrafficResult:
+    """Rates over ``runs`` simulated runs of one traffic scenario judged by one method; the verdict's right and wrong
+    answers are against the method's own band (the old rules: the fixed 10%; the new: the A/A record's)."""
+
+    scenario: str
+    method: str
+    runs: int
+    true_speedup: float
+    margin: float
+    coverage_true: float
+    coverage_identifiable: float
+    false_verdict_rate: float
+    power: float
+    equivalent_rate: float
+    inconclusive_rate: float
+    not_comparable_rate: float
+    helps_rate: float
+    hurts_rate: float
+    median_ci_width: float
+    mean_covered_share: float
+    without_capped_coverage: float  # how often the estimate without loops covers the truth without the looping cases
+
+
+def _run_records(sc: TrafficScenario, rng: np.random.Generator, a_first: np.ndarray
+                 ) -> tuple[list[tuple[RequestRecord, RequestRecord]], float, float, float, float]:  # fmt: skip
+    """One simulated run as request pairs, with its true speedup (all cases, loops included: what the verdict is
+    about), the identifiable one, the true speedup without the looping cases, and the request timeout (300 s when
+    the scenario has none)."""
+    nb, r = a_first.size, sc.cases
+    base = rng.normal(math.log(2.0), sc.case_sd, r)
+    tokens = np.maximum(12, np.round(40.0 * np.exp(base))).astype(int)
+    z = rng.normal(0.0, 1.0, r)
+    log_s = math.log(sc.true_speedup) + sc.case_speed_sd * z
+    if sc.long_case is not None:
+        factor, own = sc.long_case
+        tokens[0] = int(tokens.max() * factor)
+        base[0] = math.log(tokens[0] / 40.0)
+        log_s[0] = math.log(own)
+    loops = np.zeros(r, dtype=bool)
+    loops[: round(sc.loop_share * r)] = True
+    tok = np.where(loops, tokens * 4, tokens)
+    log_base = np.where(loops, base + math.log(4.0), base)
+    log_s = np.where(loops, math.log(sc.loop_speedup), log_s)
+    kept = ~loops
+    truth = float(np.exp(log_base).sum() / np.exp(log_base - log_s).sum())
+    truth_no_loops = float(np.exp(log_base[kept]).sum() / np.exp(log_base[kept] - log_s[kept]).sum())
+    inst = rng.normal(0.0, sc.instance_sd, 2) if sc.instance_sd > 0 else np.zeros(2)
+    timeout = sc.timeout_factor * float(np.exp(log_base).max())
+    p_div = np.clip(sc.p_div * np.exp(-sc.div_bias * sc.case_speed_sd * z), 0.0, 1.0) if sc.div_bias else np.full(r, sc.p_div)
+    horizon = sc.planned_blocks * 2 * r
+    k = DRIFT_CURVATURE
+    pairs = []
+    for blk in range(nb):
+        block = rng.normal(0.0, sc.block_sd)
+        for arm in (0, 1):
+            jitter = rng.normal(0.0, sc.jitter_sd)
+            slot = (0 if a_first[blk] else 1) if arm == 0 else (1 if a_first[blk] else 0)
+            t = (blk * 2 * r + slot * r + np.arange(r) + 0.5) / horizon
+            trend = -math.log1p(sc.drift) * (1 - np.exp(-k * t)) / (1 - math.exp(-k))
+            order = -math.log1p(sc.order_effect) if slot == 1 else 0.0
+            if sc.heavy_tails:
+                noise = rng.standard_t(HEAVY_DF, r) * (sc.noise_sd / math.sqrt(HEAVY_DF / (HEAVY_DF - 2)))
+                noise += np.where(rng.random(r) < OUTLIER_PROB, math.log(OUTLIER_FACTOR), 0.0)
+            else:
+                noise = rng.normal(0.0, sc.noise_sd, r)
+            secs = np.exp(log_base - (log_s if arm else 0.0) + inst[arm] + trend + order + block + jitter + noise)
+            if arm == 0:
+                secs_a = secs
+            else:
+                secs_b = secs
+        diverge = (rng.random(r) < p_div) & ~loops
+        cut = np.maximum(1, np.floor(rng.random(r) * tok)).astype(int)
+        fail = rng.random((2, r)) < sc.p_fail
+        for c in range(r):
+            n = int(tok[c])
+            common = int(cut[c]) if diverge[c] else n
+            recs = []
+            for arm, secs in ((0, secs_a), (1, secs_b)):
+                chain = "0000" * n if arm == 0 or not diverge[c] else "0000" * common + "1111" * (n - common)
+                digest = f"c{c}" if arm == 0 or not diverge[c] else f"c{c}-b{blk}"
+                recs.append(_sim_record(("baseline", "ngram")[arm], blk, c, n, float(secs[c]), chain, digest,
+                                        "failed" if fail[arm, c] else ("truncated" if loops[c] else "complete"),
+                                        timeout))  # fmt: skip
+            pairs.append((recs[0], recs[1]))
+    return (pairs, truth, truth * math.exp(inst[0] - inst[1]), truth_no_loops,
+            timeout if math.isfinite(timeout) else 300.0)  # fmt: skip
+
+
+def _sim_record(arm: str, block: int, case: int, n: int, secs: float, chain: str, digest: str, verdict: str,
+                timeout: float) -> RequestRecord:  # fmt: skip
+    chunks = min(n, 8)
+    per = [n // chunks + (1 if i < n % chunks else 0) for i in range(chunks)]
+    cum = np.cumsum(per)
+    arrivals = [float(secs * x / n) for x in cum]
+    error = None
+    if verdict == "failed":
+        error, arrivals, per, cut_chain = "http_error", [], [], ""
+    elif secs > timeout:
+        keep = [i for i, t in enumerate(arrivals) if t <= timeout]
+        error, verdict = "timeout", "failed"
+        arrivals, per = [arrivals[i] for i in keep], [per[i] for i in keep]
+        cut_chain = chain[: 4 * int(sum(per))]
+    else:
+        cut_chain = chain
+    ok = error is None
+    return RequestRecord(
+        arm=arm, block=block, workload="sim", group="g", case_id=f"c{case}", clients=1, warmup=False, cell="",
+        seq=case, started_unix_s=0.0, send_s=0.0, chunk_arrival_s=arrivals, chunk_tokens=per,
+        e2e_s=secs if ok else math.nan, completion_tokens=n if ok else None, error_kind=error, verdict=verdict,
+        saw_done=ok, finish_reason=("length" if verdict == "truncated" else "stop") if ok else None,
+        output_digest=digest, prefix_chain=cut_chain,
+    )  # fmt: skip
+
+
+def _drop_case_on_failure(pairs: Sequence[tuple[RequestRecord, RequestRecord]]) -> list[tuple[RequestRecord, RequestRecord]]:
+    """The wrong rule: a case with a failure or timeout in any block leaves every block."""
+    bad = {x.case_id for x, y in pairs if x.error_kind or y.error_kind}
+    return [(x, y) for x, y in pairs if x.case_id not in bad]
+
+
+def _traffic_verdict(pairs: Sequence[tuple[RequestRecord, RequestRecord]], order: dict[int, bool], method: str,
+                     sc: TrafficScenario, confidence: float, timeout: float) -> tuple[RatioInterval, str, float, RatioInterval]:  # fmt: skip
+    from specharness.analysis.comparison import (
+        ComparisonRules,
+        _block_log_speedups,
+        _classify,
+        speed_from_pairs,
+    )
+    if method == "old":
+        by_block, counts = _classify(pairs, True)
+        logs = _block_log_speedups(by_block, True)
+        blocks = sorted(logs)
+        ci = block_ratio_interval([logs[k] for k in blocks], [1 if order[k] else -1 for k in blocks], confidence)
+        v = speed_verdict(ci, 0.10, same_work_fraction=counts.same_work_fraction, min_same_work=0.5).verdict
+        return ci, v, math.nan, NO_INTERVAL_SIM
+    rules = ComparisonRules(margin=traffic_margin(sc, method), confidence=confidence, timeout_s=timeout,
+                            offset_var=sc.recorded_offset_sd_upper**2)  # fmt: skip
+    if method == "new-drop-case":
+        pairs = _drop_case_on_failure(pairs)
+    ci, verdict, work = speed_from_pairs(pairs, order, rules)
+    return ci, verdict.verdict, work.covered_token_share, work.without_capped
+
+
+NO_INTERVAL_SIM = RatioInterval(math.nan, math.nan, math.nan, CONFIDENCE, 0, 0, "none")
+
+
+def traffic_margin(sc: TrafficScenario, method: str) -> float:
+    """The band a method judges by: the old rules' fixed 10%, else the band from the scenario's A/A record."""
+    if method == "old":
+        return 0.10
+    return max(0.10, math.ceil((math.exp(1.96 * sc.recorded_offset_sd_upper) - 1) * 100 - 1e-9) / 100)
+
+
+def simulate_traffic(sc: TrafficScenario, method: str = "new", runs: int = 500, seed: int = 0) -> TrafficResult:
+    """Simulate ``runs`` runs of ``sc`` judged by ``method`` (:data:`TRAFFIC_METHODS`). Seeded."""
+    if method not in TRAFFIC_METHODS:
+        raise ValueError(f"method {method!r}: use one of {', '.join(TRAFFIC_METHODS)}")
+    rng = np.random.default_rng([seed, TRAFFIC_METHODS.index(method)])
+    nb = sc.planned_blocks
+    a_first = mirrored_a_first(nb)
+    looks = possible_looks(sc.blocks, sc.max_blocks)
+    conf = {"new-50%-interval": 0.50, "new-naive-looks": CONFIDENCE}.get(method, look_confidence(CONFIDENCE, looks))
+    verdicts, lows, highs, idents, truths, covered, wc = [], [], [], [], [], [], []
+    for _ in range(runs):
+        pairs, truth, ident, no_loops, timeout = _run_records(sc, rng, a_first)
+        blocks = sc.blocks
+        while True:
+            kept = [(x, y) for x, y in pairs if x.block < blocks]
+            order = {b: bool(a_first[b]) for b in range(blocks)}
+            ci, v, share, without = _traffic_verdict(kept, order, method, sc, conf, timeout)
+            if v != "inconclusive" or blocks >= nb:
+                break
+            blocks += 2
+        verdicts.append(v)
+        lows.append(ci.low)
+        highs.append(ci.high)
+        idents.append(ident)
+        truths.append(truth)
+        covered.append(share)
+        wc.append(without.low <= no_loops <= without.high if math.isfinite(without.low) else math.nan)
+    return _traffic_summary(sc, method, verdicts, lows, highs, truths, idents, covered, wc)
+
+
+def _traffic_summary(sc: TrafficScenario, method: str, verdicts: list[str], lows: list[float], highs: list[float],
+                     truths: list[float], idents: list[float], covered: list[float], wc: list[float]) -> TrafficResult:  # fmt: skip
+    v = np.array(verdicts)
+    lo, hi, s, ident = (np.asarray(x, dtype=float) for x in (lows, highs, truths, idents))
+    margin = traffic_margin(sc, method)
+    down, up = band_edges(margin)
+    s0 = float(np.median(s))
+    helps, hurts, equiv = v == "helps", v == "hurts", v == "equivalent"
+    if down <= s0 <= up:
+        false, right = helps | hurts, equiv
+    elif s0 > up:
+        false, right = hurts | equiv, helps
+    else:
+        false, right = helps | equiv, hurts
+    with np.errstate(invalid="ignore", divide="ignore"):
+        widths = hi / lo
+    finite = np.isfinite(widths)
+    wcs = np.asarray(wc, dtype=float)
+    return TrafficResult(
+        scenario=sc.name, method=method, runs=int(v.size), true_speedup=s0, margin=margin,
+        coverage_true=float(np.mean((lo <= s) & (s <= hi))), coverage_identifiable=float(np.mean((lo <= ident) & (ident <= hi))),
+        false_verdict_rate=float(np.mean(false)), power=float(np.mean(right)), equivalent_rate=float(np.mean(equiv)),
+        inconclusive_rate=float(np.mean(v == "inconclusive")), not_comparable_rate=float(np.mean(v == "not comparable")),
+        helps_rate=float(np.mean(helps)), hurts_rate=float(np.mean(hurts)),
+        median_ci_width=float(np.median(widths[finite])) if finite.any() else math.nan,
+        mean_covered_share=float(np.nanmean(covered)) if np.isfinite(covered).any() else math.nan,
+        without_capped_coverage=float(np.nanmean(wcs)) if np.isfinite(wcs).any() else math.nan,
+    )  # fmt: skip
+
+
+def run_traffic_study(runs: int = 500, seed: int = 0, scenarios: Sequence[TrafficScenario] | None = None,
+                      methods: Sequence[str] = ("old", "new")) -> list[TrafficResult]:  # fmt: skip
+    """Every traffic scenario by each method (old rules vs new by default)."""
+    return [simulate_traffic(sc, m, runs, seed) for sc in (scenarios or traffic_scenarios()) for m in methods]
+
+
+def format_traffic_study(results: Sequence[TrafficResult]) -> str:
+    """A markdown table: old rules vs new, one row per scenario and method."""
+    head = ("| scenario | S | method | band | runs | coverage of S | coverage identifiable | false verdict | power | "
+            "equivalent | inconclusive | not comparable | helps | hurts | median CI width | covered share | "
+            "coverage without loops |")  # fmt: skip
+    lines = [head, "|" + "---|" * 17]
+    for r in results:
+        lines.append(
+            f"| {r.scenario} | {r.true_speedup:.2f} | {r.method} | ±{r.margin:.0%} | {r.runs} | {r.coverage_true:.3f} | "
+            f"{r.coverage_identifiable:.3f} | {r.false_verdict_rate:.3f} | {r.power:.3f} | {r.equivalent_rate:.3f} | "
+            f"{r.inconclusive_rate:.3f} | {r.not_comparable_rate:.3f} | {r.helps_rate:.3f} | {r.hurts_rate:.3f} | "
+            f"{r.median_ci_width:.3f} | {r.mean_covered_share:.2f} | {r.without_capped_coverage:.3f} |"
         )  # fmt: skip
     return "\n".join(lines)

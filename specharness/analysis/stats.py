@@ -12,8 +12,9 @@ In a balanced (mirrored) design the plain mean is free of the order effect and i
 
 Assumptions, stated: block log ratios are independent and roughly normal around mu (+ delta * order). Block ratios
 are ratios of sums over the same cases, so request-level heavy tails are averaged inside a block; a persistent
-engine-instance offset is not identifiable from one run and is what the no-difference band absorbs (see
-:mod:`specharness.analysis.verdict` and the A/A control).
+engine-instance offset is not identifiable from one run: its variance σ_u² (``offset_var``, from the machine's A/A
+record at its upper confidence limit, :mod:`specharness.experiment.bands`) is added to the squared standard error
+of the mean, se² = s²/n + σ_u², with Welch–Satterthwaite degrees of freedom (the offset term taken as known).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ __all__ = [
     "PERCENTILES",
     "RatioInterval",
     "block_ratio_interval",
+    "case_resampled_interval",
     "look_confidence",
     "min_samples_for",
     "paired_binary_test",
@@ -56,6 +58,9 @@ class RatioInterval:
     order_effect: float = math.nan  # ratio factor when A runs first vs the mean (exp(delta)); NaN when not estimated
     order_effect_low: float = math.nan
     order_effect_high: float = math.nan
+    offset_var: float = 0.0  # the engine-instance offset variance (log scale) the interval holds beside its blocks'
+    se_log: float = math.nan  # the standard error of the log estimate, offset included
+    t_df: float = math.nan  # the degrees of freedom its t quantile used (Satterthwaite when an offset is added)
 
     @property
     def width(self) -> float:
@@ -69,9 +74,19 @@ class RatioInterval:
 NO_INTERVAL = RatioInterval(math.nan, math.nan, math.nan, 0.95, 0, 0, "none")
 
 
+def _with_offset(se2: float, df: int, offset_var: float) -> tuple[float, float]:
+    """Standard error and degrees of freedom once the engine-instance offset variance is added (Satterthwaite, the
+    offset term known)."""
+    if offset_var <= 0:
+        return math.sqrt(se2), float(df)
+    total = se2 + offset_var
+    return math.sqrt(total), (total**2 / (se2**2 / df) if se2 > 0 else math.inf)
+
+
 def block_ratio_interval(log_ratios: Sequence[float], order_signs: Sequence[int] | None = None,
-                         confidence: float = 0.95) -> RatioInterval:  # fmt: skip
-    """Point estimate exp(mean log ratio) and its t interval; see the module docstring for the order model."""
+                         confidence: float = 0.95, offset_var: float = 0.0) -> RatioInterval:  # fmt: skip
+    """Point estimate exp(mean log ratio) and its t interval; see the module docstring for the order model and the
+    engine-instance offset variance ``offset_var`` (log scale) added to the mean's."""
     y = np.asarray(log_ratios, dtype=float)
     keep = np.isfinite(y)
     y = y[keep]
@@ -88,24 +103,67 @@ def block_ratio_interval(log_ratios: Sequence[float], order_signs: Sequence[int]
         df = n - 2
         cov = float(resid @ resid) / df * np.linalg.inv(x.T @ x)
         t = float(sps.t.ppf(q, df))
-        mu, se_mu = float(coef[0]), math.sqrt(max(cov[0, 0], 0.0))
+        mu = float(coef[0])
         delta, se_delta = float(coef[1]), math.sqrt(max(cov[1, 1], 0.0))
         order = {"order_effect": math.exp(delta), "order_effect_low": math.exp(delta - t * se_delta),
                  "order_effect_high": math.exp(delta + t * se_delta)}  # fmt: skip
         if n >= ORDER_TERM_BLOCKS:
+            se_mu, df_mu = _with_offset(max(cov[0, 0], 0.0), df, offset_var)
+            t = float(sps.t.ppf(q, df_mu))
             return RatioInterval(math.exp(mu), math.exp(mu - t * se_mu), math.exp(mu + t * se_mu), confidence, n, df,
-                                 "t, blocks as replicates, order term", **order)  # fmt: skip
+                                 "t, blocks as replicates, order term" + _offset_note(offset_var), **order,
+                                 offset_var=offset_var, se_log=se_mu, t_df=df_mu)  # fmt: skip
     mu = float(y.mean())
     if n < 2:
         return RatioInterval(math.exp(mu), math.nan, math.nan, confidence, n, 0, "one block: no interval")
     df = n - 1
-    se = float(y.std(ddof=1)) / math.sqrt(n)
-    t = float(sps.t.ppf(q, df))
-    method = "t, blocks as replicates"
+    se, df_se = _with_offset(float(y.var(ddof=1)) / n, df, offset_var)
+    t = float(sps.t.ppf(q, df_se))
+    method = "t, blocks as replicates" + _offset_note(offset_var)
     if signs is not None and float(signs.sum()) != 0.0:
         method += "; arm orders unbalanced, so the mean carries part of any order effect"
     return RatioInterval(math.exp(mu), math.exp(mu - t * se), math.exp(mu + t * se), confidence, n, df, method,
-                         **order)  # fmt: skip
+                         **order, offset_var=offset_var, se_log=se, t_df=df_se)  # fmt: skip
+
+
+def _offset_note(offset_var: float) -> str:
+    return f", engine-instance offset sd {math.sqrt(offset_var):.3f} added" if offset_var > 0 else ""
+
+
+def case_resampled_interval(block_case_logs: Sequence[dict[str, tuple[float, float]]], interval: RatioInterval,
+                            confidence: float = 0.95, resamples: int = 2000, seed: int = 0) -> RatioInterval:
+    """The interval for traffic like these prompts: ``interval`` (over blocks, about these prompts) widened by the
+    variance of the estimate when the *cases* are drawn again (a case bootstrap within blocks: one draw of case
+    ids with replacement, used in every block, block ratio of summed times over the drawn cases).
+    ``block_case_logs[b][case] = (time_a, time_b)`` summed over the case's pairs in block b. The two variances
+    are added (conservative: the case draw also sees request noise that the block term holds); the degrees of
+    freedom stay the block interval's."""
+    cases = sorted({c for block in block_case_logs for c in block})
+    if not math.isfinite(interval.se_log) or len(cases) < 2 or not block_case_logs:
+        return NO_INTERVAL
+    index = {c: i for i, c in enumerate(cases)}
+    ta = np.zeros((len(block_case_logs), len(cases)))
+    tb = np.zeros_like(ta)
+    for b, block in enumerate(block_case_logs):
+        for c, (a, bb) in block.items():
+            ta[b, index[c]], tb[b, index[c]] = a, bb
+    rng = np.random.default_rng(seed)
+    draw = rng.integers(0, len(cases), (resamples, len(cases)))
+    weights = np.zeros((resamples, len(cases)))
+    np.add.at(weights, (np.arange(resamples)[:, None], draw), 1.0)
+    sa, sb = weights @ ta.T, weights @ tb.T  # (resamples, blocks)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs = np.log(sa / sb)
+    means = np.nanmean(np.where(np.isfinite(logs), logs, np.nan), axis=1)
+    case_var = float(np.nanvar(means, ddof=1))
+    q = 1.0 - (1.0 - confidence) / 2.0
+    t_block = float(sps.t.ppf(q, interval.t_df)) if interval.t_df >= 1 else math.nan
+    se = math.sqrt(interval.se_log**2 + case_var)
+    mu = math.log(interval.estimate)
+    return RatioInterval(interval.estimate, math.exp(mu - t_block * se), math.exp(mu + t_block * se), confidence,
+                         interval.blocks, interval.df, interval.method + f"; cases resampled ({len(cases)} cases, "
+                         f"{resamples} draws, case sd {math.sqrt(case_var):.3f} added)", offset_var=interval.offset_var,
+                         se_log=se, t_df=interval.t_df)  # fmt: skip
 
 
 def look_confidence(confidence: float, looks: int) -> float:

@@ -1,11 +1,14 @@
 """The verdict rules, in one place: a speed verdict and a quality verdict for every comparison, always both.
 
-Speed (from the same-work speedup interval and the declared no-difference band ``[1/(1+m), 1+m]``):
+Speed (from the same-work speedup interval and the declared no-difference band ``[1/(1+m), 1+m]``; the interval
+already holds the engine-instance offset variance from the machine's A/A record):
     helps          the whole interval lies above 1+m
     hurts          the whole interval lies below 1/(1+m)
     equivalent     the whole interval lies inside the band (two one-sided tests, each at (1-confidence)/2)
-    inconclusive   the interval reaches across an edge of the band
-    not comparable too few pairs did the same work (identical outputs) to compare time for the same work
+    inconclusive   the interval reaches across an edge of the band, or failed pairs (other than timeouts, which
+                   count at the timeout) hold more than the declared share of the baseline's time
+    not comparable the work both arms did identically (the common prefixes) covers less than the declared share of
+                   the baseline's output tokens
     invalid        a cell is missing, or its engine died
 
 Quality (baseline A against candidate B, paired by case: :mod:`specharness.analysis.quality_tests`; a case's
@@ -68,14 +71,20 @@ def band_edges(margin: float) -> tuple[float, float]:
 
 
 def speed_verdict(interval: RatioInterval, margin: float, *, valid: bool = True, invalid_reason: str = "",
-                  same_work_fraction: float = 1.0, min_same_work: float = 0.0) -> Verdict:  # fmt: skip
-    """Speed verdict from the same-work interval (see the module docstring)."""
+                  same_work_fraction: float = 1.0, min_same_work: float = 0.0, excluded_time_share: float = 0.0,
+                  max_excluded_time: float = 1.0, covered: str = "pairs did the same work (identical outputs)",
+                  ) -> Verdict:  # fmt: skip
+    """Speed verdict from the same-work interval (see the module docstring). ``same_work_fraction`` is the covered
+    share the gate reads (``covered`` says of what); ``excluded_time_share`` the baseline's time in failed pairs."""
     if not valid:
         return Verdict("invalid", invalid_reason or "a cell of this comparison is missing or invalid")
     if not (same_work_fraction >= min_same_work):
         shown = "no" if not math.isfinite(same_work_fraction) else f"{same_work_fraction:.0%} of"
-        return Verdict("not comparable", f"{shown} pairs did the same work (identical outputs), under the declared "
+        return Verdict("not comparable", f"{shown} {covered}, under the declared "
                                          f"{min_same_work:.0%}; time for different work is not compared")  # fmt: skip
+    if excluded_time_share > max_excluded_time:
+        return Verdict("inconclusive", f"failed pairs hold {excluded_time_share:.0%} of the baseline's time, over the "
+                                       f"declared {max_excluded_time:.0%}: the pairs left may be the faster ones")  # fmt: skip
     low, high = interval.low, interval.high
     if not (math.isfinite(low) and math.isfinite(high)):
         return Verdict("inconclusive", "an interval needs same-work pairs in at least 2 blocks")

@@ -1,10 +1,12 @@
-"""The no-difference band each kind of machine uses unless a run declares its own, set from that machine's A/A.
+"""The no-difference band and the engine-instance offset each kind of machine uses, both from that machine's A/A.
 
-Two identical engines differ by a persistent engine-instance offset that no interval from one run can see; the band
-is where a speedup counts as "no practical difference". Each entry names the A/A campaign it came from; the rule
-(cover 95% of the instance offsets the A/A shows beyond its cells' own noise, at least 5%) is
-:func:`specharness.reporting.aa_scorecard.suggest_margin`; a band is only ever widened from that, never narrowed
-below what a campaign's false-verdict count supports.
+Two identical engines differ by a persistent engine-instance offset that no interval from one run can see. The A/A
+record (several runs of baseline vs baseline-b on one machine) estimates the spread of that offset; what the record
+cannot rule out is its upper confidence limit (:func:`specharness.reporting.aa_scorecard.offset_evidence`). The speed
+interval adds that variance (``offset_sd_upper``², log scale), and the band follows from the same limit: it covers
+95% of such offsets, exp(1.96 · sd_upper) - 1 rounded up to 1%, never under the practical 10%. Few A/A runs give a
+large upper limit, hence a wide interval and band: run more A/A (``--profile aa``) to narrow both. Each entry names
+the A/A record it came from; ``specharness aa-summary RUN...`` prints the figures for a new record.
 """
 
 from __future__ import annotations
@@ -19,15 +21,23 @@ __all__ = ["BANDS", "Band", "band_for"]
 class Band:
     margin: float
     source: str
+    offset_sd_upper: float = 0.0  # engine-instance offset sd (log scale), 95% upper limit from the A/A record
+    aa_runs: int = 0
+
+    @property
+    def offset_var(self) -> float:
+        """The offset variance a speed interval adds."""
+        return self.offset_sd_upper**2
 
 
 BANDS = {
     "cpu": Band(0.10, "2-core CPU A/A, vLLM CPU 0.32.0, 40 cells in 5 runs (2026-12-04, reports/cpu-aa/20261204): 0 "
-                "false verdicts, points 0.92-1.05, offsets between runs within their noise; kept at 10% since 5 engine "
-                "pairs cannot rule out offsets of a few percent"),
-    "gpu": Band(0.10, "H200 A/A, vLLM 0.26.0, 18 cells (2026-12-04, reports/gpu-h200-vllm0.26.0/20261204): 0 false "
-                "verdicts; point spread 0.91-1.18 all within the cells' own noise (offset spread 0), so the band stays "
-                "at 10% and the H200 needs more blocks (12 decided a known 0.80 effect, 4 did not)"),
+                "false verdicts; engine-instance offset sd 0.000, 95% upper limit 0.022 (specharness aa-summary, "
+                "offset_evidence), so the band is the 10% floor", offset_sd_upper=0.022, aa_runs=5),
+    "gpu": Band(0.19, "H200 A/A, vLLM 0.26.0, 18 cells in 3 runs (2026-12-04, reports/gpu-h200-vllm0.26.0/20261204 "
+                "control-run1, control-run2, control-12blocks): 0 false verdicts; engine-instance offset sd 0.000, 95% "
+                "upper limit 0.086 from only 3 runs (specharness aa-summary, offset_evidence): band ±19% covers 95% "
+                "of such offsets; more A/A runs narrow both", offset_sd_upper=0.086, aa_runs=3),
 }
 
 

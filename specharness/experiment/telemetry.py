@@ -7,7 +7,8 @@ the generated token ids) are the same under every policy; the policy decides onl
     hash   each text becomes ``hash:<32 hex>:<n> chars``: a SHA-256 of the text under a salt drawn when the run
            starts and kept outside the run folder (:func:`run_salt`), so two arms' identical outputs still match
            within the run (and across its resumes) while a short text cannot be looked up in a table; lengths are
-           kept; the token-id digest is keyed with the same salt and the first token id is dropped
+           kept; the token-id digest and the prefix chain are keyed with the same salt and the first token id is
+           dropped
     none   texts are dropped (only their lengths are kept)
 
 Under ``hash`` and ``none`` the check detail keeps only whether the rubric passed (details quote values and
@@ -27,7 +28,7 @@ from typing import Any
 from specharness._errors import ConfigError
 from specharness.records import RequestRecord
 
-__all__ = ["KEEP_TEXT", "LOGGING_FLAGS", "TextPolicy", "run_salt"]
+__all__ = ["KEEP_TEXT", "LOGGING_FLAGS", "TextPolicy", "rekey_prefix_chain", "run_salt"]
 
 LOGGING_FLAGS = ("--enable-log-requests", "--enable-log-outputs")  # vLLM flags that would write prompts or outputs
 
@@ -47,6 +48,19 @@ def run_salt(run_dir: Path, cache: Path) -> bytes:
     with os.fdopen(fd, "wb") as f:
         f.write(salt)
     return salt
+
+
+def rekey_prefix_chain(chain: str, salt: bytes, group: int = 4) -> str:
+    """A prefix chain (4 hex per token, public key: :mod:`specharness.traffic.client`) re-keyed with the run's salt:
+    ``k_i = HMAC(salt, k_{i-1} || g_i)``, 4 hex kept per token. Each public group already depends on every earlier
+    token, so equal prefixes stay equal and the first differing group still differs (unless two 16-bit groups
+    collide); without the salt a table over a public tokenizer cannot name the tokens."""
+    state = b""
+    out = []
+    for i in range(0, len(chain) - len(chain) % group, group):
+        state = hmac.new(salt, state + chain[i : i + group].encode(), "sha256").digest()
+        out.append(state.hex()[:group])
+    return "".join(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +103,8 @@ class TextPolicy:
         # run's salt, equal outputs still match within the run; the first token id is dropped
         digest = None if r.output_digest is None else hmac.new(self.salt, r.output_digest.encode(), "sha256").hexdigest()[:32]
         return replace(r, text=self.text(r.text), check_detail=detail, error=error, tool_calls=calls,
-                       output_digest=digest, first_token_id=None)  # fmt: skip
+                       output_digest=digest, first_token_id=None,
+                       prefix_chain=rekey_prefix_chain(r.prefix_chain, self.salt))  # fmt: skip
 
     def case(self, raw: dict[str, Any]) -> dict[str, Any]:
         """A workload case (``case_to_dict``) as the manifest may keep it."""

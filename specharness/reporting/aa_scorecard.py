@@ -20,7 +20,17 @@ from scipy import stats as sps
 from specharness._errors import RunDirError
 from specharness.reporting.report import load_report
 
-__all__ = ["ControlCell", "ControlScore", "instance_offset_sd", "score_control_runs", "suggest_margin"]
+__all__ = [
+    "ControlCell",
+    "ControlScore",
+    "OffsetEvidence",
+    "instance_offset_sd",
+    "offset_evidence",
+    "score_control_runs",
+    "suggest_margin",
+]
+
+BAND_FLOOR = 0.10  # the practical no-difference margin a band never goes under
 
 AA_TWIN = "baseline-b"
 SLOW_TWIN = "baseline-slow"
@@ -42,13 +52,18 @@ class ControlCell:
     blocks: int
     df: int = 0
     confidence: float = 0.95
+    offset_var: float = 0.0  # the offset variance the cell's interval already held (taken out again in se_log)
+    t_df: float = math.nan  # the t degrees of freedom its interval used (its blocks' df when no offset was added)
 
     @property
     def se_log(self) -> float:
-        """The standard error of the cell's log estimate, from its own interval, degrees of freedom and level."""
-        if not (self.low > 0 and math.isfinite(self.high) and self.df >= 1):
+        """The standard error of the cell's log estimate from its blocks alone: from its own interval, degrees of
+        freedom and level, less any engine-instance offset variance the interval held (no circular widening)."""
+        df = self.t_df if math.isfinite(self.t_df) else self.df
+        if not (self.low > 0 and math.isfinite(self.high) and df >= 1):
             return math.nan
-        return math.log(self.high / self.low) / 2 / float(sps.t.ppf(1 - (1 - self.confidence) / 2, self.df))
+        se = math.log(self.high / self.low) / 2 / float(sps.t.ppf(1 - (1 - self.confidence) / 2, df))
+        return math.sqrt(max(se**2 - self.offset_var, 0.0))
 
     @property
     def width(self) -> float:
@@ -101,7 +116,9 @@ class ControlScore:
                   f"point estimates {min((c.estimate for c in aa), default=math.nan):.3f}–"
                   f"{max((c.estimate for c in aa), default=math.nan):.3f}; instance-offset spread between runs (log sd, "
                   f"beyond the runs' own noise, {len({c.run for c in aa})} runs) {instance_offset_sd(aa):.3f}; suggested "
-                  f"band ±{suggest_margin(aa):.0%} (covers 95% of such offsets, rounded up to 1%, at least 5%)."]  # fmt: skip
+                  f"band ±{suggest_margin(aa):.0%} (covers 95% of such offsets, rounded up to 1%, at least 5%); "
+                  f"from the upper limit: {offset_evidence(aa).text()} (:func:`offset_evidence`: the speed interval "
+                  f"adds that offset variance and the band covers 95% of such offsets, at least ±{BAND_FLOOR:.0%})."]  # fmt: skip
         if self.known:
             k = len(self.known)
             by_clients = ", ".join(f"{sum(c.speed == 'hurts' for c in self.known if c.clients == n)} of "
@@ -129,6 +146,53 @@ def instance_offset_sd(cells: list[ControlCell]) -> float:
     means = [float(np.mean([math.log(c.estimate) for c in cs])) for cs in by_run.values()]
     se2 = [float(np.mean([c.se_log**2 for c in cs])) / len(cs) for cs in by_run.values()]
     return math.sqrt(max(0.0, float(np.var(means, ddof=1)) - float(np.mean(se2))))
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetEvidence:
+    """What an A/A record says about engine-instance offsets: the spread's estimate and its upper confidence limit
+    (log sd), from how many runs, and the band that follows (:func:`offset_evidence`)."""
+
+    runs: int
+    sd: float
+    sd_upper: float
+    confidence: float
+    margin: float
+
+    @property
+    def var_upper(self) -> float:
+        """The offset variance the speed interval adds (log scale)."""
+        return self.sd_upper**2 if math.isfinite(self.sd_upper) else math.nan
+
+    def text(self) -> str:
+        return (f"engine-instance offset sd {self.sd:.3f} (log), {self.confidence:.0%} upper limit {self.sd_upper:.3f} "
+                f"from {self.runs} A/A runs; band ±{self.margin:.0%}")  # fmt: skip
+
+
+def offset_evidence(cells: list[ControlCell], confidence: float = 0.95, floor: float = BAND_FLOOR) -> OffsetEvidence:
+    """The offset spread tau (:func:`instance_offset_sd`) with its one-sided upper confidence limit, and the band.
+
+    Method of moments over k runs: the runs' mean log estimates vary with variance tau² + s̄² (s̄² the mean of their
+    own squared standard errors), so (k-1)·var(means) / (tau² + s̄²) ~ chi²(k-1) (``scipy.stats.chi2``); the upper
+    limit of tau² is (k-1)·var(means) / chi²_{1-confidence}(k-1) - s̄², at least 0. The speed interval adds that
+    variance (the offset no run can see, at what the record cannot rule out). The band follows from the same limit:
+    it covers 95% of such offsets, exp(1.96·tau_upper) - 1 rounded up to 1%, never under ``floor``; an interval that
+    already holds the offset then fits inside the band only when the run's own noise is small, so a record of few
+    runs (a large upper limit) makes "equivalent" hard, as it should."""
+    by_run: dict[str, list[ControlCell]] = {}
+    for c in cells:
+        if c.estimate > 0 and math.isfinite(c.se_log):
+            by_run.setdefault(c.run, []).append(c)
+    k = len(by_run)
+    if k < 2:
+        return OffsetEvidence(k, math.nan, math.nan, confidence, math.nan)
+    means = [float(np.mean([math.log(c.estimate) for c in cs])) for cs in by_run.values()]
+    se2 = float(np.mean([float(np.mean([c.se_log**2 for c in cs])) / len(cs) for cs in by_run.values()]))
+    var_means = float(np.var(means, ddof=1))
+    upper = max(0.0, (k - 1) * var_means / float(sps.chi2.ppf(1 - confidence, k - 1)) - se2)
+    sd_upper = math.sqrt(upper)
+    margin = max(floor, math.ceil((math.exp(1.96 * sd_upper) - 1.0) * 100 - 1e-9) / 100)
+    return OffsetEvidence(k, math.sqrt(max(0.0, var_means - se2)), sd_upper, confidence, margin)
 
 
 def suggest_margin(cells: list[ControlCell]) -> float:
@@ -159,7 +223,8 @@ def score_control_runs(run_dirs: list[Path]) -> ControlScore:
                 run=run_dir.name, workload=c["workload"], clients=c["clients"], twin=c["arm_b"],
                 estimate=_num(s["estimate"]), low=_num(s["low"]), high=_num(s["high"]), speed=c["speed"]["verdict"],
                 quality=c["quality"]["verdict"], blocks=int(s["blocks"]), df=int(s.get("df", 0)),
-                confidence=float(s.get("confidence", 0.95)),
+                confidence=float(s.get("confidence", 0.95)), offset_var=float(s.get("offset_var") or 0.0),
+                t_df=_num(s.get("t_df")),
             ))  # fmt: skip
     return score
 

@@ -73,6 +73,27 @@ def _order(c: PairedComparison) -> str:
     return f"{_f(r.order_effect, 3)} [{_f(r.order_effect_low, 3)}, {_f(r.order_effect_high, 3)}]"
 
 
+def _work_text(c: PairedComparison) -> str:
+    """What the speed estimate stands on, beside the verdict: covered and identical shares, the identical-only
+    estimate, loops and failures, and the estimand."""
+    w = c.work
+    if w is None:
+        return ""
+    parts = [f"Common prefixes cover {_pct(w.covered_token_share)} of the baseline's output tokens ({w.basis})",
+             f"identical outputs {_pct(w.identical_share)} of pairs, over them {_interval(w.identical)}"]  # fmt: skip
+    if w.capped_time_share > 0:
+        parts.append(f"pairs cut at the cap hold {_pct(w.capped_time_share)} of the time, without them "
+                     f"{_interval(w.without_capped)}")  # fmt: skip
+    if w.excluded_time_share > 0:
+        parts.append(f"failed pairs hold {_pct(w.excluded_time_share)} of the baseline's time (left out)")
+    if w.censored_time_share > 0:
+        parts.append(f"timeouts counted at the timeout (censored) in {_pct(w.censored_time_share)} of the time")
+    scope = f"about these {w.cases} prompts"
+    if math.isfinite(w.over_cases.low):
+        scope += f"; for traffic like them (cases resampled) {_interval(w.over_cases)}"
+    return "; ".join(parts) + f". The interval is {scope}."
+
+
 def _decision(a: Analysis) -> list[str]:
     lines = ["## Decision", "",
              "| workload | load | comparison | speed verdict | same-work speedup [CI] | quality verdict | "
@@ -82,10 +103,12 @@ def _decision(a: Analysis) -> list[str]:
         sa, sb = a.summaries[(c.workload, c.load, c.arm_a)], a.summaries[(c.workload, c.load, c.arm_b)]
         undelivered = [s.arm for s in (sa, sb) if s.delivery and s.delivery.get("delivered") == 0.0]
         warning = f" **The load was not delivered to {', '.join(undelivered)}** (see Load delivered)." if undelivered else ""
+        work = _work_text(c)
         lines.append(
             f"| {c.workload} | {load_text(c.load)} | {c.arm_b} vs {c.arm_a} | **{c.speed.verdict}** | {_interval(c.speedup)} | "
             f"**{c.quality.verdict}** | {_pct(sb.acceptance['acceptance_rate'])} | "
-            f"{_f(sb.acceptance['mean_acceptance_length'])} | {c.speed.reason}{warning} | {c.quality.reason} |"
+            f"{_f(sb.acceptance['mean_acceptance_length'])} | {c.speed.reason}.{warning}{' ' + work if work else ''} | "
+            f"{c.quality.reason} |"
         )  # fmt: skip
     return lines
 
@@ -93,18 +116,31 @@ def _decision(a: Analysis) -> list[str]:
 def _speed(a: Analysis) -> list[str]:
     lines = ["## Speed: time for the same work", "",
              "| workload | load | comparison | speedup [CI] | blocks (df) | CI width | order effect [CI] | "
-             "pairs | same work (of which truncated) | divergent | history diverged | unstable | failed | "
-             "steady throughput ratio [CI] | per-block speedups |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+             "pairs | in estimate (censored) | short prefix | covered tokens | identical | identical-only speedup [CI] | "
+             "cut at cap: time share, speedup without [CI] | failed (baseline time) | history diverged | "
+             "cases resampled [CI] | steady throughput ratio [CI] | per-block speedups |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for c in a.comparisons:
         n = c.pair_counts
+        w = c.work
+        if w is None:  # sampled: time per output token over pairs both complete
+            work = f"{n.same_work} (0) | — | — | — | — | — | {n.failed} | {n.history_diverged} | — "
+        else:
+            over = _interval(w.over_cases) if math.isfinite(w.over_cases.low) else f"— ({w.cases} cases, needs 20)"
+            work = (f"{n.in_estimate} ({n.censored}) | {n.short_prefix} | {_pct(w.covered_token_share)} | "
+                    f"{_pct(w.identical_share)} | {_interval(w.identical)} | {_pct(w.capped_time_share)}, "
+                    f"{_interval(w.without_capped)} | {n.failed} ({_pct(w.excluded_time_share)}) | "
+                    f"{n.history_diverged} | {over} ")  # fmt: skip
         lines.append(
             f"| {c.workload} | {load_text(c.load)} | {c.arm_b} vs {c.arm_a} | {_interval(c.speedup)} | {c.speedup.blocks} "
-            f"({c.speedup.df}) | {_f(c.speedup.width, 3)} | {_order(c)} | {n.pairs} | {n.same_work} "
-            f"({n.same_work_truncated}) | {n.divergent} | {n.history_diverged} | {n.unstable} | {n.failed} | "
+            f"({c.speedup.df}) | {_f(c.speedup.width, 3)} | {_order(c)} | {n.pairs} | {work}| "
             f"{_interval(c.throughput)} | "
             f"{', '.join(_f(v) for v in c.block_speedups)} |"
         )  # fmt: skip
+    offsets = {(w.offset_sd, w.offset_source) for c in a.comparisons if (w := c.work) is not None}
+    for sd, source in sorted(offsets):
+        lines += ["", f"Every interval adds an engine-instance offset of sd {sd:.3f} (log scale, the 95% upper limit "
+                  f"the machine's A/A record allows: {source or 'none recorded'})."]  # fmt: skip
     return lines
 
 
@@ -218,16 +254,27 @@ def _rules(a: Analysis) -> list[str]:
     conf = a.rules.confidence
     source = prof.get("band_source") or "declared"
     design = prof.get("order_plan") or "arm order alternating by block (schema 1)"
-    return ["", "**Rules, declared before the run.** Speedup = arm A's summed request time over arm B's for the same "
-            "work: pairs of the same case in the same block whose outputs were identical token for token (greedy). "
-            "Divergent, failed, unstable and history-diverged pairs (later turns of a replayed conversation after the two "
-            "arms' answers differed) are counted apart and never enter the estimate, so a longer or "
-            "looping answer cannot look faster. One log ratio per block; "
+    r = a.rules
+    return ["", "**Rules, declared before the run.** Speedup = arm A's summed time over arm B's for the same work. "
+            "Greedy: every pair of the same case in the same block counts for the tokens both arms wrote identically "
+            "(the common prefix of their generated token ids, from the journaled prefix chains; older journals: the "
+            "common prefix of the texts, in proportion), each arm timed from send to the chunk holding the last common "
+            "token (to the end when that is its whole output); identical outputs are the whole output. A pair whose "
+            f"common prefix is under {r.min_prefix_tokens} tokens counts apart. A failed request removes only its own "
+            f"pair; a timeout counts at the timeout ({r.timeout_s:g} s, censored and flagged); when failed pairs hold "
+            f"more than {r.max_excluded_time:.0%} of the baseline's time the speed verdict is *inconclusive*. "
+            "History-diverged pairs (later turns of a replayed conversation after the two arms' answers differed) "
+            "are counted apart. Pairs cut at the cap are in the estimate; their time share and the estimate without "
+            "them are shown beside it. One log ratio per block; "
             f"{conf:.1%} CI by Student t over the blocks (n − 1 degrees of freedom; from 6 blocks a fit with an order "
             "term, n − 2; the order effect is estimated and shown from 4 blocks)"
             f"{'; ' + str(looks) + ' possible looks (Bonferroni)' if looks > 1 else ''}. "
-            f"No-difference band [{down:.3f}, {up:.3f}] (±{margin:.0%}, {source}). A cell whose same-work share is "
-            f"under {float(prof.get('min_same_work_fraction', 0.5)):.0%} is *not comparable*. Quality: right answers "
+            f"; the engine-instance offset variance from the machine's A/A record (sd {math.sqrt(r.offset_var):.3f} at "
+            "its 95% upper limit) is added to each interval. "
+            f"No-difference band [{down:.3f}, {up:.3f}] (±{margin:.0%}, {source}). A cell whose common prefixes cover "
+            f"under {float(prof.get('min_same_work_fraction', 0.5)):.0%} of the baseline's output tokens is *not "
+            "comparable*. The interval is about the run's prompts; from 20 cases a second interval, cases "
+            "resampled, says how far it carries to traffic like them. Quality: right answers "
             "(rubric passed on a complete answer; truncated answers never count) and completed requests are compared "
             "pair by pair (exact McNemar, one-sided, each at α = 0.025); quality is *not assessable* when the baseline "
             f"is under {prof['min_correct_fraction']:.0%} correct, the tolerance is {prof['quality_tolerance']:.2f}. "

@@ -25,8 +25,12 @@ REPORT_MD = "report.md"
 # 3 — summaries and comparisons carry ``load`` and ``rate``, summaries delivery and SLO goodput; ``sweeps``;
 # ``group_decisions`` (per comparison: the pooled row and one per group: verdicts, acceptance, token lengths,
 # copyability) and ``feature_correlations``; later within 3: ``refusals``, ``structured_validity`` (per workload,
-# load, arm and check type: requests by the first stage they failed).
-REPORT_SCHEMA = 3
+# load, arm and check type: requests by the first stage they failed); 4 — the greedy speedup is over the pairs'
+# common prefixes with the engine-instance offset in its interval; comparisons carry ``work`` (what the speed
+# estimate stands on: covered and identical shares, identical-only and without-loops estimates, failed and censored
+# time shares, the cases-resampled interval, the offset and its source); pair counts ``in_estimate``,
+# ``short_prefix``, ``censored``.
+REPORT_SCHEMA = 4
 
 
 def _engine_rows(a: Analysis) -> list[dict[str, Any]]:

@@ -10,6 +10,12 @@ brings ``id``, ``type`` and ``function.name``, later ones ``function.arguments``
 items, even two for the same index). Fragments are concatenated per index, name and arguments alike (as the OpenAI
 client does), into the record's ``tool_calls``; the record's text stays the content text (null content adds
 nothing). A chunk that carries tool-call text counts as an arrival like a content chunk.
+
+Token ids never reach the record: ``output_digest`` is a SHA-256 of them all, and ``prefix_chain`` a chained hash per
+generated token, ``s_i = SHA-256(PREFIX_KEY || s_{i-1} || id_i)``, of which each token keeps the first 4 hex
+characters; two arms' common prefix is the number of leading equal 4-character groups
+(:func:`common_prefix_tokens`). The key here is public; a run that keeps no text re-keys the chain with its salt
+(:meth:`specharness.experiment.telemetry.TextPolicy.request`).
 """
 
 from __future__ import annotations
@@ -30,7 +36,21 @@ from specharness.records import RequestRecord, completeness
 from specharness.traffic.sse import DONE, SSEParser
 from specharness.traffic.workloads import Case
 
-__all__ = ["RequestMeta", "Sampling", "build_body", "send_request"]
+__all__ = ["PREFIX_GROUP_HEX", "PREFIX_KEY", "RequestMeta", "Sampling", "build_body", "common_prefix_tokens", "send_request"]
+
+PREFIX_KEY = b"specharness prefix chain v1"  # public: under --keep-text full the texts themselves are kept
+PREFIX_GROUP_HEX = 4  # hex characters kept per token
+
+
+def common_prefix_tokens(chain_a: str, chain_b: str) -> int:
+    """Tokens two outputs share from the start: leading equal groups of their prefix chains (a group collides with
+    probability 2^-16, so a shared prefix may read one token long at the point they part)."""
+    g = PREFIX_GROUP_HEX
+    n = min(len(chain_a), len(chain_b)) // g
+    for i in range(n):
+        if chain_a[i * g : (i + 1) * g] != chain_b[i * g : (i + 1) * g]:
+            return i
+    return n
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +127,8 @@ class _StreamState:
         self.token_digest = hashlib.sha256()
         self.token_ids_seen = False
         self.first_token_id: int | None = None  # the first generated token (what sampled runs compare)
+        self._chain_state = b""
+        self._chain: list[str] = []  # 4 hex per generated token (module docstring)
         self._tool_parts: dict[int, tuple[list[str], list[str]]] = {}  # index -> (name fragments, argument fragments)
 
     @property
@@ -131,6 +153,15 @@ class _StreamState:
                     parts.append(piece)
                     carried = True
         return carried
+
+    @property
+    def prefix_chain(self) -> str:
+        return "".join(self._chain)
+
+    def _extend_chain(self, token_ids: Any) -> None:
+        for t in token_ids:
+            self._chain_state = hashlib.sha256(PREFIX_KEY + self._chain_state + int(t).to_bytes(4, "little")).digest()
+            self._chain.append(self._chain_state.hex()[:PREFIX_GROUP_HEX])
 
     def take(self, payload: str, now: float) -> None:
         if payload == DONE:
@@ -162,6 +193,7 @@ class _StreamState:
                         self.first_token_id = int(token_ids[0])
                     self.token_ids_seen = True
                     self.token_digest.update(b"".join(int(t).to_bytes(4, "little") for t in token_ids))
+                    self._extend_chain(token_ids)
                 elif isinstance(running_tokens, int):
                     count = max(running_tokens - self._usage_seen, 1)
                 else:
@@ -276,5 +308,6 @@ def _to_record(
         correct=correct, check_detail=detail,
         spec_draft_tokens=state.spec_draft, spec_accepted_tokens=state.spec_accepted,
         output_digest=state.token_digest.hexdigest()[:32] if state.token_ids_seen else None,
+        prefix_chain=state.prefix_chain,
         tool_calls=tool_calls, first_token_id=state.first_token_id, rate=meta.rate, scheduled_s=meta.scheduled_s, send_lateness_s=meta.send_lateness_s,
     )  # fmt: skip

@@ -32,7 +32,7 @@ def fake_request(arm: str, block: int, seq: int, tokens: int, e2e: float, *, dig
         cell=f"b{block}/copy/c1/{arm}#s0", seq=seq, started_unix_s=0.0, send_s=block * 100.0 + seq * 5.0,
         chunk_arrival_s=[0.05, e2e] if ok else [], chunk_tokens=[1, tokens - 1] if ok else [],
         ttft_s=0.05 if ok else math.nan, e2e_s=e2e if ok else math.nan, completion_tokens=tokens if ok else None,
-        text="t", error_kind=error, verdict=("complete" if finish == "stop" else "truncated") if ok else "failed",
+        text=digest if digest is not None else f"out-{seq}", error_kind=error, verdict=("complete" if finish == "stop" else "truncated") if ok else "failed",
         finish_reason=finish if ok else None, correct=correct if ok else False, check_detail="ok", saw_done=ok,
         output_digest=digest if digest is not None else f"out-{seq}",
     )  # fmt: skip
@@ -152,7 +152,7 @@ def test_divergent_cases_leave_every_block_and_unstable_ones_too() -> None:
     base = fake_arm("baseline", 1.0, rng)
     reqs, cells = fake_arm("ngram", 0.5, rng)
     # case 0 diverges in every block; case 1 only in block 2 (unstable): both leave the estimate
-    changed = [RequestRecord(**{**_fields(r), "output_digest": "different"})
+    changed = [RequestRecord(**{**_fields(r), "output_digest": "different", "text": "different"})
                if r.case_id == "c0" or (r.case_id == "c1" and r.block == 2) else r for r in reqs]
     result = compare(base, (changed, cells))
     counts = result.pair_counts
@@ -239,7 +239,7 @@ def test_a_candidate_that_loops_on_some_cases_fails_quality_even_without_a_rubri
     base = fake_arm("baseline", 1.0, rng, n=16)
     reqs, cells = fake_arm("ngram", 0.5, rng, n=16)
     looped = [RequestRecord(**{**_fields(r), "verdict": "truncated", "finish_reason": "length",
-                               "output_digest": "loop", "check_detail": "unchecked", "correct": None})
+                               "output_digest": "loop", "text": "loop", "check_detail": "unchecked", "correct": None})
               if r.seq < 6 else RequestRecord(**{**_fields(r), "check_detail": "unchecked", "correct": None})
               for r in reqs]  # fmt: skip
     unchecked = [RequestRecord(**{**_fields(r), "check_detail": "unchecked", "correct": None}) for r in base[0]]

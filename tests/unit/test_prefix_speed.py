@@ -1,0 +1,170 @@
+"""The greedy speed estimate over common prefixes (analysis.comparison), on stand-in records built here (no engine):
+divergent pairs count for the work they share, failures remove only their own pair, timeouts count at the timeout,
+loops and the covered share are shown, offsets widen the interval, and a second interval resamples cases."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from specharness.analysis.comparison import ComparisonRules, PairedComparison, compare_arms
+from specharness.analysis.summary import summarise_arm
+from specharness.records import RequestRecord
+from specharness.traffic.client import _StreamState
+
+RULES = ComparisonRules(margin=0.10, min_correct=0.5, timeout_s=60.0)
+
+
+def chain(ids: list[int]) -> str:
+    state = _StreamState()
+    state._extend_chain(ids)
+    return state.prefix_chain
+
+
+def req(arm: str, block: int, case: int, ids: list[int], per_token_s: float, *, finish: str = "stop",
+        error: str | None = None, chained: bool = True) -> RequestRecord:  # fmt: skip
+    """One request writing ``ids`` one token per chunk, ``per_token_s`` apart (ttft one token's time)."""
+    n = len(ids)
+    arrivals = [per_token_s * (i + 1) for i in range(n)]
+    timed_out = error == "timeout"
+    ok = error is None
+    verdict = ("complete" if finish == "stop" else "truncated") if ok else "failed"
+    return RequestRecord(
+        arm=arm, block=block, workload="w", group="g", case_id=f"c{case}", clients=1, warmup=False,
+        cell=f"b{block}/w/c1/{arm}#s0", seq=case, started_unix_s=0.0, send_s=0.0,
+        chunk_arrival_s=arrivals if ok or timed_out else [], chunk_tokens=[1] * n if ok or timed_out else [],
+        ttft_s=arrivals[0] if n else math.nan, e2e_s=arrivals[-1] + 0.001 if ok and n else math.nan,
+        completion_tokens=n if ok else None, finish_reason=finish if ok else None, text=" ".join(map(str, ids)),
+        error_kind=error, verdict=verdict, saw_done=ok, correct=ok, check_detail="ok",
+        output_digest=str(hash(tuple(ids))), prefix_chain=chain(ids) if chained else "",
+    )  # fmt: skip
+
+
+def compare(a: list[RequestRecord], b: list[RequestRecord], rules: ComparisonRules = RULES) -> PairedComparison:
+    sa, sb = summarise_arm("baseline", "w", 1, a, []), summarise_arm("ngram", "w", 1, b, [])
+    order = {k: (k % 4) in (0, 3) for k in {r.block for r in a}}
+    return compare_arms(sa, sb, a, b, order, rules)
+
+
+def outputs(case: int, n: int = 100) -> list[int]:
+    return [100_000 + case * 1000 + i for i in range(n)]
+
+
+def arms(cases: int = 8, blocks: int = 4, speed: float = 2.0, diverge_at: int | None = None, seed: int = 0,
+         **kw: bool) -> tuple[list[RequestRecord], list[RequestRecord]]:  # fmt: skip
+    """Baseline at 10 ms a token, ngram ``speed`` times faster (noise 3% per request); with ``diverge_at`` the ngram
+    output parts from the baseline's there (different tokens after it)."""
+    rng = np.random.default_rng(seed)
+    a, b = [], []
+    for blk in range(blocks):
+        for c in range(cases):
+            ids = outputs(c)
+            other = ids if diverge_at is None else ids[:diverge_at] + [900_000 + i for i in range(100 - diverge_at)]
+            a.append(req("baseline", blk, c, ids, 0.01 * rng.lognormal(0, 0.03), **kw))
+            b.append(req("ngram", blk, c, other, 0.01 / speed * rng.lognormal(0, 0.03), **kw))
+    return a, b
+
+
+def test_divergent_pairs_count_for_their_common_prefix() -> None:
+    a, b = arms(diverge_at=60)
+    c = compare(a, b)
+    assert c.work is not None and c.work.identical_share == 0.0
+    assert c.pair_counts.in_estimate == 32 and c.work.covered_token_share == pytest.approx(0.6)
+    assert c.speedup.estimate == pytest.approx(2.0, rel=0.05) and c.speed.verdict == "helps"
+    assert "prefix chains" in c.work.basis
+
+
+def test_a_prefix_under_the_minimum_counts_apart_and_gates_the_verdict() -> None:
+    a, b = arms(diverge_at=5)
+    c = compare(a, b)
+    assert c.pair_counts.short_prefix == 32 and c.pair_counts.in_estimate == 0
+    assert c.speed.verdict == "not comparable" and "output tokens" in c.speed.reason
+
+
+def test_old_journals_use_the_common_text_prefix_and_say_so() -> None:
+    a, b = arms(diverge_at=60, chained=False)
+    c = compare(a, b)
+    assert c.work is not None and "texts" in c.work.basis
+    assert 0.5 < c.work.covered_token_share <= 0.62 and c.speedup.estimate == pytest.approx(2.0, rel=0.06)
+
+
+def test_identical_pairs_are_the_whole_output() -> None:
+    a, b = arms()
+    c = compare(a, b)
+    assert c.work is not None and c.work.identical_share == 1.0 and c.work.covered_token_share == pytest.approx(1.0)
+    assert c.work.identical.estimate == pytest.approx(c.speedup.estimate)
+
+
+def test_a_failure_removes_only_its_own_pair_and_its_time_is_shown() -> None:
+    a, b = arms()
+    b[9] = req("ngram", 1, 1, outputs(1), 0.005, error="http_error")
+    c = compare(a, b)
+    assert c.pair_counts.in_estimate == 31 and c.work is not None
+    assert c.work.excluded_time_share == pytest.approx(1 / 32, rel=0.1) and c.speed.verdict == "helps"
+    many = [req("ngram", r.block, r.seq, outputs(r.seq), 0.005, error="http_error") if r.seq < 2 else r for r in b]
+    d = compare(a, many)
+    assert d.speed.verdict == "inconclusive" and "failed pairs hold 25%" in d.speed.reason
+
+
+def test_a_timeout_counts_at_the_timeout_and_never_turns_a_loss_into_a_win() -> None:
+    """Issue 20: 8 cases x 4 blocks, ngram 1.25x faster on 7 short cases and 3x slower on one long case. Dropping
+    the case from every block on one ngram timeout read *helps*; counted at the timeout it stays a loss."""
+    rng = np.random.default_rng(3)
+    a, b = [], []
+    for blk in range(4):
+        for c in range(8):
+            n, slow = (2000, 3.0) if c == 0 else (50, 0.8)
+            a.append(req("baseline", blk, c, outputs(c, n), 0.01 * rng.lognormal(0, 0.02)))
+            b.append(req("ngram", blk, c, outputs(c, n), 0.01 * slow * rng.lognormal(0, 0.02)))
+    before = compare(a, b)
+    b[16] = req("ngram", 2, 0, outputs(0, 1500), 0.03, error="timeout")  # 45 s in when the 60 s timeout hits
+    after = compare(a, b)
+    assert before.speed.verdict == after.speed.verdict == "hurts"
+    assert after.pair_counts.censored == 1 and after.speedup.estimate < 0.6
+    assert after.work is not None and after.work.censored_time_share > 0
+
+
+def test_loops_to_the_cap_are_shown_with_the_estimate_without_them() -> None:
+    a, b = arms(speed=1.0)
+    loops = {2, 5}  # identical loops to the cap, ngram 3x faster on them
+    a = [replace(r, finish_reason="length", verdict="truncated") if r.seq in loops else r for r in a]
+    b = [replace(r, finish_reason="length", verdict="truncated",
+                 chunk_arrival_s=[t / 3 for t in r.chunk_arrival_s], e2e_s=r.e2e_s / 3) if r.seq in loops else r
+         for r in b]  # fmt: skip
+    c = compare(a, b)
+    assert c.work is not None and c.work.capped_time_share == pytest.approx(0.25, abs=0.03)
+    assert c.speedup.estimate == pytest.approx(1.2, abs=0.03) and c.work.without_capped.estimate == pytest.approx(1.0, abs=0.03)
+
+
+def test_the_offset_variance_widens_the_interval() -> None:
+    a, b = arms(speed=1.0)
+    plain, offset = compare(a, b), compare(a, b, replace(RULES, offset_var=0.05**2, offset_source="A/A"))
+    assert offset.speedup.width > plain.speedup.width * 1.1
+    assert offset.work is not None and offset.work.offset_sd == pytest.approx(0.05)
+    assert plain.speed.verdict == "equivalent" and offset.speed.verdict == "inconclusive"
+
+
+def test_a_second_interval_resamples_cases_from_20_cases_on() -> None:
+    few, many = compare(*arms(cases=19, seed=4)), compare(*arms(cases=24, seed=4))
+    assert few.work is not None and few.work.over_cases.blocks == 0  # not given
+    assert many.work is not None and many.work.cases == 24
+    assert many.work.over_cases.low <= many.speedup.low and many.work.over_cases.high >= many.speedup.high
+
+
+def test_report_shows_what_the_speed_estimate_stands_on(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A SYNTHETIC run folder (made-up records): report.json carries the work behind each speedup and report.md
+    names the covered share, the identical-only estimate, the estimand and the offset from the A/A record."""
+    from specharness.experiment.synthetic import write_synthetic_run
+    from specharness.reporting.report import write_report
+
+    run = write_synthetic_run(tmp_path / "run", records=160)
+    report = write_report(run, plots=False)
+    work = report["comparisons"][0]["work"]
+    assert work["covered_token_share"] == pytest.approx(1.0) and work["identical_share"] == pytest.approx(1.0)
+    assert work["identical"]["estimate"] == pytest.approx(report["comparisons"][0]["speedup"]["estimate"])
+    md = (run / "report.md").read_text()
+    assert "Common prefixes cover 100% of the baseline's output tokens" in md
+    assert "The interval is about these" in md and "engine-instance offset of sd" in md
