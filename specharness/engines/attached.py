@@ -198,6 +198,10 @@ class AttachedEngine:
     def exit_status(self) -> str:
         return "attached: answering" if self.alive() else "attached: not answering /health"
 
+    def cause(self) -> str:
+        """Why the engine stopped answering, as far as the harness can tell (it has no log of an attached engine)."""
+        return f"{self.exit_status()} at {self._url} (attached: its log is wherever it was started)"
+
     def log_tail(self, lines: int = 1) -> str:
         del lines
         return f"(no log: the {self.arm.name} engine at {self._url} was attached, not started by specharness)"

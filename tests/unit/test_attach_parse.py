@@ -209,6 +209,7 @@ def test_stop_leaves_the_engine_running_and_alive_follows_health(tmp_path: Path)
         server.close()
     assert not engine.alive()
     assert engine.exit_status() == "attached: not answering /health"
+    assert engine.cause().startswith(f"attached: not answering /health at {server.url}")
 
 
 def test_a_refused_connection_stops_in_seconds_naming_the_url(tmp_path: Path) -> None:
