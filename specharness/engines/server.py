@@ -178,6 +178,7 @@ class EngineServer:
         self.on_spawn: Callable[[int], None] | None = None  # told the pid as soon as the process exists
         self.spawned_at = float("nan")  # wall-clock time of the spawn (time.time()), for the start's phases
         self.engine_env: dict[str, str] = {}  # environment the harness set for the server (the API key left out)
+        self._log_offset = 0  # where this start's output begins in the log (a restart or resume appends)
         self._t0 = time.perf_counter()
 
     @property
@@ -221,6 +222,7 @@ class EngineServer:
             env["VLLM_API_KEY"] = s.api_key
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child after Popen
+        self._log_offset = log.tell()
         t0 = time.perf_counter()
         try:
             self.process = subprocess.Popen(
@@ -290,13 +292,17 @@ class EngineServer:
         return f"exit code {code}"
 
     def _log_text(self) -> str | None:
+        """This start's part of the log (a log holds every start of its arm in the run folder's segment)."""
         try:
-            return self.log_path.read_text(errors="replace")
+            with open(self.log_path, "rb") as log:
+                log.seek(self._log_offset)
+                return log.read().decode(errors="replace")
         except OSError:
             return None
 
     def cause(self) -> str:
-        """Why the server failed, one line: the first real error in its log (not vLLM's wrapper), and the log path."""
+        """Why the server failed, one line: the first real error this start wrote to its log (not vLLM's wrapper),
+        and the log path."""
         text = self._log_text()
         if text is None:
             return f"(no log at {self.log_path})"

@@ -73,3 +73,24 @@ def test_a_death_while_starting_names_the_cause_and_the_log(tmp_path: Path) -> N
 def test_the_warm_start_environment_is_set_on_the_cpu_build_only() -> None:
     assert warm_start_env(cpu_build=True) == {"VLLM_USE_AOT_COMPILE": "0"}
     assert warm_start_env(cpu_build=False) == {}
+
+
+def test_the_cause_is_read_from_this_start_only(tmp_path: Path) -> None:
+    """A retried start appends to the same log: the earlier start's error is not the later one's cause. The "python"
+    here is a stand-in script (not vLLM) that writes a different error record at each start and exits 1."""
+    fake = tmp_path / "standin-python"
+    count = tmp_path / "starts"
+    fake.write_text(
+        "#!/bin/sh\n"
+        '[ "$1" = "-c" ] && exit 0\n'  # the "is vLLM importable" probe
+        f"echo x >> {count}\n"
+        f'echo "(EngineCore pid=2) ERROR 12-04 10:00:00 [core.py:1] RuntimeError: start $(wc -l < {count})"\n'
+        "exit 1\n"
+    )
+    fake.chmod(0o755)
+    settings = EngineSettings(model_path="m", served_model_name="m", python=str(fake), start_timeout_s=30)
+    server = EngineServer(settings, ArmSpec("baseline"), tmp_path / "baseline.log")
+    for start in (1, 2):
+        with pytest.raises(EngineDied, match=rf"while starting: RuntimeError: start {start} \(log: "):
+            server.start()
+    assert server.log_path.read_text().count("RuntimeError") == 2
