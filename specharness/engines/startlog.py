@@ -80,8 +80,8 @@ class StartPhases:
 
     ``import_s``: from the spawn (or the log's first record) to the engine core's first record: Python and vLLM
     imports, argument parsing, the core process started; ``weights_s``: to "Loading weights took" / "Model loading
-    took"; ``compile_s``: to the end of torch.compile ("torch.compile took", or on the CPU build the "Initial
-    profiling/warmup run took X s" record less its X); ``kv_cache_s``: the profiling run and KV cache set-up, to "KV
+    took"; ``compile_s``: to the end of torch.compile ("torch.compile took"; on the CPU build, which does not log
+    that, "Warming up done": compile and the warm-up runs); ``kv_cache_s``: the profiling run and KV cache set-up, to "KV
     cache size"; ``graph_capture_s``: CUDA graph capture (the CPU build's warm-up), to "init engine (profile, create
     kv cache, warmup model) took"; ``ready_s``: to "Starting vLLM server on" (the API server listening);
     ``total_s``: the sum, spawn (or first record) to ready."""
@@ -99,13 +99,13 @@ class StartPhases:
 
 
 _START = re.compile(r"non-default args|vLLM API server version")
-# (phase, marker of its end) in the order a start goes through them; a "less_s" group is subtracted from the time
+# (phase, marker of its end) in the order a start goes through them
 _PHASE_ENDS = (
     ("import_s", re.compile(r"\(EngineCore\w* pid=")),
     ("weights_s", re.compile(r"Loading weights took|Model loading took")),
     (
         "compile_s",
-        re.compile(r"torch\.compile took [\d.]+ s in total|Initial profiling/warmup run took (?P<less_s>[\d.]+) s"),
+        re.compile(r"torch\.compile took [\d.]+ s in total|Warming up done"),
     ),
     ("kv_cache_s", re.compile(r"KV cache size")),
     ("graph_capture_s", re.compile(r"init engine \(profile, create kv cache, warmup model\) took")),
@@ -138,13 +138,12 @@ def start_phases(log_text: str, spawned_at: float | None = None) -> StartPhases:
     ends: dict[str, float] = {}
     cursor = 0
     for name, marker in _PHASE_ENDS:
-        found = next(((i, m) for i in range(cursor, len(records)) if (m := marker.search(records[i][1]))), None)
-        if found is None:
+        hit = next((i for i in range(cursor, len(records)) if marker.search(records[i][1])), None)
+        if hit is None:
             ends[name] = nan
             continue
-        cursor, m = found
-        end = records[cursor][0] - float(m.groupdict().get("less_s") or 0.0)
-        ends[name] = round(max(0.0, end - prev), 2)
-        prev = max(prev, end)
+        cursor = hit
+        ends[name] = round(max(0.0, records[hit][0] - prev), 2)
+        prev = max(prev, records[hit][0])
     total = round(prev - t0, 2) if not math.isnan(ends["ready_s"]) else nan
     return StartPhases(total_s=total, **ends)
