@@ -118,8 +118,9 @@ def warm_start_env(*, cpu_build: bool) -> dict[str, str]:
     (``DYNAMO_TRACE_ONCE``), whose AOT artifact deserialises to a plain function, and vLLM then calls
     ``finalize_loading`` on it ("'function' object has no attribute 'finalize_loading'") and compiles again.
     ``VLLM_USE_AOT_COMPILE=0`` takes the regular torch.compile path, whose inductor caches (FX graph and AOTAutograd,
-    under ``TORCHINDUCTOR_CACHE_DIR``) do load on the next start. On a GPU nothing is set: vLLM's own backend loads
-    its AOT artifact there."""
+    under ``TORCHINDUCTOR_CACHE_DIR``) do load on the next start; it is what vLLM's own fix did (PR #32037, "Disable
+    AOT Compile for CPU"), a check that 0.32.0's ``envs.use_aot_compile`` no longer has. On a GPU nothing is set:
+    vLLM's own backend loads its AOT artifact there."""
     return {"VLLM_USE_AOT_COMPILE": "0"} if cpu_build else {}
 
 
