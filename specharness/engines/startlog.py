@@ -81,9 +81,9 @@ class StartPhases:
     ``import_s``: from the spawn (or the log's first record) to the engine core's first record: Python and vLLM
     imports, argument parsing, the core process started; ``weights_s``: to "Loading weights took" / "Model loading
     took"; ``compile_s``: to the end of torch.compile ("torch.compile took"; on the CPU build, which does not log
-    that, "Warming up done": compile and the warm-up runs); ``kv_cache_s``: the profiling run and KV cache set-up, to "KV
-    cache size"; ``graph_capture_s``: CUDA graph capture (the CPU build's warm-up), to "init engine (profile, create
-    kv cache, warmup model) took"; ``ready_s``: to "Starting vLLM server on" (the API server listening);
+    that, "Warming up done": compile and the warm-up runs); ``kv_cache_s``: the profiling run and KV cache set-up,
+    to "KV cache size"; ``graph_capture_s``: CUDA graph capture (the CPU build's last warm-up), to "init engine
+    (profile, create kv cache, warmup model) took"; ``ready_s``: to "Starting vLLM server on" (the API server listening);
     ``total_s``: the sum, spawn (or first record) to ready."""
 
     import_s: float
