@@ -29,7 +29,7 @@ _WRAPPER = re.compile(
 )
 _MEMORY = re.compile(
     r"No available memory for the cache blocks|CUDA out of memory|OutOfMemoryError"
-    r"|Free memory on device .* is less than desired GPU memory utilization"
+    r"|Free memory on device .* is less than desired [GC]PU memory utilization"
 )
 
 

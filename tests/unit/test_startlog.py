@@ -70,6 +70,18 @@ def test_a_dotted_exception_name_is_an_exception() -> None:
     assert is_memory_failure(first_error(CUDA_OOM))
 
 
+def test_too_little_free_memory_at_start_is_a_memory_failure() -> None:
+    """What the second engine says when both start with vLLM's default share (0.9) on one GPU (the message of
+    v1/worker/utils.py, with an H200's numbers)."""
+    line = (
+        "(EngineCore pid=3) ERROR 12-04 10:03:00 [core.py:1366] ValueError: Free memory on device cuda:0 "
+        "(12.4/139.72 GiB) on startup is less than desired GPU memory utilization (0.9, 125.75 GiB). Decrease GPU "
+        "memory utilization or reduce GPU memory used by other processes."
+    )
+    assert first_error(line).startswith("ValueError: Free memory on device cuda:0 (12.4/139.72 GiB)")
+    assert is_memory_failure(first_error(line))
+
+
 def test_only_a_wrapper_is_still_named() -> None:
     text = "(APIServer pid=5) RuntimeError: Engine core initialization failed. See root cause above."
     assert first_error(ULIMIT_WARNING + "\n" + text) == text.split(") ", 1)[1]
