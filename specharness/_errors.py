@@ -10,6 +10,7 @@ A harness failure raises one of these; a failed *request* is journaled, never ra
     │   ├── EngineNotInstalled   vLLM is not importable in the engine's Python
     │   ├── PortInUse            the requested port is taken
     │   ├── EngineStartTimeout   /health did not answer in time
+    │   ├── EngineUnreachable    an attached URL refuses connections or is not a vLLM server
     │   └── EngineDied           the server process exited (at start or mid-run)
     ├── JournalError         a journal line that cannot be read, or a schema mismatch
     └── RunDirError          a run folder that is missing, incomplete or cannot be resumed
@@ -23,6 +24,7 @@ __all__ = [
     "EngineError",
     "EngineNotInstalled",
     "EngineStartTimeout",
+    "EngineUnreachable",
     "JournalError",
     "ModelError",
     "PortInUse",
@@ -62,6 +64,10 @@ class PortInUse(EngineError):
 
 class EngineStartTimeout(EngineError):
     """The server did not answer /health within the start timeout."""
+
+
+class EngineUnreachable(EngineError):
+    """An attached engine's URL refuses connections or answers as something other than a vLLM server."""
 
 
 class EngineDied(EngineError):

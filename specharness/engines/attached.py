@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from specharness._errors import ConfigError, EngineError, EngineStartTimeout
+from specharness._errors import ConfigError, EngineError, EngineStartTimeout, EngineUnreachable
 from specharness.engines.counters import DRAFTS, GENERATION, parse_prometheus
 from specharness.engines.server import ArmSpec, settings_from_server_info
 
@@ -24,6 +24,8 @@ __all__ = ["AttachedEngine", "check_speculation", "normalise_url", "parse_attach
 
 _EXAMPLE = "baseline=http://HOST:8000,ngram=http://HOST:8001"
 _PROBE_TIMEOUT_S = 5.0
+_REFUSED_GRACE_S = 3.0  # a refused connection is retried this long (a server restarting), then the run stops
+_LOADING_CODES = (503,)  # vLLM answers /health 503 while its engine is not (or no longer) serving
 
 
 def normalise_url(arm: str, raw: str) -> str:
@@ -129,12 +131,18 @@ class AttachedEngine:
                    f"at {self._url} (--attach) and was neither started nor stopped by the harness")  # fmt: skip
 
     def wait_ready(self) -> None:
-        """Poll /health until HTTP 200 or ``start_timeout_s``; then read the version. Idempotent."""
+        """Wait until /health answers 200, then read the version. Idempotent.
+
+        Fails in seconds (:class:`EngineUnreachable`) when nothing listens at the URL (connection refused or no such
+        host, past a grace of a few seconds) or when what answers is not a vLLM server (/health with a status vLLM
+        never gives, or no vLLM version at /version). Only a server that accepts the connection but is still loading
+        (/health 503 or no answer in time) gets ``start_timeout_s``."""
         if self.version:
             return
         if not self.log_path.exists():
             self.spawn()
-        deadline = time.perf_counter() + self.start_timeout_s
+        t0 = time.perf_counter()
+        deadline = t0 + self.start_timeout_s
         last = "no answer"
         with httpx.Client(timeout=_PROBE_TIMEOUT_S, headers=self.headers()) as client:
             while True:
@@ -142,18 +150,43 @@ class AttachedEngine:
                     code = client.get(f"{self._url}/health").status_code
                     if code == 200:
                         break
+                    if code not in _LOADING_CODES:
+                        raise EngineUnreachable(
+                            f"{self._label()}: /health answers HTTP {code}, which a vLLM server does not; point "
+                            "--attach at a vLLM OpenAI-compatible server"
+                        )
                     last = f"HTTP {code}"
-                except httpx.HTTPError as exc:
+                except (httpx.ConnectError, httpx.UnsupportedProtocol) as exc:
+                    if time.perf_counter() - t0 > _REFUSED_GRACE_S:
+                        raise EngineUnreachable(
+                            f"{self._label()}: cannot connect ({_why(exc)}); check the URL and that the server is up"
+                        ) from None
+                    last = type(exc).__name__
+                except httpx.HTTPError as exc:  # accepted but not answered in time: an engine still loading
                     last = type(exc).__name__
                 if time.perf_counter() > deadline:
                     raise EngineStartTimeout(f"{self._label()}: /health did not answer 200 within "
                                              f"{self.start_timeout_s:.0f} s (last: {last}); check the URL and that "
                                              f"the server is up")  # fmt: skip
                 time.sleep(0.5)
-        self.version = "unknown"
-        with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, TypeError):
-            self.version = str(self._get("/version", 10.0).json()["version"])
+        self.version = self._vllm_version()
         self._note(f"answering /health; vLLM version {self.version}")
+
+    def _vllm_version(self) -> str:
+        """The server's vLLM version from /version; raises EngineUnreachable when the answer is not vLLM's."""
+        answer = "no answer"
+        try:
+            reply = self._get("/version", 10.0)
+            answer = f"HTTP {reply.status_code}"
+            version = reply.json()["version"]
+            if reply.status_code == 200 and isinstance(version, str) and version:
+                return version
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+            answer = answer if answer != "no answer" else type(exc).__name__
+        raise EngineUnreachable(
+            f"{self._label()}: answers /health but /version ({answer}) gives no vLLM version; point --attach at a "
+            "vLLM OpenAI-compatible server"
+        )
 
     def alive(self) -> bool:
         """Whether /health answers HTTP 200 within a few seconds."""
@@ -164,6 +197,10 @@ class AttachedEngine:
 
     def exit_status(self) -> str:
         return "attached: answering" if self.alive() else "attached: not answering /health"
+
+    def cause(self) -> str:
+        """Why the engine stopped answering, as far as the harness can tell (it has no log of an attached engine)."""
+        return f"{self.exit_status()} at {self._url} (attached: its log is wherever it was started)"
 
     def log_tail(self, lines: int = 1) -> str:
         del lines
@@ -206,6 +243,16 @@ class AttachedEngine:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _why(exc: httpx.HTTPError) -> str:
+    """A connection failure in a few words: "connection refused", "name not resolved", else the exception's name."""
+    text = str(exc).lower()
+    if "refused" in text:
+        return "connection refused"
+    if "name or service not known" in text or "nodename nor servname" in text or "name resolution" in text:
+        return "host name not resolved"
+    return type(exc).__name__
 
 
 def _speculation_state(engine: AttachedEngine) -> tuple[bool | None, str | None, str]:

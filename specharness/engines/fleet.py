@@ -1,0 +1,232 @@
+"""Starting the engines of one run: together on the CPU, one after another with a memory share each on one GPU.
+
+Every arm's server runs on the same device (the harness passes no device flags). On the CPU build the servers
+start together (their starts overlap; each has its own KV cache space). On a GPU, vLLM's memory profiling reads the
+device's free memory, so an engine that profiles while another allocates mis-sizes its KV cache or finds none
+("No available memory for the cache blocks"); and vLLM's default ``gpu_memory_utilization`` (0.9 of the device) leaves
+no room for a second engine. So, in mode "auto" on a GPU: each arm gets the same share of the device (from its total
+and free memory, less headroom, unless the user set one), and the next engine starts only once the previous one
+answers /health. A start that fails for memory is retried once, one by one, with shares from a fresh reading.
+:func:`launch` returns a :class:`LaunchReport` saying what it decided and why, for the journal and the manifest.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from specharness._errors import ConfigError, EngineError
+from specharness.engines.memory import DeviceMemory, MemoryProbe
+from specharness.engines.server import ArmSpec, EngineSettings
+from specharness.engines.startlog import is_memory_failure
+
+__all__ = ["MODES", "LaunchEvent", "LaunchPlan", "LaunchReport", "launch", "plan_launch"]
+
+MODES = ("auto", "together", "one-by-one")
+_HEADROOM_FRACTION = 0.04  # of the device's total memory, kept free for the CUDA contexts and allocator slack
+_HEADROOM_MIN_MIB = 1024.0
+_MIN_SHARE = 0.05  # below this no engine fits; the plan says so instead of starting engines that must fail
+
+
+class Startable(Protocol):
+    """What :func:`launch` needs of a server (EngineServer has it)."""
+
+    settings: EngineSettings
+    arm: ArmSpec
+
+    def spawn(self) -> None: ...
+    def wait_ready(self) -> None: ...
+    def stop(self, grace_s: float = ...) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchPlan:
+    """How to start the arms: ``strategy`` "together" or "one-by-one", each arm's ``gpu_memory_utilization``
+    (None: the user's value or vLLM's default), and why."""
+
+    strategy: str
+    shares: dict[str, float | None]
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchEvent:
+    """One step of a launch, for progress lines and the journal."""
+
+    arm: str  # "" for the whole fleet
+    what: str  # "plan", "spawn", "ready", "failed", "retry"
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchReport:
+    """What :func:`launch` decided and did: requested ``mode``, the device it saw, the plan it started with, the
+    plan of the retry (if any), the start order, and the failure that caused the retry."""
+
+    mode: str
+    device: str  # "cpu (no NVIDIA GPU seen through NVML)" or the GPU's name
+    device_total_mib: float
+    device_free_mib: float
+    plan: LaunchPlan
+    order: tuple[str, ...]
+    retry_plan: LaunchPlan | None = None
+    retry_cause: str = ""
+    events: tuple[LaunchEvent, ...] = field(default=(), repr=False)
+
+    @property
+    def final_plan(self) -> LaunchPlan:
+        return self.retry_plan or self.plan
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form for the manifest and the journal."""
+
+        def plan(p: LaunchPlan | None) -> dict[str, Any] | None:
+            return None if p is None else {"strategy": p.strategy, "shares": dict(p.shares), "reason": p.reason}
+
+        return {
+            "mode": self.mode,
+            "device": self.device,
+            "device_total_mib": None if math.isnan(self.device_total_mib) else round(self.device_total_mib, 1),
+            "device_free_mib": None if math.isnan(self.device_free_mib) else round(self.device_free_mib, 1),
+            "plan": plan(self.plan),
+            "order": list(self.order),
+            "retry_plan": plan(self.retry_plan),
+            "retry_cause": self.retry_cause,
+        }
+
+
+def memory_share(device: DeviceMemory, arms: int) -> float:
+    """Each arm's ``gpu_memory_utilization`` when ``arms`` engines share ``device``: the free memory less headroom,
+    split evenly, as a fraction of the total (vLLM's unit), rounded down to 0.01."""
+    headroom = max(_HEADROOM_MIN_MIB, _HEADROOM_FRACTION * device.total_mib)
+    usable = max(0.0, device.free_mib - headroom)
+    return math.floor(usable / arms / device.total_mib * 100) / 100
+
+
+def plan_launch(
+    arms: Sequence[str], device: DeviceMemory | None, *, mode: str = "auto", user_share: float | None = None
+) -> LaunchPlan:
+    """Decide how to start ``arms`` on ``device`` (None: the CPU build). Pure: the NVML reading comes in."""
+    if mode not in MODES:
+        raise ConfigError(f"engine start mode {mode!r} is unknown; use one of {', '.join(MODES)}")
+    none: dict[str, float | None] = dict.fromkeys(arms)
+    if device is None:
+        strategy = "one-by-one" if mode == "one-by-one" else "together"
+        why = "asked for" if mode != "auto" else "no NVIDIA GPU seen: the CPU build, each engine has its own KV space"
+        return LaunchPlan(strategy, none, f"{strategy}: {why}")
+    if len(arms) < 2:
+        return LaunchPlan("one-by-one", dict.fromkeys(arms, user_share), "one engine on the GPU: nothing to share")
+    strategy = "together" if mode == "together" else "one-by-one"
+    order_why = (
+        "together: asked for; engines profile memory while the others allocate"
+        if strategy == "together"
+        else "one by one: each engine profiles memory only after the previous one holds its share"
+    )
+    if user_share is not None:
+        return LaunchPlan(
+            strategy,
+            dict.fromkeys(arms, user_share),
+            f"{order_why}; gpu_memory_utilization {user_share} for every arm, as the user set it",
+        )
+    share = memory_share(device, len(arms))
+    if share < _MIN_SHARE:
+        raise EngineError(
+            f"{len(arms)} engines do not fit on {device.name}: {device.free_mib:.0f} of "
+            f"{device.total_mib:.0f} MiB free leaves a share of {share:.2f} each; free the GPU or pass "
+            f"--gpu-memory-utilization"
+        )
+    return LaunchPlan(
+        strategy,
+        dict.fromkeys(arms, share),
+        f"{order_why}; {len(arms)} arms share {device.name}: {device.free_mib:.0f} of "
+        f"{device.total_mib:.0f} MiB free, less headroom, split evenly: gpu_memory_utilization "
+        f"{share:.2f} each",
+    )
+
+
+def _apply(servers: Sequence[Startable], plan: LaunchPlan) -> None:
+    for server in servers:
+        share = plan.shares.get(server.arm.name)
+        if share is not None and share != server.settings.gpu_memory_utilization:
+            server.settings = replace(server.settings, gpu_memory_utilization=share)
+
+
+def _start(servers: Sequence[Startable], strategy: str, say: Callable[[LaunchEvent], None]) -> None:
+    """Start every server by ``strategy``; on a failure stop the others and re-raise."""
+    try:
+        if strategy == "together":
+            for server in servers:
+                server.spawn()
+                say(LaunchEvent(server.arm.name, "spawn", "started together"))
+            for server in servers:
+                server.wait_ready()
+                say(LaunchEvent(server.arm.name, "ready", ""))
+        else:
+            for server in servers:
+                server.spawn()
+                say(LaunchEvent(server.arm.name, "spawn", "started after the previous engine was ready"))
+                server.wait_ready()
+                say(LaunchEvent(server.arm.name, "ready", ""))
+    except BaseException as error:
+        for server in servers:
+            server.stop()
+        if isinstance(error, EngineError):
+            say(LaunchEvent("", "failed", str(error)))
+        raise
+
+
+def launch(
+    servers: Sequence[Startable],
+    *,
+    mode: str = "auto",
+    on_event: Callable[[LaunchEvent], None] | None = None,
+    probe: Callable[[], DeviceMemory | None] | None = None,
+) -> LaunchReport:
+    """Start the servers of one run's arms (already constructed, not spawned) and return what was decided.
+
+    ``mode``: "auto" (together on the CPU; one by one with a memory share each on a GPU), "together" or
+    "one-by-one" (``--start-one-by-one``). ``probe`` reads the engines' GPU (default: NVML through
+    :class:`MemoryProbe`; None from it means the CPU build). A start that fails for memory is retried once, one by
+    one, with shares from a fresh reading; any other failure, or a second one, raises the engine's error (its message
+    names the cause from the engine log)."""
+    read = probe or MemoryProbe().engine_device
+    events: list[LaunchEvent] = []
+
+    def say(event: LaunchEvent) -> None:
+        events.append(event)
+        if on_event is not None:
+            on_event(event)
+
+    arms = [s.arm.name for s in servers]
+    user_share = next((s.settings.gpu_memory_utilization for s in servers), None)
+    device = read()
+    plan = plan_launch(arms, device, mode=mode, user_share=user_share)
+    say(LaunchEvent("", "plan", plan.reason))
+    _apply(servers, plan)
+    report = LaunchReport(
+        mode=mode,
+        device=device.name if device else "cpu (no NVIDIA GPU seen through NVML)",
+        device_total_mib=device.total_mib if device else math.nan,
+        device_free_mib=device.free_mib if device else math.nan,
+        plan=plan,
+        order=tuple(arms),
+    )
+    try:
+        _start(servers, plan.strategy, say)
+    except EngineError as error:
+        if not is_memory_failure(str(error)):
+            raise
+        cause = str(error)
+        device = read()
+        retry = plan_launch(arms, device, mode="one-by-one", user_share=user_share)
+        retry = replace(retry, reason=f"retry after a memory failure: {retry.reason}")
+        say(LaunchEvent("", "retry", retry.reason))
+        _apply(servers, retry)
+        try:
+            _start(servers, retry.strategy, say)
+        except EngineError as again:
+            raise type(again)(f"{again} (retried one by one after: {cause})") from None
+        report = replace(report, retry_plan=retry, retry_cause=cause)
+    return replace(report, events=tuple(events))
