@@ -18,6 +18,10 @@ Schema history:
         earlier turn had no answer.
     (schema 3, added) request: ``prefix_chain`` (a keyed hash chain over the generated token ids, 4 hex per token,
         so two arms' common prefix is the number of leading equal groups; ``""`` in older journals).
+    4 — engine: ``engine_env`` (the environment variables the harness set for the server, e.g. the CPU build's
+        ``VLLM_USE_AOT_COMPILE=0``) and ``start_phases_s`` (each phase of the start, from the engine log); event
+        ``engine_launch`` (how the arms were started: mode, device, memory shares, order, retry and its cause).
+        Journals of schemas 1-3 still read (the new fields default to empty).
 
 Journal events (``segment``, ``segment_end``, ``engine_spawned``, ``attach_warning``, ``mismatch``, ``look``,
 ``sweep_plan``, ``peak_probe``) and the run folder's manifest are typed below; their on-disk form is the one every
@@ -39,6 +43,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "AttachWarningEvent",
     "CellRecord",
+    "EngineLaunchEvent",
     "EngineRecord",
     "EngineSpawnedEvent",
     "JournalEvent",
@@ -59,8 +64,8 @@ __all__ = [
     "rate_text",
 ]
 
-SCHEMA_VERSION = 3
-READABLE_SCHEMAS = (1, 2, 3)
+SCHEMA_VERSION = 4
+READABLE_SCHEMAS = (1, 2, 3, 4)
 
 COMPLETE = "complete"
 TRUNCATED = "truncated"
@@ -216,6 +221,8 @@ class EngineRecord:
     speculative_config: dict[str, Any] | None
     effective_settings: dict[str, Any] = field(default_factory=dict)
     memory: dict[str, float] = field(default_factory=dict)
+    engine_env: dict[str, str] = field(default_factory=dict)
+    start_phases_s: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": "engine", "schema": SCHEMA_VERSION, **dataclasses.asdict(self)}
@@ -365,6 +372,19 @@ class PeakProbeEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class EngineLaunchEvent:
+    """How a segment's engines were started (:func:`specharness.engines.fleet.launch`): the mode, the device and
+    its memory, each arm's GPU memory share, the order, and a retry with its cause."""
+
+    KIND: ClassVar[str] = "engine_launch"
+    segment: int
+    report: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _event_dict(self.KIND, self)
+
+
+@dataclass(frozen=True, slots=True)
 class OtherEvent:
     """A journal line of a kind this version does not type (kept whole, never written by this version)."""
 
@@ -379,6 +399,7 @@ JournalEvent = (
     SegmentEvent
     | SegmentEndEvent
     | EngineSpawnedEvent
+    | EngineLaunchEvent
     | AttachWarningEvent
     | MismatchEvent
     | LookEvent
@@ -392,6 +413,7 @@ EVENT_KINDS: dict[str, type] = {
         SegmentEvent,
         SegmentEndEvent,
         EngineSpawnedEvent,
+        EngineLaunchEvent,
         AttachWarningEvent,
         MismatchEvent,
         LookEvent,
@@ -411,7 +433,7 @@ class Manifest:
     harness: str = "specharness"
     schema: int = SCHEMA_VERSION
     kind: str = ""
-    harness_commit: str = ""
+    harness_commit: str = ""  # commit, with "dirty" and the diff's hash when the tree had changes
     harness_version: str = ""
     hardware: dict[str, Any] = field(default_factory=dict)
     model: dict[str, Any] = field(default_factory=dict)

@@ -98,7 +98,7 @@ def run_cell(ctx: RunContext, plan: CellPlan, arm: str) -> CellRecord:
         peak = sampler.stop()
         signal.signal(signal.SIGTERM, term_handler)  # the event loop resets it on close
     if not server.alive():
-        reason = f"{arm} engine died during the cell ({server.exit_status()}); last log line: {server.log_tail()}"
+        reason = f"{arm} engine died during the cell ({server.exit_status()}); cause: {server.cause()}"
         return dead_cell(ctx, plan, arm, reason)
     delta = m.after.minus(m.before)
     figures = acceptance_figures(delta.totals)

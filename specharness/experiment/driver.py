@@ -28,7 +28,7 @@ from specharness.experiment.design import block_orders, build_arms, validate_pro
 from specharness.experiment.engineset import EngineSet, running_engines
 from specharness.experiment.looks import run_plan
 from specharness.experiment.peak import resolve_sweep
-from specharness.experiment.rundir import hardware_info, harness_commit, harness_version
+from specharness.experiment.rundir import hardware_info, harness_provenance, harness_version
 from specharness.experiment.runfolder import RunFolder, open_run_folder, run_segment
 from specharness.experiment.telemetry import TextPolicy, run_salt
 from specharness.records import SCHEMA_VERSION, Manifest
@@ -121,7 +121,7 @@ def _manifest(
         harness="specharness",
         schema=SCHEMA_VERSION,
         config=config.to_dict(),
-        harness_commit=harness_commit(),
+        harness_commit=harness_provenance(),
         harness_version=harness_version(),
         block_orders={str(b): list(o) for b, o in enumerate(orders)},
         hardware=hardware,

@@ -1,7 +1,7 @@
 """The engines of a run: start one per arm (or attach to engines started elsewhere), journal them, stop them.
 
-:func:`launch_servers` is the one place that spawns and waits for the servers; everything around it (settings, logs,
-journaling what was started) stays the same whichever way the servers are launched.
+:func:`launch_servers` builds the servers and hands them to the fleet launcher (:mod:`specharness.engines.fleet`),
+which decides how they start (together, or one by one with a GPU memory share each) and retries a memory failure.
 """
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ from pathlib import Path
 
 from specharness._errors import ConfigError
 from specharness.engines.attached import AttachedEngine, check_speculation
+from specharness.engines.fleet import LaunchReport, launch
 from specharness.engines.memory import MemoryProbe
 from specharness.engines.model import ResolvedModel, served_model_name
 from specharness.engines.server import ArmSpec, EngineServer, EngineSettings, stop_all
 from specharness.experiment.config import RunConfig
 from specharness.experiment.journal import Journal
 from specharness.experiment.rundir import engine_log
-from specharness.records import AttachWarningEvent, EngineRecord, EngineSpawnedEvent
+from specharness.records import AttachWarningEvent, EngineLaunchEvent, EngineRecord, EngineSpawnedEvent
 
 __all__ = [
     "EngineSet",
@@ -74,25 +75,22 @@ def launch_servers(
     arms: Sequence[ArmSpec],
     log_paths: Mapping[str, Path],
     *,
-    together: bool,
+    mode: str,
     on_spawn: Callable[[str, int], None],
-) -> dict[str, EngineServer]:
-    """Start one server per arm and return them by arm name, every one ready (its /health answers). ``together``:
-    spawn every server first so their starts overlap, then wait for each; else start them one after another. A
-    non-zero ``settings.port`` is the first port (arm ``i`` gets ``port + i``). ``on_spawn(arm, pid)`` runs as each
-    process starts. A server that fails raises; the ones already spawned are stopped by the caller (``stop_all``)."""
+) -> tuple[dict[str, EngineServer], LaunchReport]:
+    """Build one server per arm and start them with :func:`specharness.engines.fleet.launch` (``mode``: "auto" —
+    together on the CPU, one by one with a memory share each when they share a GPU, a memory failure retried one by
+    one —, "together" or "one-by-one"). Returns the servers by arm name, every one ready, and what the launcher
+    decided. A non-zero ``settings.port`` is the first port (arm ``i`` gets ``port + i``). ``on_spawn(arm, pid)`` runs
+    as each process starts. A start that fails raises the engine's error (naming the cause from its log)."""
     servers: dict[str, EngineServer] = {}
     for arm in arms:
         arm_settings = replace(settings, port=settings.port + len(servers)) if settings.port else settings
         server = EngineServer(arm_settings, arm, log_paths[arm.name])
-        servers[arm.name] = server
         server.on_spawn = lambda pid, name=arm.name: on_spawn(name, pid)
-        server.spawn()
-        if not together:
-            server.wait_ready()
-    for server in servers.values():
-        server.wait_ready()  # returns at once for a server that is already up
-    return servers
+        servers[arm.name] = server
+    report = launch(list(servers.values()), mode=mode)
+    return servers, report
 
 
 def start_engines(
@@ -103,14 +101,15 @@ def start_engines(
     probe = MemoryProbe()
     before = probe.as_fields("before_start", [])
     engines = EngineSet(model_name=served_model_name(model), api_key=config.api_key)
-    servers = launch_servers(
+    servers, launched = launch_servers(
         engine_settings(config, model),
         arms,
         {arm.name: engine_log(config.out_dir, arm.name, segment) for arm in arms},
-        together=config.start_together,
+        mode="auto" if config.start_together else "one-by-one",
         on_spawn=lambda arm, pid: journal.write(EngineSpawnedEvent(arm=arm, pid=pid, segment=segment)),
     )
     engines.servers.update(servers)
+    journal.write(EngineLaunchEvent(segment=segment, report=launched.as_dict()))
     for arm in arms:
         server = servers[arm.name]
         effective = server.effective_settings()
@@ -127,6 +126,8 @@ def start_engines(
                 speculative_config=arm.speculative_config,
                 effective_settings=effective,
                 memory={**before, **probe.as_fields("engine_ready", server.pids())},
+                engine_env=dict(server.engine_env),
+                start_phases_s=server.start_phases().as_dict(),
             )
         )
     return engines

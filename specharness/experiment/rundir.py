@@ -32,6 +32,7 @@ __all__ = [
     "engine_log",
     "hardware_info",
     "harness_commit",
+    "harness_provenance",
     "harness_version",
     "load_manifest",
     "read_manifest",
@@ -93,6 +94,23 @@ def harness_commit() -> str:
                                    capture_output=True, text=True, timeout=5).stdout.strip()  # fmt: skip
             return out.stdout.strip() + ("-dirty" if dirty else "")
     return "unknown"
+
+
+def harness_provenance() -> str:
+    """The harness that measured a run or value: ``<version> (<commit>)``, or ``<version> (<commit>, dirty, diff
+    sha256 <first 12 hex>)`` when the checkout had uncommitted changes (the hash of ``git diff HEAD`` names the tree)."""
+    import hashlib
+
+    commit = harness_commit()
+    if not commit.endswith("-dirty"):
+        return f"{harness_version()} ({commit})"
+    root = Path(__file__).resolve().parents[2]
+    try:
+        diff = subprocess.run(["git", "-C", str(root), "diff", "HEAD"], capture_output=True, timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return f"{harness_version()} ({commit.removesuffix('-dirty')}, dirty, diff not readable)"
+    digest = hashlib.sha256(diff.stdout).hexdigest()[:12]
+    return f"{harness_version()} ({commit.removesuffix('-dirty')}, dirty, diff sha256 {digest})"
 
 
 def cpu_model() -> str:

@@ -34,7 +34,7 @@ from specharness.experiment.config import RunConfig
 from specharness.experiment.design import build_arms
 from specharness.experiment.engineset import EngineSet, running_engines
 from specharness.experiment.journal import Journal
-from specharness.experiment.rundir import hardware_info, harness_commit, harness_version
+from specharness.experiment.rundir import hardware_info, harness_provenance, harness_version
 from specharness.experiment.runfolder import open_run_folder, run_segment
 from specharness.records import Manifest, RequestRecord, cell_id
 from specharness.traffic.client import RequestMeta, Sampling, build_body, send_request
@@ -97,7 +97,7 @@ def run_sampled(config: RunConfig, design: SampledDesign, say: Any = print) -> P
         design=asdict(design),
         streams={s: ENGINE_OF[s] for s in STREAMS},
         config=config.to_dict(),
-        harness_commit=harness_commit(),
+        harness_commit=harness_provenance(),
         harness_version=harness_version(),
         hardware=hardware_info(MemoryProbe()),
         model={"name": model.name, "sha256": model.revision_sha256, "origin": model.origin},

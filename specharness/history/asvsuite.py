@@ -24,11 +24,12 @@ from typing import Any
 
 from specharness._errors import ConfigError, EngineError
 from specharness.engines.model import cache_dir
+from specharness.engines.startlog import first_error
 from specharness.experiment.config import RunConfig
 from specharness.experiment.design import Profile, get_profile, override
 from specharness.experiment.driver import run_experiment
 from specharness.experiment.options import engine_options
-from specharness.experiment.rundir import harness_commit, harness_version
+from specharness.experiment.rundir import harness_provenance
 from specharness.history.metrics import asv_intervals, asv_key, asv_metrics, group_metrics, load_metrics, sweep_key
 from specharness.records import load_label
 from specharness.reporting.report import load_report, write_report
@@ -110,33 +111,12 @@ def failure_reason(error: EngineError, logs_dir: Path | None = None) -> str:
     arm = head.split(" ", 1)[0]
     logs = sorted(logs_dir.glob("*.log")) if logs_dir and logs_dir.is_dir() else []
     for path in [p for p in logs if p.name.startswith(arm + ".")] or logs:
-        for line in path.read_text(errors="replace").splitlines():
-            m = _EXCEPTION.search(line)
-            if m:
-                return f"failed: {head}: {m.group(1)}: {m.group(2).strip()[:200]} ({path.name})"
+        cause = first_error(path.read_text(errors="replace"))
+        if cause and cause != "(empty log)":
+            return f"failed: {head}: {cause} ({path.name})"
     found = [m for m in (_EXCEPTION.search(ln) for ln in str(error).splitlines()) if m]
     cause = f"{found[-1].group(1)}: {found[-1].group(2).strip()[:200]}" if found else str(error)[:200]
     return f"failed: {head}: {cause}" if cause != head else f"failed: {head}"
-
-
-def harness_provenance() -> str:
-    """The harness that measured a value: ``<version> (<commit>)``, or ``<version> (<commit>, dirty, diff sha256
-    <first 12 hex>)`` when the checkout had uncommitted changes (the hash of ``git diff HEAD`` names the exact tree)."""
-    import hashlib
-    import subprocess
-
-    commit = harness_commit()
-    if not commit.endswith("-dirty"):
-        return f"{harness_version()} ({commit})"
-    root = Path(__file__).resolve().parents[2]
-    try:
-        diff = subprocess.run(
-            ["git", "-C", str(root), "diff", "HEAD"], capture_output=True, timeout=10, check=True
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return f"{harness_version()} ({commit.removesuffix('-dirty')}, dirty, diff not readable)"
-    digest = hashlib.sha256(diff).hexdigest()[:12]
-    return f"{harness_version()} ({commit.removesuffix('-dirty')}, dirty, diff sha256 {digest})"
 
 
 def project_relative(path: Path) -> str:

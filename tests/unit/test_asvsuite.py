@@ -78,13 +78,14 @@ def test_an_engine_failure_is_a_cache_result_not_an_error(tmp_path: Path) -> Non
 
 
 def test_provenance_is_project_relative_and_names_a_dirty_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specharness.experiment import rundir
     from specharness.history import asvsuite
 
     monkeypatch.setenv("ASV_CONF_DIR", str(tmp_path))
     assert asvsuite.project_relative(tmp_path / "runs" / "r1") == "runs/r1"
-    monkeypatch.setattr(asvsuite, "harness_commit", lambda: "abc123-dirty")
+    monkeypatch.setattr(rundir, "harness_commit", lambda: "abc123-dirty")
     assert re.fullmatch(
         r"\S+ \(abc123, dirty, diff (sha256 [0-9a-f]{12}|not readable)\)", asvsuite.harness_provenance()
     )
-    monkeypatch.setattr(asvsuite, "harness_commit", lambda: "abc123")
+    monkeypatch.setattr(rundir, "harness_commit", lambda: "abc123")
     assert asvsuite.harness_provenance().endswith("(abc123)")
