@@ -29,15 +29,24 @@ REPORT_MD = "report.md"
 # common prefixes with the engine-instance offset in its interval; comparisons carry ``work`` (what the speed
 # estimate stands on: covered and identical shares, identical-only and without-loops estimates, failed and censored
 # time shares, the cases-resampled interval, the offset and its source); pair counts ``in_estimate``,
-# ``short_prefix``, ``censored``.
+# ``short_prefix``, ``censored``; quality is judged over cases: ``answers`` and ``completion`` carry ``pvalue``,
+# ``statistic``, ``n_cases``, ``cases_lost``, ``cases_gained``, ``margin``, ``confidence``, ``method`` (was
+# ``pvalue_b_worse`` per pair), comparisons ``identity`` (``by_case``, ``control``: against the A/A arm); engines
+# ``engine_env`` and ``start_phases_s``.
 REPORT_SCHEMA = 4
+
+
+def _legend(ax: Any, fontsize: int) -> None:
+    """A legend only where something carries a label (matplotlib warns on an empty one)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=fontsize)
 
 
 def _engine_rows(a: Analysis) -> list[dict[str, Any]]:
     return [
         {"arm": e.arm, "vllm_version": e.vllm_version, "start_s": e.start_s, "async_scheduling": e.async_scheduling,
          "speculative_config": e.speculative_config, "command": e.command, "log": e.log_path, "memory": e.memory,
-         "effective_settings": e.effective_settings}
+         "effective_settings": e.effective_settings, "engine_env": e.engine_env, "start_phases_s": e.start_phases_s}
         for e in a.contents.engines
     ]  # fmt: skip
 
@@ -62,7 +71,7 @@ def _plots(a: Analysis, plot_dir: Path) -> None:
         ax.set_title(f"{workload}, {load_text(load)}")
         ax.set_xlabel("TPOT (ms)")
         ax.set_ylabel("fraction of requests")
-        ax.legend(fontsize=8)
+        _legend(ax, 8)
     fig.tight_layout()
     fig.savefig(plot_dir / "tpot_cdf.png", dpi=90)
     plt.close(fig)
@@ -85,7 +94,7 @@ def _plots(a: Analysis, plot_dir: Path) -> None:
     ax.axhline(1.0, color="grey", linestyle="--")
     ax.set_yscale("log")
     ax.set_ylabel("same-work speedup (CI, log scale)")
-    ax.legend(fontsize=7)
+    _legend(ax, 7)
     fig.tight_layout()
     fig.savefig(plot_dir / "speedup.png", dpi=90)
     plt.close(fig)
@@ -98,8 +107,7 @@ def _plots(a: Analysis, plot_dir: Path) -> None:
     ax.set_xlabel("draft position")
     ax.set_ylabel("accepted per draft")
     ax.set_ylim(0, 1.05)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7)
+    _legend(ax, 7)
     fig.tight_layout()
     fig.savefig(plot_dir / "acceptance_by_position.png", dpi=90)
     plt.close(fig)
@@ -162,7 +170,7 @@ def _sweep_plots(found: list[WorkloadSweep], margin: float, plot_dir: Path) -> N
         ax.yaxis.set_minor_formatter(times)
         ax.tick_params(axis="y", which="minor", labelsize=7)
         ax.set_title(textwrap.fill(f"{sw.workload}: {sw.crossover_text}", 70), fontsize=8)
-        ax.legend(fontsize=7)
+        _legend(ax, 7)
     fig.tight_layout()
     fig.savefig(plot_dir / "sweep_speedup.png", dpi=90)
     plt.close(fig)
@@ -177,7 +185,7 @@ def _sweep_plots(found: list[WorkloadSweep], margin: float, plot_dir: Path) -> N
         ax.set_xlabel("delivered output throughput (tokens/s)")
         ax.set_ylabel("TPOT (ms per output token)")
         ax.set_title(f"{sw.workload}: latency against throughput, one point per load level", fontsize=8)
-        ax.legend(fontsize=7)
+        _legend(ax, 7)
     fig.tight_layout()
     fig.savefig(plot_dir / "sweep_latency_throughput.png", dpi=90)
     plt.close(fig)
