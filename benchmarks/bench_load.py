@@ -1,10 +1,10 @@
 """Production load: a saturation sweep (open-loop Poisson levels from light to past saturation) per workload.
 
-Every value is oriented so that a rise is a regression (see specharness.history.metrics.load_metrics).
+Every value is oriented so that a rise is a regression (see specharness.history.asv.metrics.load_metrics).
 """
 
-from specharness.history.asvsuite import load_sweep_experiment
-from specharness.history.metrics import asv_key
+from specharness.history.asv.metrics import asv_key
+from specharness.history.asv.suite import load_sweep_experiment
 
 from .common import METHOD_VERSION, SETUP_TIMEOUT_S, WORKLOADS, lookup, started
 

@@ -1,10 +1,10 @@
 """Paired baseline vs prompt-lookup (ngram) experiment on real vLLM servers, per workload and client count.
 
-Every value is oriented so that a rise is a regression (see specharness.history.asvsuite).
+Every value is oriented so that a rise is a regression (see specharness.history.asv.suite).
 """
 
-from specharness.history.asvsuite import grid_experiment
-from specharness.history.metrics import paired_key
+from specharness.history.asv.metrics import paired_key
+from specharness.history.asv.suite import grid_experiment
 
 from .common import CLIENTS, METHOD_VERSION, SETUP_TIMEOUT_S, WORKLOADS, lookup, started
 

@@ -1,12 +1,12 @@
 """Answers that must not change, per vLLM release: structured-output validity and the sampled distribution check.
 
-The experiments and their designs live in specharness.history.quality_suite, the values in
-specharness.history.quality_metrics; every value is oriented so that a rise is a regression.
+The experiments and their designs live in specharness.history.asv.quality_suite, the values in
+specharness.history.asv.quality_metrics; every value is oriented so that a rise is a regression.
 """
 
-from specharness.history.method import METHOD_VERSION
-from specharness.history.metrics import asv_key
-from specharness.history.quality_suite import (
+from specharness.history.asv.method import METHOD_VERSION
+from specharness.history.asv.metrics import asv_key
+from specharness.history.asv.quality_suite import (
     SAMPLED_GRID,
     STRUCTURED_GRID,
     sampled_experiment,

@@ -1,7 +1,7 @@
 """The speculative configuration as its own series: num_speculative_tokens x prompt_lookup_max (copy, 1 client)."""
 
-from specharness.history.asvsuite import sweep_experiments
-from specharness.history.metrics import paired_key, sweep_key
+from specharness.history.asv.metrics import paired_key, sweep_key
+from specharness.history.asv.suite import sweep_experiments
 
 from .common import LOOKUP_MAX, METHOD_VERSION, SETUP_TIMEOUT_S, SPEC_TOKENS, lookup, started
 

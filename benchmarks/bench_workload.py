@@ -3,11 +3,11 @@
     SPECHARNESS_ASV_WORKLOAD=mine.jsonl asv run --bench UserWorkload ...
 
 Without the variable this module defines no benchmark. Every value is oriented so that a rise is a regression
-(see specharness.history.metrics.group_metrics); the group ``(all)`` is the pooled cell.
+(see specharness.history.asv.metrics.group_metrics); the group ``(all)`` is the pooled cell.
 """
 
-from specharness.history.asvsuite import user_groups, user_workload_experiment
-from specharness.history.metrics import asv_key
+from specharness.history.asv.metrics import asv_key
+from specharness.history.asv.suite import user_groups, user_workload_experiment
 
 from .common import METHOD_VERSION, SETUP_TIMEOUT_S, lookup, started
 

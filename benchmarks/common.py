@@ -1,16 +1,16 @@
-"""Grids and the lookup the benchmark classes share (the logic lives in specharness.history.asvsuite).
+"""Grids and the lookup the benchmark classes share (the logic lives in specharness.history.asv.suite).
 
 ``lookup`` is the one way a ``track_*`` method reads its value: from the ``setup_cache`` result, leaving a note
-with the value's interval for the ASV plugin (specharness.history.asvplugin), and failing the way ASV shows as
+with the value's interval for the ASV plugin (specharness.history.asv.plugin), and failing the way ASV shows as
 "failed" when the release's engine could not start or warm up.
 """
 
 import os
 
-from specharness.history.asvnotes import reset_notes, value_note, write_note
-from specharness.history.asvsuite import ASV_GRID, SWEEP_GRID
-from specharness.history.method import METHOD_VERSION
-from specharness.history.metrics import lookup as _metric
+from specharness.history.asv.method import METHOD_VERSION
+from specharness.history.asv.metrics import lookup as _metric
+from specharness.history.asv.notes import reset_notes, value_note, write_note
+from specharness.history.asv.suite import ASV_GRID, SWEEP_GRID
 
 WORKLOADS, CLIENTS = ASV_GRID
 SPEC_TOKENS, LOOKUP_MAX = SWEEP_GRID

@@ -274,14 +274,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_site(args: argparse.Namespace) -> int:
-    from specharness.history.site import link_from_index, write_release_page
+    from specharness.history.site.page import link_from_index, write_release_page
 
     if not (args.html / "index.html").is_file():
         raise ConfigError(f"--html {args.html}: no index.html; run 'asv publish' first")
     page = write_release_page(args.results, args.html)
     link_from_index(args.html)
     if not args.no_vendor:
-        from specharness.history.sitevendor import vendor_site
+        from specharness.history.site.vendor import vendor_site
 
         print(f"site: {vendor_site(args.html)} CDN links now load from {args.html / 'vendor'}")
     print(f"site: {page}")
@@ -289,7 +289,7 @@ def cmd_site(args: argparse.Namespace) -> int:
 
 
 def cmd_ledger(args: argparse.Namespace) -> int:
-    from specharness.history.ledger import build_ledger
+    from specharness.history.asv.ledger import build_ledger
 
     for tag, commit in build_ledger(args.path).items():
         print(f"{tag} {commit}")
@@ -299,7 +299,8 @@ def cmd_ledger(args: argparse.Namespace) -> int:
 def cmd_spread(args: argparse.Namespace) -> int:
     import json
 
-    from specharness.history.spread import measure_spread, regression_thresholds, write_spread
+    from specharness.history.asv.spreadfile import regression_thresholds, write_spread
+    from specharness.history.review.spread import measure_spread
 
     for path in args.results:
         if not path.is_file():
@@ -307,7 +308,7 @@ def cmd_spread(args: argparse.Namespace) -> int:
     spread = measure_spread(args.results, args.release)
     write_spread(args.out, spread)
     if args.apply:
-        from specharness.history.spread import apply_spread
+        from specharness.history.review.spread import apply_spread
 
         apply_spread(args.out.parent, spread)
     aa = spread["aa_pairs"]
@@ -320,14 +321,14 @@ def cmd_spread(args: argparse.Namespace) -> int:
 
 
 def cmd_machine(args: argparse.Namespace) -> int:
-    from specharness.history.machine import register_machine
+    from specharness.history.asv.machine import register_machine
 
     print(register_machine(args.name)["machine"])
     return 0
 
 
 def cmd_release_compare(args: argparse.Namespace) -> int:
-    from specharness.history.releases import compare_releases, format_release_changes
+    from specharness.history.review.releases import compare_releases, format_release_changes
 
     changes = compare_releases(args.results, args.release_a, args.release_b, args.machine, args.factor)
     print(format_release_changes(changes, args.release_a, args.release_b))
@@ -344,7 +345,7 @@ def cmd_crosscheck(args: argparse.Namespace) -> int:
 
 
 def cmd_recompute_asv(args: argparse.Namespace) -> int:
-    from specharness.history.recompute import recompute_result
+    from specharness.history.asv.recompute import recompute_result
 
     if len(args.pairs) % 2:
         raise ConfigError("recompute-asv takes pairs: RESULT_JSON RUN_DIR [RESULT_JSON RUN_DIR ...]")

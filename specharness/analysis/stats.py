@@ -253,7 +253,7 @@ def ratio_change(block_ratios_a: Sequence[float], block_ratios_b: Sequence[float
 
     σ_u² (``offset_var``, ``offset_df`` degrees of freedom) is the variance of an engine instance's offset, which
     every block of a run shares and the blocks therefore cannot see; it is measured from repeated runs of one
-    release (:mod:`specharness.history.spread`). With σ_u² = 0 this is Welch's test, computed by
+    release (:mod:`specharness.history.review.spread`). With σ_u² = 0 this is Welch's test, computed by
     ``scipy.stats.ttest_ind(equal_var=False)``; otherwise the degrees of freedom are Welch–Satterthwaite's over the
     three terms and the t distribution is scipy's."""
     a = np.log(np.asarray([v for v in block_ratios_a if v > 0 and math.isfinite(v)], dtype=float))

@@ -19,8 +19,8 @@ import pytest
 from asv.util import load_json
 
 from specharness.experiment.journal import read_journal
-from specharness.history.asvnotes import read_companion
-from specharness.history.ledger import ensure_ledger, ledger_tags
+from specharness.history.asv.ledger import ensure_ledger, ledger_tags
+from specharness.history.asv.notes import read_companion
 
 pytestmark = pytest.mark.engine
 

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    from specharness.history.ledger import ensure_ledger
+    from specharness.history.asv.ledger import ensure_ledger
 
     ensure_ledger(ROOT / ".asv" / "ledger")  # ASV's repo: the release ledger (setup.sh writes it; a clean clone lacks it)
     html_dir = tmp_path_factory.mktemp("html")
@@ -107,7 +107,7 @@ def test_regressions_page_lists_only_engine_release_steps(site: str, browser, tm
     import json
     import urllib.request
 
-    from specharness.history.ledger import ledger_tags
+    from specharness.history.asv.ledger import ledger_tags
 
     browser.get(f"{site}/#/regressions")
     assert wait(lambda: browser.find_elements("css selector", "#regressions-display"), limit_s=120)

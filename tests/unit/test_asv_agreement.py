@@ -15,8 +15,8 @@ import pytest
 from asv.commands.compare import _is_result_better, unroll_result
 from asv.results import iter_results_for_machine_and_hash
 
-from specharness.history.ledger import LEDGER, build_ledger
-from specharness.history.releases import compare_releases
+from specharness.history.asv.ledger import LEDGER, build_ledger
+from specharness.history.review.releases import compare_releases
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS, HTML = ROOT / "results", ROOT / "html"

@@ -16,13 +16,13 @@ import pytest
 from asv.util import load_json
 from scipy import stats
 
-from specharness.history.asvnotes import FAILURE_BENCHMARK, read_companion
-from specharness.history.ledger import ensure_ledger, ledger_tags
+from specharness.history.asv.ledger import ensure_ledger, ledger_tags
+from specharness.history.asv.notes import FAILURE_BENCHMARK, read_companion
 
 ROOT = Path(__file__).resolve().parents[2]
 
 STANDIN = '''
-from specharness.history.metrics import Interval
+from specharness.history.asv.metrics import Interval
 
 from benchmarks.common import lookup, started
 

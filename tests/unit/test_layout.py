@@ -82,3 +82,23 @@ def test_no_step_of_a_run_reaches_up_into_the_driver() -> None:
                     bad.append(f"{path.stem} imports the driver")
                 bad += [f"{path.stem} imports {node.module}.{a.name}" for a in node.names if a.name.startswith("_")]
     assert not bad, bad
+
+
+HISTORY_RANK = {"asv": 0, "review": 1, "site": 2}  # ASV plumbing -> release review -> the site, one way
+
+
+def test_history_rooms_follow_one_way() -> None:
+    """history/ is grouped by concern; a sub-room imports only sub-rooms at or before its own (so no circle)."""
+    bad = []
+    history = ROOT / "history"
+    for path in history.rglob("*.py"):
+        rel = path.relative_to(history)
+        if len(rel.parts) < 2:
+            continue
+        here = rel.parts[0]
+        for target in _imports(path):
+            parts = target.split(".")
+            if parts[:2] == ["specharness", "history"] and len(parts) > 2 and HISTORY_RANK[parts[2]] > HISTORY_RANK[here]:
+                bad.append(f"history/{rel} imports {target}")
+    assert not bad, bad
+    assert {p.name for p in history.iterdir() if p.is_dir() and not p.name.startswith("__")} == set(HISTORY_RANK)

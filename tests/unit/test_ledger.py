@@ -6,7 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from specharness.history.ledger import LEDGER, build_ledger, ensure_ledger, ledger_tags
+from specharness.history.asv.ledger import LEDGER, build_ledger, ensure_ledger, ledger_tags
 
 ROOT = Path(__file__).resolve().parents[2]
 

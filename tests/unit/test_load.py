@@ -152,7 +152,7 @@ def test_capacity_ratio_is_a_bound_when_one_arm_held_every_level() -> None:
 
 
 def test_load_metrics_stay_finite_when_ngram_helps_nowhere() -> None:
-    from specharness.history.metrics import load_metrics
+    from specharness.history.asv.metrics import load_metrics
 
     report = {"sweeps": [{"workload": "copy", "helps_up_to": None, "helps_everywhere": False,
                           "levels": [{"offered": 4.0}, {"offered": None}],

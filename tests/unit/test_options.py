@@ -12,7 +12,7 @@ from specharness.cli import _parser
 from specharness.experiment.config import RunConfig
 from specharness.experiment.design import get_profile
 from specharness.experiment.options import engine_fields, engine_options, run_config
-from specharness.history.asvsuite import _engine_options
+from specharness.history.asv.suite import _engine_options
 
 
 def parse(*words: str) -> argparse.Namespace:

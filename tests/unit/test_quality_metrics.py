@@ -11,8 +11,8 @@ import pytest
 
 from specharness.analysis.structured_validity import structured_validity, validity_stage
 from specharness.experiment.rundir import copy_run
-from specharness.history.quality_metrics import distribution_metrics, structured_metrics
-from specharness.history.quality_suite import STRUCTURED_GRID, structured_report
+from specharness.history.asv.quality_metrics import distribution_metrics, structured_metrics
+from specharness.history.asv.quality_suite import STRUCTURED_GRID, structured_report
 from specharness.records import RequestRecord
 from specharness.reporting.sampled_report import write_sampled_report
 from specharness.traffic.checks import CheckResult
@@ -150,7 +150,7 @@ def test_every_track_method_reads_a_key_the_metrics_produce(tmp_path: Path, monk
 
     from benchmarks.bench_quality import SampledDistribution, StructuredOutput
     from benchmarks.common import ReleaseFailed
-    from specharness.history.quality_suite import STRUCTURED_PREFIX
+    from specharness.history.asv.quality_suite import STRUCTURED_PREFIX
 
     monkeypatch.setenv("SPECHARNESS_ASV_NOTES", str(tmp_path / "notes"))
     structured = structured_metrics(structured_report(unpack("cpu-structured/20261204", tmp_path / "s")))
@@ -174,7 +174,7 @@ def test_the_quick_designs_are_those_of_the_committed_cpu_runs() -> None:
     import json
     from dataclasses import asdict
 
-    from specharness.history.quality_suite import TOOL_PARSER_ARGS, sampled_design, structured_profile
+    from specharness.history.asv.quality_suite import TOOL_PARSER_ARGS, sampled_design, structured_profile
 
     committed = json.loads((REPORTS / "cpu-structured/20261204/manifest.json").read_text())["config"]
     quick = json.loads(json.dumps(structured_profile("quick").to_dict()))  # tuples as the manifest's lists

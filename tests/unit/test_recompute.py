@@ -6,8 +6,8 @@ import math
 from pathlib import Path
 
 from specharness.experiment.synthetic import write_synthetic_run
-from specharness.history.metrics import asv_metrics
-from specharness.history.recompute import recompute_paired
+from specharness.history.asv.metrics import asv_metrics
+from specharness.history.asv.recompute import recompute_paired
 from specharness.reporting.report import write_report
 
 
@@ -36,7 +36,7 @@ def test_recompute_asv_rewrites_a_result_file_and_its_notes(tmp_path: Path) -> N
 
     from asv.results import Results
 
-    from specharness.history.asvnotes import read_companion
+    from specharness.history.asv.notes import read_companion
     from specharness.reporting.report import load_report
 
     root = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ from scipy import stats
 
 from specharness.analysis.stats import ratio_change
 from specharness.analysis.verdict import benjamini_hochberg, change_verdict, holm
-from specharness.history.spread import offset_from_moments, offset_variance
+from specharness.history.review.spread import offset_from_moments, offset_variance
 
 REPS = 600
 CELLS = 4  # the committed grid's measured cells: copy and transform at 1 and 4 clients

@@ -10,7 +10,7 @@ import pytest
 
 from specharness.cli import main
 from specharness.experiment.synthetic import write_synthetic_run
-from specharness.history.metrics import asv_intervals, asv_metrics, lookup
+from specharness.history.asv.metrics import asv_intervals, asv_metrics, lookup
 from specharness.reporting.report import write_report
 from specharness.reporting.runcompare import compare_runs, format_changes
 

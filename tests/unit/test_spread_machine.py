@@ -11,9 +11,10 @@ import pytest
 from scipy import stats
 
 from specharness._errors import ConfigError
-from specharness.history.asvnotes import Note, write_companion
-from specharness.history.machine import machine_info, register_machine
-from specharness.history.spread import measure_spread, spread_sd
+from specharness.history.asv.machine import machine_info, register_machine
+from specharness.history.asv.notes import Note, write_companion
+from specharness.history.asv.spreadfile import spread_sd
+from specharness.history.review.spread import measure_spread
 
 COLS = ["result", "params", "version", "started_at", "duration", "stats_ci_99_a", "stats_ci_99_b", "stats_q_25",
         "stats_q_75", "stats_number", "stats_repeat", "samples", "profile"]  # fmt: skip

@@ -11,8 +11,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from specharness.history.asvsuite import user_groups
-from specharness.history.metrics import group_metrics
+from specharness.history.asv.metrics import group_metrics
+from specharness.history.asv.suite import user_groups
 
 ROOT = Path(__file__).resolve().parents[2]
 

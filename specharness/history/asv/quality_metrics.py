@@ -1,6 +1,6 @@
 """The values the ASV quality benchmarks track (``benchmarks/bench_quality.py``), each a pure function of a report.
 
-Like :mod:`specharness.history.metrics`, every value is oriented so that a *rise* is bad (ASV flags rises):
+Like :mod:`specharness.history.asv.metrics`, every value is oriented so that a *rise* is bad (ASV flags rises):
 
 ``structured_metrics``  per arm (baseline, ngram) and check type (``json_schema``, ``tool_call``, and ``all``
                         pooled): ``invalid_fraction`` (answers that are no usable structured output: no tool call to
@@ -29,7 +29,7 @@ from dataclasses import fields
 from typing import Any
 
 from specharness.analysis.structured_validity import StructuredValidity
-from specharness.history.metrics import asv_key
+from specharness.history.asv.metrics import asv_key
 
 __all__ = ["ALL_CHECKS", "distribution_metrics", "structured_metrics"]
 
@@ -46,7 +46,7 @@ def structured_metrics(report: Mapping[str, Any], candidate: str = "ngram",
                        reference: str = "baseline") -> dict[str, float]:  # fmt: skip
     """The structured-validity values of one paired run. ``report["structured_validity"]`` holds one
     :meth:`~specharness.analysis.structured_validity.StructuredValidity.to_dict` per (workload, load, arm, check type)
-    (:func:`specharness.history.quality_suite.structured_report` builds it from a run folder); the fractions are
+    (:func:`specharness.history.asv.quality_suite.structured_report` builds it from a run folder); the fractions are
     :class:`~specharness.analysis.structured_validity.StructuredValidity`'s own, the ``all`` row over the summed counts."""
     pooled: dict[tuple[str, str, str, str], dict[str, int]] = {}
     for row in report.get("structured_validity", []):

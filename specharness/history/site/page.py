@@ -1,6 +1,6 @@
 """The release page of the published site (``releases.html``): what a release reviewer reads in a minute.
 
-Per machine and engine distribution, releases in ledger order (:mod:`specharness.history.ledger`):
+Per machine and engine distribution, releases in ledger order (:mod:`specharness.history.asv.ledger`):
 - failed releases first, each with the engine's reason;
 - per workload and client count, the same-work speedup of ngram over baseline with its 95% CI as a band across
   releases (a failed release is a red cross on the axis), and a table with each release's speed and quality
@@ -9,7 +9,7 @@ Per machine and engine distribution, releases in ledger order (:mod:`specharness
 - the load sweep's values;
 - every other tracked value as a small chart with units on a readable axis;
 - the benchmarks that have no results on a machine, with why, instead of an empty graph.
-Values come from :func:`specharness.history.releases.release_values` (ASV results plus their notes).
+Values come from :func:`specharness.history.review.releases.release_values` (ASV results plus their notes).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from specharness.history.ledger import LEDGER
-from specharness.history.releases import ReleaseValue, release_values
-from specharness.history.spread import load_spread, spread_sd
+from specharness.history.asv.ledger import LEDGER
+from specharness.history.asv.spreadfile import load_spread, spread_sd
+from specharness.history.review.releases import ReleaseValue, release_values
 
 __all__ = ["PAGE", "link_from_index", "nice_ticks", "write_release_page"]
 

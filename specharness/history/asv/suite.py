@@ -1,6 +1,6 @@
 """What the ASV classes in ``benchmarks/`` call: run a paired experiment for a whole grid, and name the metrics.
 
-The values themselves come from :func:`specharness.history.metrics.asv_metrics` (one owner, oriented so that a
+The values themselves come from :func:`specharness.history.asv.metrics.asv_metrics` (one owner, oriented so that a
 rise is bad).
 
 Environment knobs (read when ``setup_cache`` runs):
@@ -30,7 +30,7 @@ from specharness.experiment.design import Profile, get_profile, override
 from specharness.experiment.driver import run_experiment
 from specharness.experiment.options import engine_options
 from specharness.experiment.rundir import harness_provenance
-from specharness.history.metrics import asv_intervals, asv_key, asv_metrics, group_metrics, load_metrics, sweep_key
+from specharness.history.asv.metrics import asv_intervals, asv_key, asv_metrics, group_metrics, load_metrics, sweep_key
 from specharness.records import load_label
 from specharness.reporting.report import load_report, write_report
 from specharness.traffic.client import Sampling

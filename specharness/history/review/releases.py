@@ -1,7 +1,7 @@
 """Release review over ASV results on the release ledger: every tracked value of release A vs release B, judged.
 
 The results are ASV's own files (the ledger commit names the release) plus their companion notes (intervals, block
-values, verdicts, failure reasons; :mod:`specharness.history.asvnotes`). One test per value, corrections stated:
+values, verdicts, failure reasons; :mod:`specharness.history.asv.notes`). One test per value, corrections stated:
 
 - **primary endpoint: the slowdown of each paired cell** (1 / same-work speedup, ``PairedNgram.track_slowdown``):
   :func:`specharness.analysis.stats.ratio_change`, a t-test on the two releases' per-block log slowdowns whose
@@ -11,7 +11,7 @@ values, verdicts, failure reasons; :mod:`specharness.history.asvnotes`). One tes
   :func:`specharness.analysis.verdict.change_verdict`. Without block values on both sides (migrated results) the
   two CIs are shown, apart or overlapping, and the cell is not in the Holm family.
 - **every other value is exploratory**: a p-value from the run-to-run spread measured on that machine (one run's log
-  value has sd s over repeats, :func:`specharness.history.spread.spread_sd`; t = log ratio / (√2·s), df = k − 1),
+  value has sd s over repeats, :func:`specharness.history.asv.spreadfile.spread_sd`; t = log ratio / (√2·s), df = k − 1),
   or from the blocks for other ratios with block values; Benjamini–Hochberg at q = 0.10 over them all, printed as
   *exploratory*. Without a measured spread a value is shown, not tested.
 - **a failed release** (engine did not start or warm up) is a result: ``track_engine_failed`` 0 → 1 is *regressed*,
@@ -32,9 +32,9 @@ from scipy import stats
 from specharness._errors import ConfigError
 from specharness.analysis.stats import ratio_change
 from specharness.analysis.verdict import EXPLORATORY_Q, PRIMARY_ALPHA, benjamini_hochberg, change_verdict, holm
-from specharness.history.asvnotes import FAILURE_BENCHMARK, Note, params_label, read_companion
-from specharness.history.ledger import ensure_ledger, ledger_tags
-from specharness.history.spread import load_spread, offset_of, spread_sd, spread_source
+from specharness.history.asv.ledger import ensure_ledger, ledger_tags
+from specharness.history.asv.notes import FAILURE_BENCHMARK, Note, params_label, read_companion
+from specharness.history.asv.spreadfile import load_spread, offset_of, spread_sd, spread_source
 
 __all__ = [
     "ReleaseChange",

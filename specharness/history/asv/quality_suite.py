@@ -1,7 +1,7 @@
 """What the ASV classes in ``benchmarks/bench_quality.py`` call: run the quality experiments, and name their values.
 
-Two experiments, each once per release (``setup_cache``), the values from :mod:`specharness.history.quality_metrics`
-(oriented so that a rise is bad). The environment knobs are :mod:`specharness.history.asvsuite`'s
+Two experiments, each once per release (``setup_cache``), the values from :mod:`specharness.history.asv.quality_metrics`
+(oriented so that a rise is bad). The environment knobs are :mod:`specharness.history.asv.suite`'s
 (SPECHARNESS_ASV_PROFILE quick | standard | smoke, SPECHARNESS_ASV_RUNS, SPECHARNESS_ASV_ENGINE), and so are the
 helpers (engine options, run folder, failure reason): imported, not copied. As there, an engine that fails to start
 or warm up is a result (``failed``: every value reads "failed" in ASV), not an error.
@@ -44,9 +44,9 @@ from specharness.experiment.design import Profile, get_profile, override
 from specharness.experiment.driver import run_experiment
 from specharness.experiment.rundir import read_manifest
 from specharness.experiment.sampled import SampledDesign, run_sampled
-from specharness.history.asvsuite import _engine_options, experiment_cache, run_folder
-from specharness.history.metrics import asv_key
-from specharness.history.quality_metrics import ALL_CHECKS, distribution_metrics, structured_metrics
+from specharness.history.asv.metrics import asv_key
+from specharness.history.asv.quality_metrics import ALL_CHECKS, distribution_metrics, structured_metrics
+from specharness.history.asv.suite import _engine_options, experiment_cache, run_folder
 from specharness.records import load_label
 from specharness.reporting.report import load_report, write_report
 from specharness.reporting.sampled_report import write_sampled_report

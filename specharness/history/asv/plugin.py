@@ -1,7 +1,7 @@
 """ASV plugin (named in ``asv.conf.json``'s ``plugins``): as ASV saves a result file, fill its statistics columns.
 
 ASV imports this module when it starts; it wraps ``asv.results.Results.save`` so that, before writing, the notes
-our lookups left for that environment and commit (:mod:`specharness.history.asvnotes`) become ASV stats (the
+our lookups left for that environment and commit (:mod:`specharness.history.asv.notes`) become ASV stats (the
 experiment's CI, the block count), absolute values get the machine's measured spread, and a companion
 ``.notes.jsonl`` keeps failure reasons. Nothing else in ASV changes; with the plugin absent, results are plain.
 Tested against the ASV version pinned in ``pyproject.toml`` (its ``Results`` keeps ``_results``, ``_stats`` and
@@ -13,15 +13,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from specharness.history.asvnotes import (
+from specharness.history.asv.ledger import DEFAULT_PATH, ensure_ledger
+from specharness.history.asv.notes import (
     apply_notes,
     consume_notes,
     notes_dir,
     read_notes,
     update_companion,
 )
-from specharness.history.ledger import DEFAULT_PATH, ensure_ledger
-from specharness.history.spread import load_spread
+from specharness.history.asv.spreadfile import load_spread
 
 __all__ = ["install"]
 

@@ -3,7 +3,7 @@
 ASV's result files have statistics columns (``ci_99_a``, ``ci_99_b``, ``q_25``, ``q_75``, ``repeat``, ``number``)
 that ``asv compare`` reads (overlapping intervals are *not significant*) and that weight its step detection. A
 ``track_*`` benchmark cannot fill them itself, so each lookup in ``benchmarks/common.py`` writes a *note* (one JSON
-line: benchmark, parameters, interval, count, or failure) and the ASV plugin (:mod:`specharness.history.asvplugin`)
+line: benchmark, parameters, interval, count, or failure) and the ASV plugin (:mod:`specharness.history.asv.plugin`)
 copies the notes into the result file as ASV saves it, plus a companion ``<result>.notes.jsonl`` beside it (ASV
 skips files not ending in ``.json``) that keeps failure reasons and the interval's provenance.
 
@@ -11,11 +11,11 @@ The columns mean what ASV says (:data:`ASV_LEVEL`): ``ci_99_a/b`` is a 99% inter
 - a ratio with block values (the slowdown): the 99% t interval of the geometric mean over blocks (log scale, n − 1
   df), and the quartiles of the block values; ``repeat`` is the number of blocks. The report's own 95% CI stays in
   the note. Without block values the note's interval is widened to 99% on the log scale.
-- every other value with a measured run-to-run spread (:mod:`specharness.history.spread`; latencies, ms per token,
+- every other value with a measured run-to-run spread (:mod:`specharness.history.asv.spreadfile`; latencies, ms per token,
   memory, goodput loss): one run's 99% interval value ×/÷ exp(t(0.995, k − 1)·s), s the run-to-run sd of its log,
   and the quartiles of that distribution (value ×/÷ exp(0.674·s)); rebuilt on every save.
 Overlap of two 99% intervals is ASV's screen, not our test: the stated test of a change is release-compare's
-(:mod:`specharness.history.releases`: Holm over the slowdown cells, Benjamini–Hochberg over the rest).
+(:mod:`specharness.history.review.releases`: Holm over the slowdown cells, Benjamini–Hochberg over the rest).
 This module owns the note format; nothing else reads or writes it.
 """
 
@@ -32,8 +32,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from specharness.history.asv.spreadfile import spread_sd
+
 if TYPE_CHECKING:
-    from specharness.history.metrics import Interval
+    from specharness.history.asv.metrics import Interval
 
 __all__ = [
     "ASV_LEVEL",
@@ -265,8 +267,6 @@ def apply_notes(results: Any, notes: list[Note], spread: dict[str, Any] | None =
         stats = list(stats_of.get(note.benchmark) or [None] * len(values))
         stats[i] = entry
         stats_of[note.benchmark] = stats
-    from specharness.history.spread import spread_sd
-
     for name, values in values_of.items():
         if name.endswith(".track_slowdown") or name == FAILURE_BENCHMARK:
             continue  # its interval is the experiment's own (the notes)

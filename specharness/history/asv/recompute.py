@@ -2,7 +2,7 @@
 
 A method change (a new statistic, a new verdict rule) must not need the engines again when the journals are kept:
 the run folder is rebuilt into ``report.json`` and every ``PairedNgram.track_*`` value of the ASV result file is
-replaced by :func:`specharness.history.metrics.asv_metrics` of it, cell by cell (NaN where the run had no such cell).
+replaced by :func:`specharness.history.asv.metrics.asv_metrics` of it, cell by cell (NaN where the run had no such cell).
 The benchmark version hashes are kept: the values are those of the same run, recomputed.
 """
 
@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from specharness._errors import ConfigError
-from specharness.history.asvnotes import Note, value_note
-from specharness.history.metrics import asv_intervals, asv_key, asv_metrics, load_metrics, paired_key
+from specharness.history.asv.metrics import asv_intervals, asv_key, asv_metrics, load_metrics, paired_key
+from specharness.history.asv.notes import Note, value_note
 
 __all__ = ["LOAD_PREFIX", "PAIRED_PREFIX", "paired_notes", "recompute_load", "recompute_paired", "recompute_result"]
 
@@ -85,8 +85,8 @@ def recompute_result(result_path: Path, run_dir: Path) -> tuple[int, int]:
     (benchmarks recomputed, intervals noted)."""
     from asv.results import Results
 
-    from specharness.history.asvnotes import apply_notes, update_companion
-    from specharness.history.asvsuite import project_relative
+    from specharness.history.asv.notes import apply_notes, update_companion
+    from specharness.history.asv.suite import project_relative
     from specharness.reporting.report import write_report
 
     if not (run_dir / "manifest.json").is_file():
