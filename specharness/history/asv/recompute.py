@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import itertools
 import json
-import lzma
 import math
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from specharness._errors import ConfigError
+from specharness.experiment.rundir import MANIFEST, copy_run
 from specharness.history.asv.metrics import asv_intervals, asv_key, asv_metrics, load_metrics, paired_key
 from specharness.history.asv.notes import Note, value_note
 
@@ -89,18 +88,12 @@ def recompute_result(result_path: Path, run_dir: Path) -> tuple[int, int]:
     from specharness.history.asv.suite import project_relative
     from specharness.reporting.report import write_report
 
-    if not (run_dir / "manifest.json").is_file():
-        raise ConfigError(f"{run_dir}: no manifest.json; give a run folder (or its copy under reports/)")
+    if not (run_dir / MANIFEST).is_file():
+        raise ConfigError(f"{run_dir}: no {MANIFEST}; give a run folder (or its copy under reports/)")
     if not result_path.is_file():
         raise ConfigError(f"{result_path}: no such ASV result file; give results/<machine>/<commit>-<env>.json")
     with tempfile.TemporaryDirectory() as tmp:
-        run = Path(tmp) / run_dir.name
-        run.mkdir()
-        shutil.copy(run_dir / "manifest.json", run)
-        if (run_dir / "journal.jsonl").is_file():
-            shutil.copy(run_dir / "journal.jsonl", run)
-        else:
-            (run / "journal.jsonl").write_bytes(lzma.decompress((run_dir / "journal.jsonl.xz").read_bytes()))
+        run = copy_run(run_dir, Path(tmp) / run_dir.name)
         report = write_report(run, plots=False)
     result = json.loads(result_path.read_text())
     changed = recompute_paired(result, report) + recompute_load(result, report)
