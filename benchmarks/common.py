@@ -16,8 +16,17 @@ WORKLOADS, CLIENTS = ASV_GRID
 SPEC_TOKENS, LOOKUP_MAX = SWEEP_GRID
 SETUP_TIMEOUT_S = 5400
 
-__all__ = ["CLIENTS", "LOOKUP_MAX", "METHOD_VERSION", "SETUP_TIMEOUT_S", "SPEC_TOKENS", "WORKLOADS", "ReleaseFailed",
-           "lookup", "started"]  # fmt: skip
+__all__ = [
+    "CLIENTS",
+    "LOOKUP_MAX",
+    "METHOD_VERSION",
+    "SETUP_TIMEOUT_S",
+    "SPEC_TOKENS",
+    "WORKLOADS",
+    "ReleaseFailed",
+    "lookup",
+    "started",
+]
 
 
 class ReleaseFailed(RuntimeError):
@@ -50,9 +59,17 @@ def lookup(cache, key, bench=None, method="", params=()):
     release's failure) for ASV's stats columns. A failed release raises :class:`ReleaseFailed` (ASV: "failed")."""
     failed = cache.get("failed")
     if bench is not None:
-        write_note(value_note(_asv_name(bench, method), tuple(params), _commit(),
-                              (cache.get("intervals") or {}).get(key), source=cache.get("run_dir", ""),
-                              failed=failed, harness=cache.get("harness", "")))  # fmt: skip
+        write_note(
+            value_note(
+                _asv_name(bench, method),
+                tuple(params),
+                _commit(),
+                (cache.get("intervals") or {}).get(key),
+                source=cache.get("run_dir", ""),
+                failed=failed,
+                harness=cache.get("harness", ""),
+            )
+        )
     if failed:
         raise ReleaseFailed(failed)
     return _metric(cache, key)

@@ -11,8 +11,10 @@ import timeit
 from specharness.traffic.client import _StreamState
 from specharness.traffic.sse import SSEParser
 
-_CHUNK = ('data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" word"},'
-          '"token_ids":[1234,99],"finish_reason":null}],"usage":{"prompt_tokens":50,"completion_tokens":7}}\n\n')  # fmt: skip
+_CHUNK = (
+    'data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" word"},'
+    '"token_ids":[1234,99],"finish_reason":null}],"usage":{"prompt_tokens":50,"completion_tokens":7}}\n\n'
+)
 CHUNKS = 2000
 
 

@@ -7,5 +7,6 @@ cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 [ -x "$PY" ] || { echo "test: no .venv; run scripts/setup.sh first" >&2; exit 2; }
 "$PY" -m ruff check .
+"$PY" -m ruff format --check specharness tests benchmarks scripts
 "$PY" -m mypy
 "$PY" -m pytest "$@"

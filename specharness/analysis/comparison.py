@@ -216,10 +216,13 @@ def _history_intact(pairs: Sequence[Pair]) -> list[bool]:
     turns: list[tuple[str, int] | None] = [split_turn_id(x.case_id) for x, _ in pairs]
     for (x, y), turn in zip(pairs, turns, strict=True):
         if turn is not None:
-            identical[(x.block, x.seq, *turn)] = (x.error_kind is None and y.error_kind is None
-                                                  and x.output_identity == y.output_identity)  # fmt: skip
-    return [turn is None or all(identical.get((x.block, x.seq, turn[0], k), False) for k in range(1, turn[1]))
-            for (x, _), turn in zip(pairs, turns, strict=True)]  # fmt: skip
+            identical[(x.block, x.seq, *turn)] = (
+                x.error_kind is None and y.error_kind is None and x.output_identity == y.output_identity
+            )
+    return [
+        turn is None or all(identical.get((x.block, x.seq, turn[0], k), False) for k in range(1, turn[1]))
+        for (x, _), turn in zip(pairs, turns, strict=True)
+    ]
 
 
 def _classify(pairs: Sequence[Pair], greedy: bool) -> tuple[dict[int, list[Pair]], PairCounts]:
@@ -246,9 +249,14 @@ def _classify(pairs: Sequence[Pair], greedy: bool) -> tuple[dict[int, list[Pair]
     for x, y in stable:
         by_block.setdefault(x.block, []).append((x, y))
     return by_block, PairCounts(
-        pairs=len(pairs), same_work=len(stable), divergent=divergent, unstable=len(same) - len(stable), failed=failed,
-        same_work_truncated=sum(1 for x, _ in stable if x.verdict == "truncated"), history_diverged=history_diverged,
-    )  # fmt: skip
+        pairs=len(pairs),
+        same_work=len(stable),
+        divergent=divergent,
+        unstable=len(same) - len(stable),
+        failed=failed,
+        same_work_truncated=sum(1 for x, _ in stable if x.verdict == "truncated"),
+        history_diverged=history_diverged,
+    )
 
 
 def _block_log_speedups(by_block: dict[int, list[Pair]], greedy: bool) -> dict[int, float]:
@@ -298,8 +306,9 @@ def _common_prefix(x: RequestRecord, y: RequestRecord) -> tuple[int, int, bool]:
         return k, k, True
     if not (_kept_text(x) and _kept_text(y) and x.text and y.text):
         return 0, 0, False
-    chars = next((i for i, (u, v) in enumerate(zip(x.text, y.text, strict=False)) if u != v),
-                 min(len(x.text), len(y.text)))  # fmt: skip
+    chars = next(
+        (i for i, (u, v) in enumerate(zip(x.text, y.text, strict=False)) if u != v), min(len(x.text), len(y.text))
+    )
     return int(chars / len(x.text) * na), int(chars / len(y.text) * nb), False
 
 
@@ -362,15 +371,32 @@ def prefix_work(pairs: Sequence[Pair], rules: ComparisonRules) -> _Work:
             short += 1
             continue
         chains &= chained
-        capped = ((x.verdict == "truncated" and ka >= sum(x.chunk_tokens))
-                  or (y.verdict == "truncated" and kb >= sum(y.chunk_tokens)))  # fmt: skip
-        out.append(PairWork(x.block, x.case_id, min(ka, kb), _time_for(x, ka), _time_for(y, kb),
-                            identical=same, capped=capped, censored=False))  # fmt: skip
+        capped = (x.verdict == "truncated" and ka >= sum(x.chunk_tokens)) or (
+            y.verdict == "truncated" and kb >= sum(y.chunk_tokens)
+        )
+        out.append(
+            PairWork(
+                x.block,
+                x.case_id,
+                min(ka, kb),
+                _time_for(x, ka),
+                _time_for(y, kb),
+                identical=same,
+                capped=capped,
+                censored=False,
+            )
+        )
     covered = sum(w.tokens for w in out)
-    return _Work(out, short, failed, diverged_history, chains and bool(out),
-                 covered_token_share=min(1.0, ratio(covered, base_tokens)) if base_tokens else math.nan,
-                 identical_share=ratio(identical, len(pairs)),
-                 excluded_time_share=ratio(excluded_time, total_time) if total_time else 0.0)  # fmt: skip
+    return _Work(
+        out,
+        short,
+        failed,
+        diverged_history,
+        chains and bool(out),
+        covered_token_share=min(1.0, ratio(covered, base_tokens)) if base_tokens else math.nan,
+        identical_share=ratio(identical, len(pairs)),
+        excluded_time_share=ratio(excluded_time, total_time) if total_time else 0.0,
+    )
 
 
 def _work_logs(work: Sequence[PairWork]) -> dict[int, float]:
@@ -411,9 +437,12 @@ def _basis(w: _Work) -> str:
     return "common prefix of the texts mapped to tokens in proportion, journal without prefix chains"
 
 
-def _greedy_speed(pairs: Sequence[Pair], counts: PairCounts, rules: ComparisonRules,
-                  interval: Callable[[dict[int, float], float], RatioInterval],
-                  ) -> tuple[RatioInterval, dict[int, float], SpeedWork, PairCounts]:  # fmt: skip
+def _greedy_speed(
+    pairs: Sequence[Pair],
+    counts: PairCounts,
+    rules: ComparisonRules,
+    interval: Callable[[dict[int, float], float], RatioInterval],
+) -> tuple[RatioInterval, dict[int, float], SpeedWork, PairCounts]:
     """The greedy speed estimate over the pairs' common prefixes, and what it stands on (module docstring)."""
     w = prefix_work(pairs, rules)
     logs = _work_logs(w.pairs)
@@ -421,25 +450,40 @@ def _greedy_speed(pairs: Sequence[Pair], counts: PairCounts, rules: ComparisonRu
     in_estimate = [p for p in w.pairs if math.isfinite(p.time_a_s)]
     time_a = sum(p.time_a_s for p in in_estimate)
     cases = len({p.case_id for p in in_estimate})
-    over_cases = (case_resampled_interval(_by_case(w.pairs), speedup, rules.confidence)
-                  if cases >= CASE_INTERVAL_MIN_CASES else NO_INTERVAL)  # fmt: skip
+    over_cases = (
+        case_resampled_interval(_by_case(w.pairs), speedup, rules.confidence)
+        if cases >= CASE_INTERVAL_MIN_CASES
+        else NO_INTERVAL
+    )
     work = SpeedWork(
         basis=_basis(w),
-        min_prefix_tokens=rules.min_prefix_tokens, covered_token_share=w.covered_token_share,
-        identical_share=w.identical_share, excluded_time_share=w.excluded_time_share,
+        min_prefix_tokens=rules.min_prefix_tokens,
+        covered_token_share=w.covered_token_share,
+        identical_share=w.identical_share,
+        excluded_time_share=w.excluded_time_share,
         censored_time_share=ratio(sum(p.time_a_s for p in in_estimate if p.censored), time_a),
         capped_time_share=ratio(sum(p.time_a_s for p in in_estimate if p.capped), time_a),
         identical=interval(_work_logs([p for p in w.pairs if p.identical]), rules.offset_var),
         without_capped=interval(_work_logs([p for p in w.pairs if not p.capped]), rules.offset_var),
-        over_cases=over_cases, cases=cases, offset_sd=math.sqrt(rules.offset_var), offset_source=rules.offset_source,
-    )  # fmt: skip
-    counts = replace(counts, in_estimate=len(w.pairs), short_prefix=w.short_prefix,
-                     censored=sum(p.censored for p in w.pairs))  # fmt: skip
+        over_cases=over_cases,
+        cases=cases,
+        offset_sd=math.sqrt(rules.offset_var),
+        offset_source=rules.offset_source,
+    )
+    counts = replace(
+        counts, in_estimate=len(w.pairs), short_prefix=w.short_prefix, censored=sum(p.censored for p in w.pairs)
+    )
     return speedup, logs, work, counts
 
 
-def speed_from_pairs(pairs: Sequence[Pair], order_a_first: dict[int, bool], rules: ComparisonRules, *,
-                     valid: bool = True, invalid_reason: str = "") -> tuple[RatioInterval, Verdict, SpeedWork]:  # fmt: skip
+def speed_from_pairs(
+    pairs: Sequence[Pair],
+    order_a_first: dict[int, bool],
+    rules: ComparisonRules,
+    *,
+    valid: bool = True,
+    invalid_reason: str = "",
+) -> tuple[RatioInterval, Verdict, SpeedWork]:
     """The greedy speed interval, verdict and evidence from paired requests alone (what :func:`compare_arms` does
     for speed; the simulation calls it on simulated records)."""
 
@@ -453,19 +497,34 @@ def speed_from_pairs(pairs: Sequence[Pair], order_a_first: dict[int, bool], rule
     return speedup, _greedy_verdict(speedup, work, rules, valid, invalid_reason), work
 
 
-def _greedy_verdict(speedup: RatioInterval, work: SpeedWork, rules: ComparisonRules, valid: bool,
-                    invalid_reason: str) -> Verdict:  # fmt: skip
+def _greedy_verdict(
+    speedup: RatioInterval, work: SpeedWork, rules: ComparisonRules, valid: bool, invalid_reason: str
+) -> Verdict:
     return speed_verdict(
-        speedup, rules.margin, valid=valid, invalid_reason=invalid_reason,
-        same_work_fraction=work.covered_token_share, min_same_work=rules.min_same_work,
-        excluded_time_share=work.excluded_time_share, max_excluded_time=rules.max_excluded_time,
+        speedup,
+        rules.margin,
+        valid=valid,
+        invalid_reason=invalid_reason,
+        same_work_fraction=work.covered_token_share,
+        min_same_work=rules.min_same_work,
+        excluded_time_share=work.excluded_time_share,
+        max_excluded_time=rules.max_excluded_time,
         covered="the baseline's output tokens were written identically by both arms (common prefixes)",
-    )  # fmt: skip
+    )
 
 
-def compare_arms(sa: ArmSummary, sb: ArmSummary, a: Sequence[RequestRecord], b: Sequence[RequestRecord],
-                 order_a_first: dict[int, bool], rules: ComparisonRules, *, valid: bool = True,
-                 invalid_reason: str = "", blocks: Sequence[int] = ()) -> PairedComparison:  # fmt: skip
+def compare_arms(
+    sa: ArmSummary,
+    sb: ArmSummary,
+    a: Sequence[RequestRecord],
+    b: Sequence[RequestRecord],
+    order_a_first: dict[int, bool],
+    rules: ComparisonRules,
+    *,
+    valid: bool = True,
+    invalid_reason: str = "",
+    blocks: Sequence[int] = (),
+) -> PairedComparison:
     """Both verdicts for one cell. ``order_a_first[block]`` says whether arm A ran before arm B in that block."""
     pairs = pair_requests(a, b)
     by_block, counts = _classify(pairs, rules.greedy)
@@ -484,25 +543,53 @@ def compare_arms(sa: ArmSummary, sb: ArmSummary, a: Sequence[RequestRecord], b: 
         speed_logs = _block_log_speedups(by_block, rules.greedy)
         speedup = interval(speed_logs, rules.offset_var)
         work = None
-        speed = speed_verdict(speedup, rules.margin, valid=valid, invalid_reason=invalid_reason,
-                              same_work_fraction=counts.same_work_fraction, min_same_work=rules.min_same_work)  # fmt: skip
+        speed = speed_verdict(
+            speedup,
+            rules.margin,
+            valid=valid,
+            invalid_reason=invalid_reason,
+            same_work_fraction=counts.same_work_fraction,
+            min_same_work=rules.min_same_work,
+        )
     per_case = case_quality(pairs, tolerance=rules.tolerance)  # cases as the unit (analysis.quality_tests)
     answers, completion = per_case.answers, per_case.completion
     quality = quality_verdict(
-        correct_a=sa.correct_fraction, correct_b=sb.correct_fraction, answers=answers, completion=completion,
-        min_correct=rules.min_correct, tolerance=rules.tolerance, arm_a=sa.arm, arm_b=sb.arm, valid=valid,
+        correct_a=sa.correct_fraction,
+        correct_b=sb.correct_fraction,
+        answers=answers,
+        completion=completion,
+        min_correct=rules.min_correct,
+        tolerance=rules.tolerance,
+        arm_a=sa.arm,
+        arm_b=sb.arm,
+        valid=valid,
         invalid_reason=invalid_reason,
-    )  # fmt: skip
+    )
     return PairedComparison(
-        workload=sa.workload, clients=sa.clients, arm_a=sa.arm, arm_b=sb.arm,
-        basis=("time for the same work (common prefixes: " + (work.basis if work else "") + ")") if rules.greedy else
-              "time per output token, pairs both complete (sampled: outputs differ by design)",
-        speedup=speedup, throughput=throughput, pair_counts=counts, speed=speed, quality=quality,
-        answers=answers, completion=completion,
-        correct_fraction_a=sa.correct_fraction, correct_fraction_b=sb.correct_fraction,
+        workload=sa.workload,
+        clients=sa.clients,
+        arm_a=sa.arm,
+        arm_b=sb.arm,
+        basis=("time for the same work (common prefixes: " + (work.basis if work else "") + ")")
+        if rules.greedy
+        else "time per output token, pairs both complete (sampled: outputs differ by design)",
+        speedup=speedup,
+        throughput=throughput,
+        pair_counts=counts,
+        speed=speed,
+        quality=quality,
+        answers=answers,
+        completion=completion,
+        correct_fraction_a=sa.correct_fraction,
+        correct_fraction_b=sb.correct_fraction,
         goodput_ratio=ratio(sb.goodput_tok_s, sa.goodput_tok_s),
         tpot_p50_ratio=ratio(sb.tpot_ms["p50"], sa.tpot_ms["p50"]),
-        block_speedups=[math.exp(speed_logs[k]) for k in sorted(speed_logs)], load=sa.load, rate=sa.rate,
-        blocks=sorted(blocks), a_first_blocks=sorted(k for k, first in order_a_first.items() if first),
-        ordered_blocks=sorted(order_a_first), identity=per_case.identity, work=work,
-    )  # fmt: skip
+        block_speedups=[math.exp(speed_logs[k]) for k in sorted(speed_logs)],
+        load=sa.load,
+        rate=sa.rate,
+        blocks=sorted(blocks),
+        a_first_blocks=sorted(k for k, first in order_a_first.items() if first),
+        ordered_blocks=sorted(order_a_first),
+        identity=per_case.identity,
+        work=work,
+    )

@@ -30,8 +30,14 @@ def lookup_words(text: str) -> list[str]:
     return WORD.findall(text)
 
 
-def copyability(prompt: str, output: str, lookup_min: int = LOOKUP_MIN, lookup_max: int = LOOKUP_MAX, *,
-                rule: Literal["proposer", "any"] = "proposer") -> float:  # fmt: skip
+def copyability(
+    prompt: str,
+    output: str,
+    lookup_min: int = LOOKUP_MIN,
+    lookup_max: int = LOOKUP_MAX,
+    *,
+    rule: Literal["proposer", "any"] = "proposer",
+) -> float:
     """Share of the output's word positions ``i`` where an n-gram (``lookup_min <= n <= lookup_max``) of the
     context ending just before ``i`` (context = prompt + output before ``i``, what vLLM's ngram proposer searches)
     occurred earlier in the context and was followed there by the word at ``i``; NaN for an empty output.

@@ -194,8 +194,9 @@ def _noncentrality_for_power(df: int, alpha: float, power: float) -> float:
 
 
 def _empty(name: str, method: str, unit: str, alpha: float, skipped: int, df: int | None = None) -> StatisticResult:
-    return StatisticResult(name, method, math.nan, df, math.nan, alpha, False, math.nan, math.nan, unit, 0, skipped,
-                           0, 0)  # fmt: skip
+    return StatisticResult(
+        name, method, math.nan, df, math.nan, alpha, False, math.nan, math.nan, unit, 0, skipped, 0, 0
+    )
 
 
 FIRST_TOKEN_METHOD = (
@@ -232,8 +233,10 @@ def _first_token(pairs: dict[str, tuple[list[Sample], list[Sample]]], alpha: flo
     harmonic = 0.0  # sum over cases of n_a n_b / N
     skipped = 0
     for case_id, (a, b) in pairs.items():
-        table = merge_categories(Counter(s.first_token for s in a if s.first_token is not None),
-                                 Counter(s.first_token for s in b if s.first_token is not None))  # fmt: skip
+        table = merge_categories(
+            Counter(s.first_token for s in a if s.first_token is not None),
+            Counter(s.first_token for s in b if s.first_token is not None),
+        )
         if table is None:
             skipped += 1
             continue
@@ -251,11 +254,23 @@ def _first_token(pairs: dict[str, tuple[list[Sample], list[Sample]]], alpha: flo
     p_value = float(sps.chi2.sf(stat, df))
     nc = _noncentrality_for_power(df, alpha, power)
     return StatisticResult(
-        name="first_token", method=FIRST_TOKEN_METHOD, statistic=stat, df=df, p_value=p_value, alpha=alpha,
-        differs=p_value < alpha, effect=math.sqrt(max(stat - df, 0.0) / n), mde=math.sqrt(nc / n), unit=unit,
-        cases_used=len(per_case), cases_skipped=skipped, samples_a=samples_a, samples_b=samples_b,
-        per_case_p=per_case, mde_total_variation=math.sqrt(nc / (4.0 * harmonic)),
-    )  # fmt: skip
+        name="first_token",
+        method=FIRST_TOKEN_METHOD,
+        statistic=stat,
+        df=df,
+        p_value=p_value,
+        alpha=alpha,
+        differs=p_value < alpha,
+        effect=math.sqrt(max(stat - df, 0.0) / n),
+        mde=math.sqrt(nc / n),
+        unit=unit,
+        cases_used=len(per_case),
+        cases_skipped=skipped,
+        samples_a=samples_a,
+        samples_b=samples_b,
+        per_case_p=per_case,
+        mde_total_variation=math.sqrt(nc / (4.0 * harmonic)),
+    )
 
 
 LENGTH_METHOD = (
@@ -315,11 +330,22 @@ def _length(pairs: dict[str, tuple[list[Sample], list[Sample]]], alpha: float, p
     sigma = math.sqrt(squares / dof) if dof > 0 else math.nan
     mde = (sps.norm.isf(alpha / 2.0) + sps.norm.ppf(power)) * sigma / math.sqrt(float(h_values.sum()))
     return StatisticResult(
-        name="length", method=LENGTH_METHOD, statistic=z, df=None, p_value=p_value, alpha=alpha,
-        differs=p_value < alpha, effect=float(np.average(differences, weights=h_values)), mde=float(mde), unit=unit,
-        cases_used=len(per_case), cases_skipped=skipped, samples_a=samples_a, samples_b=samples_b,
+        name="length",
+        method=LENGTH_METHOD,
+        statistic=z,
+        df=None,
+        p_value=p_value,
+        alpha=alpha,
+        differs=p_value < alpha,
+        effect=float(np.average(differences, weights=h_values)),
+        mde=float(mde),
+        unit=unit,
+        cases_used=len(per_case),
+        cases_skipped=skipped,
+        samples_a=samples_a,
+        samples_b=samples_b,
         per_case_p=per_case,
-    )  # fmt: skip
+    )
 
 
 PASS_RATE_METHOD = (
@@ -376,11 +402,22 @@ def _pass_rate(pairs: dict[str, tuple[list[Sample], list[Sample]]], alpha: float
     p_value = float(sps.chi2.sf(stat, 1))
     mde = (sps.norm.isf(alpha / 2.0) + sps.norm.ppf(power)) * math.sqrt(binomial) / sum(weights)
     return StatisticResult(
-        name="pass_rate", method=PASS_RATE_METHOD, statistic=stat, df=1, p_value=p_value, alpha=alpha,
-        differs=p_value < alpha, effect=float(np.average(differences, weights=weights)), mde=float(mde), unit=unit,
-        cases_used=len(per_case), cases_skipped=skipped, samples_a=samples_a, samples_b=samples_b,
+        name="pass_rate",
+        method=PASS_RATE_METHOD,
+        statistic=stat,
+        df=1,
+        p_value=p_value,
+        alpha=alpha,
+        differs=p_value < alpha,
+        effect=float(np.average(differences, weights=weights)),
+        mde=float(mde),
+        unit=unit,
+        cases_used=len(per_case),
+        cases_skipped=skipped,
+        samples_a=samples_a,
+        samples_b=samples_b,
         per_case_p=per_case,
-    )  # fmt: skip
+    )
 
 
 CELL_METHOD = (
@@ -538,30 +575,49 @@ def _pass_statistic(cells: list[tuple[np.ndarray, ...]], keep: np.ndarray) -> np
     return deviation**2 / variance
 
 
-_CELL_TESTS: dict[str, tuple[Callable[[dict[str, tuple[list[Sample], list[Sample]]]], list[Any]],
-                             Callable[[list[Any], np.ndarray], np.ndarray]]] = {
+_CELL_TESTS: dict[
+    str,
+    tuple[
+        Callable[[dict[str, tuple[list[Sample], list[Sample]]]], list[Any]],
+        Callable[[list[Any], np.ndarray], np.ndarray],
+    ],
+] = {
     "first_token": (_first_token_cells, _first_token_statistic),
     "length": (_length_cells, _length_statistic),
     "pass_rate": (_pass_cells, _pass_statistic),
-}  # fmt: skip
+}
 
 
-def _cell_test(result: StatisticResult, pairs: dict[str, tuple[list[Sample], list[Sample]]], permutations: int,
-               seed: int) -> StatisticResult:  # fmt: skip
+def _cell_test(
+    result: StatisticResult, pairs: dict[str, tuple[list[Sample], list[Sample]]], permutations: int, seed: int
+) -> StatisticResult:
     """``result`` with its p-value from the cell permutation (the statistic, effect and MDE kept)."""
     build, statistic = _CELL_TESTS[result.name]
     cells = build(pairs)
     count = sum(c[0].shape[0] for c in cells)
     if count == 0:
-        return replace(result, test_unit="cell", p_value_samples=result.p_value, p_value=math.nan, differs=False,
-                       method=result.method + CELL_METHOD)  # fmt: skip
+        return replace(
+            result,
+            test_unit="cell",
+            p_value_samples=result.p_value,
+            p_value=math.nan,
+            differs=False,
+            method=result.method + CELL_METHOD,
+        )
     keep = _signs(count, permutations, seed)
     values = statistic(cells, keep)
     observed = values[0]
     at_least = float(np.count_nonzero(values >= observed * (1.0 - 1e-9) - 1e-12))
     p_value = at_least / values.size  # exact: the observed row is among all; Monte Carlo: (1 + b) / (1 + B)
-    return replace(result, test_unit="cell", cells=count, p_value_samples=result.p_value, p_value=p_value,
-                   differs=p_value < result.alpha, method=result.method + CELL_METHOD)  # fmt: skip
+    return replace(
+        result,
+        test_unit="cell",
+        cells=count,
+        p_value_samples=result.p_value,
+        p_value=p_value,
+        differs=p_value < result.alpha,
+        method=result.method + CELL_METHOD,
+    )
 
 
 _TESTS: tuple[Callable[[dict[str, tuple[list[Sample], list[Sample]]], float, float], StatisticResult], ...] = (
@@ -571,8 +627,15 @@ _TESTS: tuple[Callable[[dict[str, tuple[list[Sample], list[Sample]]], float, flo
 )
 
 
-def compare_streams(a: Sequence[Sample], b: Sequence[Sample], alpha: float = 0.05, power: float = 0.8,
-                    unit: str = "sample", permutations: int = PERMUTATIONS, seed: int = 0) -> DistributionComparison:  # fmt: skip
+def compare_streams(
+    a: Sequence[Sample],
+    b: Sequence[Sample],
+    alpha: float = 0.05,
+    power: float = 0.8,
+    unit: str = "sample",
+    permutations: int = PERMUTATIONS,
+    seed: int = 0,
+) -> DistributionComparison:
     """Compare stream ``a`` with stream ``b`` (e.g. ngram against baseline) on the cases present in both.
 
     Each of the three pooled tests (first token, length, pass rate; see the module docstring) is judged at α/3
@@ -604,11 +667,18 @@ def compare_streams(a: Sequence[Sample], b: Sequence[Sample], alpha: float = 0.0
         )
     differs_on = tuple(r.name for r in (first_token, length, pass_rate) if r.differs)
     return DistributionComparison(
-        first_token=first_token, length=length, pass_rate=pass_rate, alpha=alpha, alpha_per_statistic=level,
-        power=power, cases_compared=len(common), cases_only_a=len(set(by_case_a) - set(common)),
-        cases_only_b=len(set(by_case_b) - set(common)), verdict="differs" if differs_on else ("no difference detected" if common else "not compared"),
+        first_token=first_token,
+        length=length,
+        pass_rate=pass_rate,
+        alpha=alpha,
+        alpha_per_statistic=level,
+        power=power,
+        cases_compared=len(common),
+        cases_only_a=len(set(by_case_a) - set(common)),
+        cases_only_b=len(set(by_case_b) - set(common)),
+        verdict="differs" if differs_on else ("no difference detected" if common else "not compared"),
         differs_on=differs_on,
-    )  # fmt: skip
+    )
 
 
 def detection_rates(results: Sequence[DistributionComparison]) -> float:

@@ -175,8 +175,11 @@ def _copyability(prompt: str, text: str, lookup_min: int, lookup_max: int) -> fl
 def _lookup_sizes(manifest: dict[str, Any]) -> tuple[int, int, int | None]:
     spec = dict(manifest.get("config", {}).get("profile", {}).get("speculative") or {})
     k = spec.get("num_speculative_tokens")
-    return (int(spec.get("prompt_lookup_min", LOOKUP_MIN)), int(spec.get("prompt_lookup_max", LOOKUP_MAX)),
-            int(k) if k else None)  # fmt: skip
+    return (
+        int(spec.get("prompt_lookup_min", LOOKUP_MIN)),
+        int(spec.get("prompt_lookup_max", LOOKUP_MAX)),
+        int(k) if k else None,
+    )
 
 
 def _requests(a: Analysis, c: PairedComparison, kept: set[int]) -> tuple[list[RequestRecord], list[RequestRecord]]:
@@ -191,8 +194,9 @@ def _request_speedup(x: RequestRecord, y: RequestRecord, greedy: bool) -> float:
     return ratio(ratio(x.e2e_s, x.output_tokens), ratio(y.e2e_s, y.output_tokens))
 
 
-def _same_work(a_req: Sequence[RequestRecord], b_req: Sequence[RequestRecord],
-               greedy: bool) -> tuple[list[tuple[RequestRecord, RequestRecord]], int, PairCounts]:  # fmt: skip
+def _same_work(
+    a_req: Sequence[RequestRecord], b_req: Sequence[RequestRecord], greedy: bool
+) -> tuple[list[tuple[RequestRecord, RequestRecord]], int, PairCounts]:
     """Same-work pairs by the comparison's own rule, the blocks they are in, and how all pairs split."""
     by_block, counts = _classify(pair_requests(a_req, b_req), greedy)
     return [p for block in sorted(by_block) for p in by_block[block]], len(by_block), counts
@@ -211,8 +215,9 @@ def _finished(r: RequestRecord) -> bool:
     return r.error_kind is None and r.verdict in ("complete", "truncated")
 
 
-def _copy_values(a_req: Sequence[RequestRecord], prompts: dict[tuple[str, str], str],
-                 sizes: tuple[int, int]) -> list[float]:  # fmt: skip
+def _copy_values(
+    a_req: Sequence[RequestRecord], prompts: dict[tuple[str, str], str], sizes: tuple[int, int]
+) -> list[float]:
     out = []
     for r in a_req:
         prompt = prompts.get((r.workload, r.case_id))
@@ -226,27 +231,36 @@ def _copy_values(a_req: Sequence[RequestRecord], prompts: dict[tuple[str, str], 
 Pair = tuple[RequestRecord, RequestRecord]
 
 
-def _traffic(a_req: Sequence[RequestRecord], b_req: Sequence[RequestRecord], pairs: Sequence[Pair],
-             prompts: dict[tuple[str, str], str], manifest: dict[str, Any], greedy: bool) -> dict[str, Any]:  # fmt: skip
+def _traffic(
+    a_req: Sequence[RequestRecord],
+    b_req: Sequence[RequestRecord],
+    pairs: Sequence[Pair],
+    prompts: dict[tuple[str, str], str],
+    manifest: dict[str, Any],
+    greedy: bool,
+) -> dict[str, Any]:
     lo, hi, k = _lookup_sizes(manifest)
     done = [r for r in a_req if _finished(r)]
     copy = _copy_values(a_req, prompts, (lo, hi))
     rate, length = _acceptance(b_req, k)
     speedups = [s for x, y in pairs if math.isfinite(s := _request_speedup(x, y, greedy))]
     return {
-        "acceptance_rate": rate, "mean_acceptance_length": length,
+        "acceptance_rate": rate,
+        "mean_acceptance_length": length,
         "input_tokens": token_spread(r.prompt_tokens for r in done),
         "output_tokens": token_spread(r.completion_tokens for r in done),
-        "copyability": float(np.mean(copy)) if copy else math.nan, "copyability_n": len(copy),
+        "copyability": float(np.mean(copy)) if copy else math.nan,
+        "copyability_n": len(copy),
         "request_speedup_p50": float(np.median(speedups)) if speedups else math.nan,
-    }  # fmt: skip
+    }
 
 
 def _withheld(v: Verdict, size: str, why: str) -> Verdict:
     if v.verdict in ("invalid", "not comparable"):  # these already claim nothing, and say why
         return v
-    return Verdict(f"too small ({size})", f"{why}: estimate shown, no verdict claimed (the rule alone would say "
-                                             f"{v.verdict})")  # fmt: skip
+    return Verdict(
+        f"too small ({size})", f"{why}: estimate shown, no verdict claimed (the rule alone would say {v.verdict})"
+    )
 
 
 def group_decisions(a: Analysis, prompts: dict[tuple[str, str], str]) -> list[GroupDecision]:
@@ -260,12 +274,25 @@ def group_decisions(a: Analysis, prompts: dict[tuple[str, str], str]) -> list[Gr
         order, kept = c.order_a_first, set(c.blocks)
         a_req, b_req = _requests(a, c, kept)
         pairs, blocks, _ = _same_work(a_req, b_req, greedy)
-        out.append(GroupDecision(
-            workload=c.workload, load=c.load, arm_a=c.arm_a, arm_b=c.arm_b, group=POOLED, pooled=True, small=False,
-            pair_counts=c.pair_counts, blocks_with_pairs=blocks, speedup=c.speedup, speed=c.speed, quality=c.quality,
-            correct_fraction_a=c.correct_fraction_a, correct_fraction_b=c.correct_fraction_b,
-            **_traffic(a_req, b_req, pairs, prompts, a.manifest, greedy),
-        ))  # fmt: skip
+        out.append(
+            GroupDecision(
+                workload=c.workload,
+                load=c.load,
+                arm_a=c.arm_a,
+                arm_b=c.arm_b,
+                group=POOLED,
+                pooled=True,
+                small=False,
+                pair_counts=c.pair_counts,
+                blocks_with_pairs=blocks,
+                speedup=c.speedup,
+                speed=c.speed,
+                quality=c.quality,
+                correct_fraction_a=c.correct_fraction_a,
+                correct_fraction_b=c.correct_fraction_b,
+                **_traffic(a_req, b_req, pairs, prompts, a.manifest, greedy),
+            )
+        )
         names = sorted({r.group for r in (*a_req, *b_req)})
         if len(names) < 2:
             continue
@@ -279,18 +306,38 @@ def group_decisions(a: Analysis, prompts: dict[tuple[str, str], str]) -> list[Gr
             small = counts.same_work < MIN_GROUP_PAIRS or gblocks < MIN_GROUP_BLOCKS
             speed, quality = gc.speed, gc.quality
             if small:
-                speed = _withheld(speed, f"{counts.same_work} pairs", f"{counts.same_work} same-work pairs in {gblocks} blocks; "
-                                  f"a speed verdict needs {MIN_GROUP_PAIRS} in at least {MIN_GROUP_BLOCKS} blocks")  # fmt: skip
+                speed = _withheld(
+                    speed,
+                    f"{counts.same_work} pairs",
+                    f"{counts.same_work} same-work pairs in {gblocks} blocks; "
+                    f"a speed verdict needs {MIN_GROUP_PAIRS} in at least {MIN_GROUP_BLOCKS} blocks",
+                )
             cases = gc.completion.n_cases
             if cases < MIN_GROUP_CASES:
-                quality = _withheld(quality, f"{cases} case{'s' if cases != 1 else ''}", f"{cases} cases; a quality verdict needs "
-                                    f"{MIN_GROUP_CASES} (cases are its unit)")  # fmt: skip
-            out.append(GroupDecision(
-                workload=c.workload, load=c.load, arm_a=c.arm_a, arm_b=c.arm_b, group=name, pooled=False, small=small,
-                pair_counts=counts, blocks_with_pairs=gblocks, speedup=gc.speedup, speed=speed, quality=quality,
-                correct_fraction_a=gc.correct_fraction_a, correct_fraction_b=gc.correct_fraction_b,
-                **_traffic(ga, gb, gpairs, prompts, a.manifest, greedy),
-            ))  # fmt: skip
+                quality = _withheld(
+                    quality,
+                    f"{cases} case{'s' if cases != 1 else ''}",
+                    f"{cases} cases; a quality verdict needs {MIN_GROUP_CASES} (cases are its unit)",
+                )
+            out.append(
+                GroupDecision(
+                    workload=c.workload,
+                    load=c.load,
+                    arm_a=c.arm_a,
+                    arm_b=c.arm_b,
+                    group=name,
+                    pooled=False,
+                    small=small,
+                    pair_counts=counts,
+                    blocks_with_pairs=gblocks,
+                    speedup=gc.speedup,
+                    speed=speed,
+                    quality=quality,
+                    correct_fraction_a=gc.correct_fraction_a,
+                    correct_fraction_b=gc.correct_fraction_b,
+                    **_traffic(ga, gb, gpairs, prompts, a.manifest, greedy),
+                )
+            )
     return out
 
 
@@ -306,8 +353,14 @@ def _permutation_spearman(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
         rxc = rx - rx.mean(axis=axis, keepdims=True)
         return np.asarray((rxc * ryc).sum(axis=axis) / np.sqrt((rxc**2).sum(axis=axis) * (ryc**2).sum()))
 
-    res = sps.permutation_test((sps.rankdata(x),), statistic, permutation_type="pairings", vectorized=True,
-                               n_resamples=PERMUTATIONS, rng=np.random.default_rng(0))  # fmt: skip
+    res = sps.permutation_test(
+        (sps.rankdata(x),),
+        statistic,
+        permutation_type="pairings",
+        vectorized=True,
+        n_resamples=PERMUTATIONS,
+        rng=np.random.default_rng(0),
+    )
     return rho, float(res.pvalue)
 
 
@@ -337,8 +390,10 @@ def predictors_text(found: Sequence[FeatureCorrelation], cases: int) -> str:
     """One sentence: which features predicted the per-request speedup at alpha = 0.05, with direction, or that
     none did; never a claim of cause."""
     if cases < MIN_CORRELATION_CASES:
-        return (f"Too few cases with same-work pairs ({cases}, under {MIN_CORRELATION_CASES}) to say which prompt "
-                "features predicted the speedup in this run.")  # fmt: skip
+        return (
+            f"Too few cases with same-work pairs ({cases}, under {MIN_CORRELATION_CASES}) to say which prompt "
+            "features predicted the speedup in this run."
+        )
     hits = [f for f in found if f.predicts]
     missed = [_label(f.feature) for f in found if math.isfinite(f.pvalue) and not f.predicts]
     untested = [_label(f.feature) for f in found if not math.isfinite(f.pvalue)]
@@ -346,14 +401,21 @@ def predictors_text(found: Sequence[FeatureCorrelation], cases: int) -> str:
     if not hits:
         if not missed:
             return f"None did in this run: no prompt feature could be tested over {cases} cases{skipped}."
-        return (f"None did in this run: no tested feature ({', '.join(missed)}) predicted the per-request speedup at "
-                f"α={ALPHA:g} over {cases} cases{skipped}.")  # fmt: skip
-    said = "; ".join(f"{_MORE.get(f.feature, 'higher ' + _label(f.feature))} went with "
-                     f"{'larger' if f.rho > 0 else 'smaller'} speedups (Spearman ρ={f.rho:.2f}, permutation "
-                     f"p={f.pvalue:.3f}, n={f.n})" for f in hits)  # fmt: skip
+        return (
+            f"None did in this run: no tested feature ({', '.join(missed)}) predicted the per-request speedup at "
+            f"α={ALPHA:g} over {cases} cases{skipped}."
+        )
+    said = "; ".join(
+        f"{_MORE.get(f.feature, 'higher ' + _label(f.feature))} went with "
+        f"{'larger' if f.rho > 0 else 'smaller'} speedups (Spearman ρ={f.rho:.2f}, permutation "
+        f"p={f.pvalue:.3f}, n={f.n})"
+        for f in hits
+    )
     rest = f"; {' and '.join(missed)} did not" if missed else ""
-    return (f"In this run ({cases} cases, α={ALPHA:g}), {said}{rest}{skipped}: an association in this run, not "
-            "evidence that the feature causes the gain.")  # fmt: skip
+    return (
+        f"In this run ({cases} cases, α={ALPHA:g}), {said}{rest}{skipped}: an association in this run, not "
+        "evidence that the feature causes the gain."
+    )
 
 
 def feature_correlations(a: Analysis, prompts: dict[tuple[str, str], str]) -> list[FeatureCorrelations]:
@@ -381,9 +443,18 @@ def feature_correlations(a: Analysis, prompts: dict[tuple[str, str], str]) -> li
             tokens_in = float(x.prompt_tokens) if x.prompt_tokens is not None else math.nan
             by_case.setdefault(x.case_id, []).append((math.log(s), copy, tokens_in, float(x.output_tokens)))
         rows = [[_finite_mean(column) for column in zip(*v, strict=True)] for v in by_case.values()]
-        found = tuple(_correlate(name, [(float(row[i + 1]), float(row[0])) for row in rows])
-                      for i, name in enumerate(FEATURES))  # fmt: skip
-        out.append(FeatureCorrelations(workload=c.workload, load=c.load, arm_a=c.arm_a, arm_b=c.arm_b,
-                                       cases=len(rows), features=found,
-                                       predictors_text=predictors_text(found, len(rows))))  # fmt: skip
+        found = tuple(
+            _correlate(name, [(float(row[i + 1]), float(row[0])) for row in rows]) for i, name in enumerate(FEATURES)
+        )
+        out.append(
+            FeatureCorrelations(
+                workload=c.workload,
+                load=c.load,
+                arm_a=c.arm_a,
+                arm_b=c.arm_b,
+                cases=len(rows),
+                features=found,
+                predictors_text=predictors_text(found, len(rows)),
+            )
+        )
     return out

@@ -64,8 +64,12 @@ class RefusalControl:
 
 def refusal_controls(a: Analysis) -> list[RefusalControl]:
     """One entry per comparison over the cases whose check is ``abstains`` (from the manifest's saved cases)."""
-    abstain = {(name, c["id"]) for name, saved in (a.manifest.get("workloads") or {}).items()
-               for c in saved.get("cases", []) if (c.get("check") or {}).get("type") == "abstains"}  # fmt: skip
+    abstain = {
+        (name, c["id"])
+        for name, saved in (a.manifest.get("workloads") or {}).items()
+        for c in saved.get("cases", [])
+        if (c.get("check") or {}).get("type") == "abstains"
+    }
     out: list[RefusalControl] = []
     for c in a.comparisons:
         xs = [r for r in a.measured.get((c.workload, c.load, c.arm_a), []) if (c.workload, r.case_id) in abstain]
@@ -77,12 +81,24 @@ def refusal_controls(a: Analysis) -> list[RefusalControl]:
         independent = len({x.case_id for x, _ in pairs}) if a.rules.greedy else len(pairs)
         # a refusal is a complete answer that declines; a failed or cut-off answer is neither, and is counted apart
         unfinished = sum(1 for x, y in pairs if x.verdict != "complete" or y.verdict != "complete")
-        differ = [{"block": x.block, "case_id": x.case_id, "refused": c.arm_a if x.counts_correct else c.arm_b}
-                  for x, y in pairs if x.verdict == y.verdict == "complete" and x.counts_correct != y.counts_correct]  # fmt: skip
-        out.append(RefusalControl(
-            workload=c.workload, load=c.load, arm_a=c.arm_a, arm_b=c.arm_b, pairs=len(pairs),
-            refused_a=sum(1 for x, _ in pairs if x.counts_correct), refused_b=sum(1 for _, y in pairs if y.counts_correct),
-            independent=independent, detectable_rate=detectable_answer_rate(independent), disagreements=differ,
-            unfinished_pairs=unfinished,
-        ))  # fmt: skip
+        differ = [
+            {"block": x.block, "case_id": x.case_id, "refused": c.arm_a if x.counts_correct else c.arm_b}
+            for x, y in pairs
+            if x.verdict == y.verdict == "complete" and x.counts_correct != y.counts_correct
+        ]
+        out.append(
+            RefusalControl(
+                workload=c.workload,
+                load=c.load,
+                arm_a=c.arm_a,
+                arm_b=c.arm_b,
+                pairs=len(pairs),
+                refused_a=sum(1 for x, _ in pairs if x.counts_correct),
+                refused_b=sum(1 for _, y in pairs if y.counts_correct),
+                independent=independent,
+                detectable_rate=detectable_answer_rate(independent),
+                disagreements=differ,
+                unfinished_pairs=unfinished,
+            )
+        )
     return out

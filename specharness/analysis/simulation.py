@@ -209,8 +209,9 @@ def _draw(sc: Scenario, runs: int, rng: np.random.Generator, a_first: np.ndarray
     base = rng.normal(0.0, sc.case_sd, (runs, nb if distinct_cases else 1, r)) + math.log(2.0)
     base = np.broadcast_to(base, shape)
     inst_a = rng.normal(0.0, sc.instance_sd, runs) if sc.instance_sd > 0 else np.zeros(runs)
-    inst_b = math.log1p(sc.instance_offset) + (rng.normal(0.0, sc.instance_sd, runs) if sc.instance_sd > 0
-                                               else np.zeros(runs))  # fmt: skip
+    inst_b = math.log1p(sc.instance_offset) + (
+        rng.normal(0.0, sc.instance_sd, runs) if sc.instance_sd > 0 else np.zeros(runs)
+    )
     block = rng.normal(0.0, sc.block_sd, (runs, nb, 1))
     jitter = rng.normal(0.0, sc.jitter_sd, (runs, nb, 2, 1))
     if sc.heavy_tails:
@@ -227,10 +228,25 @@ def _draw(sc: Scenario, runs: int, rng: np.random.Generator, a_first: np.ndarray
     drift = math.log1p(sc.drift)
     trend_a, trend_b = (-drift * (1 - np.exp(-k * t)) / (1 - math.exp(-k)) for t in (t_a, t_b))
     order = -math.log1p(sc.order_effect)
-    log_a = (base + inst_a[:, None, None] + trend_a + np.where(a_first, 0.0, order)[:, None] + block
-             + jitter[:, :, 0] + noise[:, :, 0])  # fmt: skip
-    log_b = (base - math.log(sc.true_speedup) + inst_b[:, None, None] + trend_b
-             + np.where(a_first, order, 0.0)[:, None] + block + jitter[:, :, 1] + noise[:, :, 1])  # fmt: skip
+    log_a = (
+        base
+        + inst_a[:, None, None]
+        + trend_a
+        + np.where(a_first, 0.0, order)[:, None]
+        + block
+        + jitter[:, :, 0]
+        + noise[:, :, 0]
+    )
+    log_b = (
+        base
+        - math.log(sc.true_speedup)
+        + inst_b[:, None, None]
+        + trend_b
+        + np.where(a_first, order, 0.0)[:, None]
+        + block
+        + jitter[:, :, 1]
+        + noise[:, :, 1]
+    )
     tokens = np.round(40.0 * np.exp(base))
     return _Draw(np.exp(log_a), np.exp(log_b), tokens, a_first, sc.true_speedup * np.exp(inst_a - inst_b))
 
@@ -253,12 +269,20 @@ def _old1_t_over_blocks_different_cases(d: _Draw, run: int, blocks: int, confide
     logs = np.log((tok / sb) / (tok / sa))
     n = logs.size
     half = float(sps.t.ppf(1 - (1 - confidence) / 2, n - 1)) * float(logs.std(ddof=1)) / math.sqrt(n)
-    return RatioInterval(point, point * math.exp(-half), point * math.exp(half), confidence, n, n - 1,
-                         "old-1: pooled point, t over blocks")  # fmt: skip
+    return RatioInterval(
+        point,
+        point * math.exp(-half),
+        point * math.exp(half),
+        confidence,
+        n,
+        n - 1,
+        "old-1: pooled point, t over blocks",
+    )
 
 
-def _old2_two_stage_bootstrap(d: _Draw, run: int, blocks: int, confidence: float, rng: np.random.Generator,
-                              resamples: int) -> RatioInterval:  # fmt: skip
+def _old2_two_stage_bootstrap(
+    d: _Draw, run: int, blocks: int, confidence: float, rng: np.random.Generator, resamples: int
+) -> RatioInterval:
     """The bootstrap the block t interval replaced: blocks with replacement, then paired requests within them."""
     ta, tb, tok = d.time_a[run, :blocks], d.time_b[run, :blocks], d.tokens[run, :blocks]
     r = ta.shape[1]
@@ -276,8 +300,14 @@ def _old2_two_stage_bootstrap(d: _Draw, run: int, blocks: int, confidence: float
 # simulation
 
 
-def simulate(scenario: Scenario, method: str = "new", runs: int = 1000, seed: int = 0,
-             resamples: int = 2000, confidence: float | None = None) -> ScenarioResult:  # fmt: skip
+def simulate(
+    scenario: Scenario,
+    method: str = "new",
+    runs: int = 1000,
+    seed: int = 0,
+    resamples: int = 2000,
+    confidence: float | None = None,
+) -> ScenarioResult:
     """Simulate ``runs`` experiments of ``scenario`` analysed by ``method`` ("new", "old-1", "old-2"; ``resamples``
     is old-2's bootstrap count) and return the rates. Seeded: the same arguments give the same result.
     ``confidence`` replaces the per-look level (only to run deliberately wrong methods: a 50% interval, or naive
@@ -317,8 +347,15 @@ def simulate(scenario: Scenario, method: str = "new", runs: int = 1000, seed: in
     return _summarise(scenario, method, np.array(verdicts), lows, highs, used, d.identifiable)
 
 
-def _summarise(sc: Scenario, method: str, verdicts: np.ndarray, lows: np.ndarray, highs: np.ndarray,
-               used: np.ndarray, identifiable: np.ndarray) -> ScenarioResult:  # fmt: skip
+def _summarise(
+    sc: Scenario,
+    method: str,
+    verdicts: np.ndarray,
+    lows: np.ndarray,
+    highs: np.ndarray,
+    used: np.ndarray,
+    identifiable: np.ndarray,
+) -> ScenarioResult:
     def rate(mask: np.ndarray) -> float:
         return float(np.mean(mask))
 
@@ -335,18 +372,26 @@ def _summarise(sc: Scenario, method: str, verdicts: np.ndarray, lows: np.ndarray
         widths = highs / lows
     finite = np.isfinite(widths)
     return ScenarioResult(
-        scenario=sc.name, method=method, runs=int(verdicts.size), true_speedup=s,
+        scenario=sc.name,
+        method=method,
+        runs=int(verdicts.size),
+        true_speedup=s,
         coverage_true=rate((lows <= s) & (s <= highs)),
         coverage_identifiable=rate((lows <= identifiable) & (identifiable <= highs)),
-        false_verdict_rate=rate(false), power=rate(right), equivalent_rate=rate(equiv),
-        inconclusive_rate=rate(verdicts == "inconclusive"), helps_rate=rate(helps), hurts_rate=rate(hurts),
+        false_verdict_rate=rate(false),
+        power=rate(right),
+        equivalent_rate=rate(equiv),
+        inconclusive_rate=rate(verdicts == "inconclusive"),
+        helps_rate=rate(helps),
+        hurts_rate=rate(hurts),
         median_ci_width=float(np.median(widths[finite])) if finite.any() else math.nan,
         mean_blocks=float(used.mean()),
-    )  # fmt: skip
+    )
 
 
-def run_study(runs: int = 1000, seed: int = 0, scenarios: Sequence[Scenario] | None = None,
-              resamples: int = 2000) -> list[ScenarioResult]:  # fmt: skip
+def run_study(
+    runs: int = 1000, seed: int = 0, scenarios: Sequence[Scenario] | None = None, resamples: int = 2000
+) -> list[ScenarioResult]:
     """Every scenario by every method (old-2 not in sequential scenarios)."""
     out = []
     for sc in scenarios if scenarios is not None else default_scenarios():
@@ -357,19 +402,24 @@ def run_study(runs: int = 1000, seed: int = 0, scenarios: Sequence[Scenario] | N
     return out
 
 
-def false_verdicts_by_offset(offsets: Sequence[float], base: Scenario | None = None, runs: int = 1000,
-                             seed: int = 0) -> list[tuple[float, float]]:  # fmt: skip
+def false_verdicts_by_offset(
+    offsets: Sequence[float], base: Scenario | None = None, runs: int = 1000, seed: int = 0
+) -> list[tuple[float, float]]:
     """The new method's false-verdict rate (helps or hurts, S = 1) when B's engine instance is slower by each
     fixed fraction in ``offsets``: how large a persistent offset the band absorbs."""
     sc = base if base is not None else Scenario("offset")
-    return [(o, simulate(replace(sc, name=f"offset {o:.0%}", instance_offset=o), "new", runs, seed).false_verdict_rate)
-            for o in offsets]  # fmt: skip
+    return [
+        (o, simulate(replace(sc, name=f"offset {o:.0%}", instance_offset=o), "new", runs, seed).false_verdict_rate)
+        for o in offsets
+    ]
 
 
 def format_study(results: Sequence[ScenarioResult]) -> str:
     """A markdown table of a study's results, one row per scenario and method."""
-    head = ("| scenario | S | method | runs | coverage of S | coverage identifiable | false verdict | power | "
-            "equivalent | inconclusive | helps | hurts | median CI width | mean blocks |")  # fmt: skip
+    head = (
+        "| scenario | S | method | runs | coverage of S | coverage identifiable | false verdict | power | "
+        "equivalent | inconclusive | helps | hurts | median CI width | mean blocks |"
+    )
     lines = [head, "|" + "---|" * 14]
     for r in results:
         lines.append(
@@ -377,7 +427,7 @@ def format_study(results: Sequence[ScenarioResult]) -> str:
             f"{r.coverage_identifiable:.3f} | {r.false_verdict_rate:.3f} | {r.power:.3f} | {r.equivalent_rate:.3f} | "
             f"{r.inconclusive_rate:.3f} | {r.helps_rate:.3f} | {r.hurts_rate:.3f} | {r.median_ci_width:.3f} | "
             f"{r.mean_blocks:.1f} |"
-        )  # fmt: skip
+        )
     return "\n".join(lines)
 
 
@@ -462,16 +512,29 @@ def traffic_scenarios() -> list[TrafficScenario]:
         # a machine whose A/A record rules out offsets (upper limit 0: band 10%, nothing added): the interval is
         # then at its nominal level, the world where too-short intervals and naive looks show
         TrafficScenario("edge-0.91-no-offset", true_speedup=1 / 1.10, recorded_offset_sd_upper=0.0, p_div=0.3),
-        TrafficScenario("edge-0.91-no-offset-sequential", true_speedup=1 / 1.10, recorded_offset_sd_upper=0.0,
-                        blocks=4, max_blocks=12, p_div=0.3),
+        TrafficScenario(
+            "edge-0.91-no-offset-sequential",
+            true_speedup=1 / 1.10,
+            recorded_offset_sd_upper=0.0,
+            blocks=4,
+            max_blocks=12,
+            p_div=0.3,
+        ),
         TrafficScenario("aa-no-offset", recorded_offset_sd_upper=0.0, p_div=0.3),
         TrafficScenario("slowdown-0.70-divergent", true_speedup=0.70, p_div=0.56),
         TrafficScenario("slowdown-0.70-identical", true_speedup=0.70),
         TrafficScenario("slowdown-0.70-12-blocks", true_speedup=0.70, blocks=12, p_div=0.56),
         TrafficScenario("speedup-1.40-biased-div", true_speedup=1.40, case_speed_sd=0.25, p_div=0.5, div_bias=2.0),
         TrafficScenario("offset-sd6%-true-0.87", true_speedup=0.87, instance_sd=0.06 / math.sqrt(2), blocks=12),
-        TrafficScenario("long-case-timeout", cases=8, true_speedup=1.25, long_case=(10.0, 1 / 3), timeout_factor=2.6,
-                        jitter_sd=0.03, noise_sd=0.05),
+        TrafficScenario(
+            "long-case-timeout",
+            cases=8,
+            true_speedup=1.25,
+            long_case=(10.0, 1 / 3),
+            timeout_factor=2.6,
+            jitter_sd=0.03,
+            noise_sd=0.05,
+        ),
         TrafficScenario("loops-25%", loop_share=0.25, loop_speedup=3.0, p_div=0.3),
     ]
 
@@ -500,8 +563,9 @@ class TrafficResult:
     without_capped_coverage: float  # how often the estimate without loops covers the truth without the looping cases
 
 
-def _run_records(sc: TrafficScenario, rng: np.random.Generator, a_first: np.ndarray
-                 ) -> tuple[list[tuple[RequestRecord, RequestRecord]], float, float, float, float]:  # fmt: skip
+def _run_records(
+    sc: TrafficScenario, rng: np.random.Generator, a_first: np.ndarray
+) -> tuple[list[tuple[RequestRecord, RequestRecord]], float, float, float, float]:
     """One simulated run as request pairs, with its true speedup (all cases, loops included: what the verdict is
     about), the identifiable one, the true speedup without the looping cases, and the request timeout (300 s when
     the scenario has none)."""
@@ -525,7 +589,11 @@ def _run_records(sc: TrafficScenario, rng: np.random.Generator, a_first: np.ndar
     truth_no_loops = float(np.exp(log_base[kept]).sum() / np.exp(log_base[kept] - log_s[kept]).sum())
     inst = rng.normal(0.0, sc.instance_sd, 2) if sc.instance_sd > 0 else np.zeros(2)
     timeout = sc.timeout_factor * float(np.exp(log_base).max())
-    p_div = np.clip(sc.p_div * np.exp(-sc.div_bias * sc.case_speed_sd * z), 0.0, 1.0) if sc.div_bias else np.full(r, sc.p_div)
+    p_div = (
+        np.clip(sc.p_div * np.exp(-sc.div_bias * sc.case_speed_sd * z), 0.0, 1.0)
+        if sc.div_bias
+        else np.full(r, sc.p_div)
+    )
     horizon = sc.planned_blocks * 2 * r
     k = DRIFT_CURVATURE
     pairs = []
@@ -557,16 +625,32 @@ def _run_records(sc: TrafficScenario, rng: np.random.Generator, a_first: np.ndar
             for arm, secs in ((0, secs_a), (1, secs_b)):
                 chain = "0000" * n if arm == 0 or not diverge[c] else "0000" * common + "1111" * (n - common)
                 digest = f"c{c}" if arm == 0 or not diverge[c] else f"c{c}-b{blk}"
-                recs.append(_sim_record(("baseline", "ngram")[arm], blk, c, n, float(secs[c]), chain, digest,
-                                        "failed" if fail[arm, c] else ("truncated" if loops[c] else "complete"),
-                                        timeout))  # fmt: skip
+                recs.append(
+                    _sim_record(
+                        ("baseline", "ngram")[arm],
+                        blk,
+                        c,
+                        n,
+                        float(secs[c]),
+                        chain,
+                        digest,
+                        "failed" if fail[arm, c] else ("truncated" if loops[c] else "complete"),
+                        timeout,
+                    )
+                )
             pairs.append((recs[0], recs[1]))
-    return (pairs, truth, truth * math.exp(inst[0] - inst[1]), truth_no_loops,
-            timeout if math.isfinite(timeout) else 300.0)  # fmt: skip
+    return (
+        pairs,
+        truth,
+        truth * math.exp(inst[0] - inst[1]),
+        truth_no_loops,
+        timeout if math.isfinite(timeout) else 300.0,
+    )
 
 
-def _sim_record(arm: str, block: int, case: int, n: int, secs: float, chain: str, digest: str, verdict: str,
-                timeout: float) -> RequestRecord:  # fmt: skip
+def _sim_record(
+    arm: str, block: int, case: int, n: int, secs: float, chain: str, digest: str, verdict: str, timeout: float
+) -> RequestRecord:
     chunks = min(n, 8)
     per = [n // chunks + (1 if i < n % chunks else 0) for i in range(chunks)]
     cum = np.cumsum(per)
@@ -583,28 +667,53 @@ def _sim_record(arm: str, block: int, case: int, n: int, secs: float, chain: str
         cut_chain = chain
     ok = error is None
     return RequestRecord(
-        arm=arm, block=block, workload="sim", group="g", case_id=f"c{case}", clients=1, warmup=False, cell="",
-        seq=case, started_unix_s=0.0, send_s=0.0, chunk_arrival_s=arrivals, chunk_tokens=per,
-        e2e_s=secs if ok else math.nan, completion_tokens=n if ok else None, error_kind=error, verdict=verdict,
-        saw_done=ok, finish_reason=("length" if verdict == "truncated" else "stop") if ok else None,
-        output_digest=digest, prefix_chain=cut_chain,
-    )  # fmt: skip
+        arm=arm,
+        block=block,
+        workload="sim",
+        group="g",
+        case_id=f"c{case}",
+        clients=1,
+        warmup=False,
+        cell="",
+        seq=case,
+        started_unix_s=0.0,
+        send_s=0.0,
+        chunk_arrival_s=arrivals,
+        chunk_tokens=per,
+        e2e_s=secs if ok else math.nan,
+        completion_tokens=n if ok else None,
+        error_kind=error,
+        verdict=verdict,
+        saw_done=ok,
+        finish_reason=("length" if verdict == "truncated" else "stop") if ok else None,
+        output_digest=digest,
+        prefix_chain=cut_chain,
+    )
 
 
-def _drop_case_on_failure(pairs: Sequence[tuple[RequestRecord, RequestRecord]]) -> list[tuple[RequestRecord, RequestRecord]]:
+def _drop_case_on_failure(
+    pairs: Sequence[tuple[RequestRecord, RequestRecord]],
+) -> list[tuple[RequestRecord, RequestRecord]]:
     """The wrong rule: a case with a failure or timeout in any block leaves every block."""
     bad = {x.case_id for x, y in pairs if x.error_kind or y.error_kind}
     return [(x, y) for x, y in pairs if x.case_id not in bad]
 
 
-def _traffic_verdict(pairs: Sequence[tuple[RequestRecord, RequestRecord]], order: dict[int, bool], method: str,
-                     sc: TrafficScenario, confidence: float, timeout: float) -> tuple[RatioInterval, str, float, RatioInterval]:  # fmt: skip
+def _traffic_verdict(
+    pairs: Sequence[tuple[RequestRecord, RequestRecord]],
+    order: dict[int, bool],
+    method: str,
+    sc: TrafficScenario,
+    confidence: float,
+    timeout: float,
+) -> tuple[RatioInterval, str, float, RatioInterval]:
     from specharness.analysis.comparison import (
         ComparisonRules,
         _block_log_speedups,
         _classify,
         speed_from_pairs,
     )
+
     if method == "old":
         by_block, counts = _classify(pairs, True)
         logs = _block_log_speedups(by_block, True)
@@ -612,8 +721,12 @@ def _traffic_verdict(pairs: Sequence[tuple[RequestRecord, RequestRecord]], order
         ci = block_ratio_interval([logs[k] for k in blocks], [1 if order[k] else -1 for k in blocks], confidence)
         v = speed_verdict(ci, 0.10, same_work_fraction=counts.same_work_fraction, min_same_work=0.5).verdict
         return ci, v, math.nan, NO_INTERVAL_SIM
-    rules = ComparisonRules(margin=traffic_margin(sc, method), confidence=confidence, timeout_s=timeout,
-                            offset_var=sc.recorded_offset_sd_upper**2)  # fmt: skip
+    rules = ComparisonRules(
+        margin=traffic_margin(sc, method),
+        confidence=confidence,
+        timeout_s=timeout,
+        offset_var=sc.recorded_offset_sd_upper**2,
+    )
     if method == "new-drop-case":
         pairs = _drop_case_on_failure(pairs)
     ci, verdict, work = speed_from_pairs(pairs, order, rules)
@@ -660,8 +773,17 @@ def simulate_traffic(sc: TrafficScenario, method: str = "new", runs: int = 500, 
     return _traffic_summary(sc, method, verdicts, lows, highs, truths, idents, covered, wc)
 
 
-def _traffic_summary(sc: TrafficScenario, method: str, verdicts: list[str], lows: list[float], highs: list[float],
-                     truths: list[float], idents: list[float], covered: list[float], wc: list[float]) -> TrafficResult:  # fmt: skip
+def _traffic_summary(
+    sc: TrafficScenario,
+    method: str,
+    verdicts: list[str],
+    lows: list[float],
+    highs: list[float],
+    truths: list[float],
+    idents: list[float],
+    covered: list[float],
+    wc: list[float],
+) -> TrafficResult:
     v = np.array(verdicts)
     lo, hi, s, ident = (np.asarray(x, dtype=float) for x in (lows, highs, truths, idents))
     margin = traffic_margin(sc, method)
@@ -679,28 +801,43 @@ def _traffic_summary(sc: TrafficScenario, method: str, verdicts: list[str], lows
     finite = np.isfinite(widths)
     wcs = np.asarray(wc, dtype=float)
     return TrafficResult(
-        scenario=sc.name, method=method, runs=int(v.size), true_speedup=s0, margin=margin,
-        coverage_true=float(np.mean((lo <= s) & (s <= hi))), coverage_identifiable=float(np.mean((lo <= ident) & (ident <= hi))),
-        false_verdict_rate=float(np.mean(false)), power=float(np.mean(right)), equivalent_rate=float(np.mean(equiv)),
-        inconclusive_rate=float(np.mean(v == "inconclusive")), not_comparable_rate=float(np.mean(v == "not comparable")),
-        helps_rate=float(np.mean(helps)), hurts_rate=float(np.mean(hurts)),
+        scenario=sc.name,
+        method=method,
+        runs=int(v.size),
+        true_speedup=s0,
+        margin=margin,
+        coverage_true=float(np.mean((lo <= s) & (s <= hi))),
+        coverage_identifiable=float(np.mean((lo <= ident) & (ident <= hi))),
+        false_verdict_rate=float(np.mean(false)),
+        power=float(np.mean(right)),
+        equivalent_rate=float(np.mean(equiv)),
+        inconclusive_rate=float(np.mean(v == "inconclusive")),
+        not_comparable_rate=float(np.mean(v == "not comparable")),
+        helps_rate=float(np.mean(helps)),
+        hurts_rate=float(np.mean(hurts)),
         median_ci_width=float(np.median(widths[finite])) if finite.any() else math.nan,
         mean_covered_share=float(np.nanmean(covered)) if np.isfinite(covered).any() else math.nan,
         without_capped_coverage=float(np.nanmean(wcs)) if np.isfinite(wcs).any() else math.nan,
-    )  # fmt: skip
+    )
 
 
-def run_traffic_study(runs: int = 500, seed: int = 0, scenarios: Sequence[TrafficScenario] | None = None,
-                      methods: Sequence[str] = ("old", "new")) -> list[TrafficResult]:  # fmt: skip
+def run_traffic_study(
+    runs: int = 500,
+    seed: int = 0,
+    scenarios: Sequence[TrafficScenario] | None = None,
+    methods: Sequence[str] = ("old", "new"),
+) -> list[TrafficResult]:
     """Every traffic scenario by each method (old rules vs new by default)."""
     return [simulate_traffic(sc, m, runs, seed) for sc in (scenarios or traffic_scenarios()) for m in methods]
 
 
 def format_traffic_study(results: Sequence[TrafficResult]) -> str:
     """A markdown table: old rules vs new, one row per scenario and method."""
-    head = ("| scenario | S | method | band | runs | coverage of S | coverage identifiable | false verdict | power | "
-            "equivalent | inconclusive | not comparable | helps | hurts | median CI width | covered share | "
-            "coverage without loops |")  # fmt: skip
+    head = (
+        "| scenario | S | method | band | runs | coverage of S | coverage identifiable | false verdict | power | "
+        "equivalent | inconclusive | not comparable | helps | hurts | median CI width | covered share | "
+        "coverage without loops |"
+    )
     lines = [head, "|" + "---|" * 17]
     for r in results:
         lines.append(
@@ -708,5 +845,5 @@ def format_traffic_study(results: Sequence[TrafficResult]) -> str:
             f"{r.coverage_identifiable:.3f} | {r.false_verdict_rate:.3f} | {r.power:.3f} | {r.equivalent_rate:.3f} | "
             f"{r.inconclusive_rate:.3f} | {r.not_comparable_rate:.3f} | {r.helps_rate:.3f} | {r.hurts_rate:.3f} | "
             f"{r.median_ci_width:.3f} | {r.mean_covered_share:.2f} | {r.without_capped_coverage:.3f} |"
-        )  # fmt: skip
+        )
     return "\n".join(lines)

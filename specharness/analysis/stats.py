@@ -83,8 +83,12 @@ def _with_offset(se2: float, df: int, offset_var: float) -> tuple[float, float]:
     return math.sqrt(total), (total**2 / (se2**2 / df) if se2 > 0 else math.inf)
 
 
-def block_ratio_interval(log_ratios: Sequence[float], order_signs: Sequence[int] | None = None,
-                         confidence: float = 0.95, offset_var: float = 0.0) -> RatioInterval:  # fmt: skip
+def block_ratio_interval(
+    log_ratios: Sequence[float],
+    order_signs: Sequence[int] | None = None,
+    confidence: float = 0.95,
+    offset_var: float = 0.0,
+) -> RatioInterval:
     """Point estimate exp(mean log ratio) and its t interval; see the module docstring for the order model and the
     engine-instance offset variance ``offset_var`` (log scale) added to the mean's."""
     y = np.asarray(log_ratios, dtype=float)
@@ -105,14 +109,27 @@ def block_ratio_interval(log_ratios: Sequence[float], order_signs: Sequence[int]
         t = float(sps.t.ppf(q, df))
         mu = float(coef[0])
         delta, se_delta = float(coef[1]), math.sqrt(max(cov[1, 1], 0.0))
-        order = {"order_effect": math.exp(delta), "order_effect_low": math.exp(delta - t * se_delta),
-                 "order_effect_high": math.exp(delta + t * se_delta)}  # fmt: skip
+        order = {
+            "order_effect": math.exp(delta),
+            "order_effect_low": math.exp(delta - t * se_delta),
+            "order_effect_high": math.exp(delta + t * se_delta),
+        }
         if n >= ORDER_TERM_BLOCKS:
             se_mu, df_mu = _with_offset(max(cov[0, 0], 0.0), df, offset_var)
             t = float(sps.t.ppf(q, df_mu))
-            return RatioInterval(math.exp(mu), math.exp(mu - t * se_mu), math.exp(mu + t * se_mu), confidence, n, df,
-                                 "t, blocks as replicates, order term" + _offset_note(offset_var), **order,
-                                 offset_var=offset_var, se_log=se_mu, t_df=df_mu)  # fmt: skip
+            return RatioInterval(
+                math.exp(mu),
+                math.exp(mu - t * se_mu),
+                math.exp(mu + t * se_mu),
+                confidence,
+                n,
+                df,
+                "t, blocks as replicates, order term" + _offset_note(offset_var),
+                **order,
+                offset_var=offset_var,
+                se_log=se_mu,
+                t_df=df_mu,
+            )
     mu = float(y.mean())
     if n < 2:
         return RatioInterval(math.exp(mu), math.nan, math.nan, confidence, n, 0, "one block: no interval")
@@ -122,16 +139,32 @@ def block_ratio_interval(log_ratios: Sequence[float], order_signs: Sequence[int]
     method = "t, blocks as replicates" + _offset_note(offset_var)
     if signs is not None and float(signs.sum()) != 0.0:
         method += "; arm orders unbalanced, so the mean carries part of any order effect"
-    return RatioInterval(math.exp(mu), math.exp(mu - t * se), math.exp(mu + t * se), confidence, n, df, method,
-                         **order, offset_var=offset_var, se_log=se, t_df=df_se)  # fmt: skip
+    return RatioInterval(
+        math.exp(mu),
+        math.exp(mu - t * se),
+        math.exp(mu + t * se),
+        confidence,
+        n,
+        df,
+        method,
+        **order,
+        offset_var=offset_var,
+        se_log=se,
+        t_df=df_se,
+    )
 
 
 def _offset_note(offset_var: float) -> str:
     return f", engine-instance offset sd {math.sqrt(offset_var):.3f} added" if offset_var > 0 else ""
 
 
-def case_resampled_interval(block_case_logs: Sequence[dict[str, tuple[float, float]]], interval: RatioInterval,
-                            confidence: float = 0.95, resamples: int = 2000, seed: int = 0) -> RatioInterval:
+def case_resampled_interval(
+    block_case_logs: Sequence[dict[str, tuple[float, float]]],
+    interval: RatioInterval,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> RatioInterval:
     """The interval for traffic like these prompts: ``interval`` (over blocks, about these prompts) widened by the
     variance of the estimate when the *cases* are drawn again (a case bootstrap within blocks: one draw of case
     ids with replacement, used in every block, block ratio of summed times over the drawn cases).
@@ -160,10 +193,19 @@ def case_resampled_interval(block_case_logs: Sequence[dict[str, tuple[float, flo
     t_block = float(sps.t.ppf(q, interval.t_df)) if interval.t_df >= 1 else math.nan
     se = math.sqrt(interval.se_log**2 + case_var)
     mu = math.log(interval.estimate)
-    return RatioInterval(interval.estimate, math.exp(mu - t_block * se), math.exp(mu + t_block * se), confidence,
-                         interval.blocks, interval.df, interval.method + f"; cases resampled ({len(cases)} cases, "
-                         f"{resamples} draws, case sd {math.sqrt(case_var):.3f} added)", offset_var=interval.offset_var,
-                         se_log=se, t_df=interval.t_df)  # fmt: skip
+    return RatioInterval(
+        interval.estimate,
+        math.exp(mu - t_block * se),
+        math.exp(mu + t_block * se),
+        confidence,
+        interval.blocks,
+        interval.df,
+        interval.method + f"; cases resampled ({len(cases)} cases, "
+        f"{resamples} draws, case sd {math.sqrt(case_var):.3f} added)",
+        offset_var=interval.offset_var,
+        se_log=se,
+        t_df=interval.t_df,
+    )
 
 
 def look_confidence(confidence: float, looks: int) -> float:
@@ -246,8 +288,13 @@ class RatioChange:
         return self.pvalue < 0.05
 
 
-def ratio_change(block_ratios_a: Sequence[float], block_ratios_b: Sequence[float], confidence: float = 0.95,
-                 offset_var: float = 0.0, offset_df: float = math.inf) -> RatioChange:  # fmt: skip
+def ratio_change(
+    block_ratios_a: Sequence[float],
+    block_ratios_b: Sequence[float],
+    confidence: float = 0.95,
+    offset_var: float = 0.0,
+    offset_df: float = math.inf,
+) -> RatioChange:
     """The change of a geometric-mean ratio between two runs, from their block log ratios: the difference of means
     with standard error² = s_a²/n_a + s_b²/n_b + 2·σ_u², its CI and two-sided p-value. Needs 2 blocks in each run.
 
@@ -265,12 +312,29 @@ def ratio_change(block_ratios_a: Sequence[float], block_ratios_b: Sequence[float
     if offset_var <= 0:
         res = sps.ttest_ind(b, a, equal_var=False)
         ci = res.confidence_interval(confidence_level=confidence)
-        return RatioChange(math.exp(diff), math.exp(ci.low), math.exp(ci.high), float(res.pvalue), int(a.size),
-                           int(b.size), float(res.df))  # fmt: skip
+        return RatioChange(
+            math.exp(diff),
+            math.exp(ci.low),
+            math.exp(ci.high),
+            float(res.pvalue),
+            int(a.size),
+            int(b.size),
+            float(res.df),
+        )
     ta, tb, tu = float(a.var(ddof=1)) / a.size, float(b.var(ddof=1)) / b.size, 2.0 * offset_var
     se2 = ta + tb + tu
-    df = se2**2 / (ta**2 / (a.size - 1) + tb**2 / (b.size - 1) + (tu**2 / offset_df if 0 < offset_df < math.inf else 0.0))
+    df = se2**2 / (
+        ta**2 / (a.size - 1) + tb**2 / (b.size - 1) + (tu**2 / offset_df if 0 < offset_df < math.inf else 0.0)
+    )
     se = math.sqrt(se2)
     half = float(sps.t.ppf(0.5 + confidence / 2, df)) * se
-    return RatioChange(math.exp(diff), math.exp(diff - half), math.exp(diff + half),
-                       float(2 * sps.t.sf(abs(diff) / se, df)), int(a.size), int(b.size), df, offset_var)  # fmt: skip
+    return RatioChange(
+        math.exp(diff),
+        math.exp(diff - half),
+        math.exp(diff + half),
+        float(2 * sps.t.sf(abs(diff) / se, df)),
+        int(a.size),
+        int(b.size),
+        df,
+        offset_var,
+    )

@@ -69,8 +69,12 @@ class StructuredValidity:
         return (self.rejected + self.failed) / self.requests if self.requests else math.nan
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "invalid": self.invalid, "invalid_fraction": self.invalid_fraction,
-                "rejected_fraction": self.rejected_fraction}  # fmt: skip
+        return {
+            **asdict(self),
+            "invalid": self.invalid,
+            "invalid_fraction": self.invalid_fraction,
+            "rejected_fraction": self.rejected_fraction,
+        }
 
 
 def validity_stage(r: RequestRecord, check: str) -> str:
@@ -132,5 +136,9 @@ def structured_validity(records: Iterable[RequestRecord], manifest: Mapping[str,
     order = {c: i for i, c in enumerate(STRUCTURED_CHECKS)}
     cells = list(dict.fromkeys(k[:3] for k in counts))
     keys = sorted(counts, key=lambda k: (cells.index(k[:3]), order[k[3]]))
-    return [StructuredValidity(workload=k[0], load=k[1], arm=k[2], check=k[3],
-                               requests=sum(counts[k][s] for s in STAGES), **counts[k]) for k in keys]  # fmt: skip
+    return [
+        StructuredValidity(
+            workload=k[0], load=k[1], arm=k[2], check=k[3], requests=sum(counts[k][s] for s in STAGES), **counts[k]
+        )
+        for k in keys
+    ]

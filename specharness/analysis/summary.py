@@ -84,7 +84,9 @@ def _count(items: Iterable[str | None]) -> dict[str, int]:
     return out
 
 
-def _delivery(requests: Sequence[RequestRecord], cells: Sequence[CellRecord], wall: float, rate: str) -> dict[str, float]:
+def _delivery(
+    requests: Sequence[RequestRecord], cells: Sequence[CellRecord], wall: float, rate: str
+) -> dict[str, float]:
     """Open-loop delivery over an arm's cells: the share of requests sent within the tolerance, the worst cell's
     share, late requests, p95 and max lateness, the pooled sent rate, and whether every cell was delivered (NaN for
     "all at once": that schedule is as fast as the client can send, so its lateness is the client's own sending
@@ -114,19 +116,37 @@ def _delivery(requests: Sequence[RequestRecord], cells: Sequence[CellRecord], wa
         "sent_rps": ratio(sum(n for n, _ in spans), sum(t for _, t in spans)) if spans else math.nan,
         "completed_rps": ratio(sum(1 for r in requests if r.error_kind is None), wall),
         # recomputed from each cell's counts by the one rule (journals keep the counts)
-        "delivered": float(all(delivered(int(f.get("late_requests", 0)), int(f.get("requests", 0)),
-                                         float(f.get("max_lateness_s") or 0.0), float(f.get("late_tolerance_s", 0.005)),
-                                         float(f.get("min_on_time_fraction", 0.95))) for f in figures)),
-        "cells": float(len(figures)), "late_tolerance_ms": 1000.0 * tolerance,
-    }  # fmt: skip
+        "delivered": float(
+            all(
+                delivered(
+                    int(f.get("late_requests", 0)),
+                    int(f.get("requests", 0)),
+                    float(f.get("max_lateness_s") or 0.0),
+                    float(f.get("late_tolerance_s", 0.005)),
+                    float(f.get("min_on_time_fraction", 0.95)),
+                )
+                for f in figures
+            )
+        ),
+        "cells": float(len(figures)),
+        "late_tolerance_ms": 1000.0 * tolerance,
+    }
     if rate == "inf":
         out["delivered"] = math.nan
     return out
 
 
-def summarise_arm(arm: str, workload: str, clients: int, requests: Sequence[RequestRecord],
-                  cells: Sequence[CellRecord], failed_at_s: float = 300.0, *, rate: str = "",
-                  slo: dict[str, float] | None = None) -> ArmSummary:  # fmt: skip
+def summarise_arm(
+    arm: str,
+    workload: str,
+    clients: int,
+    requests: Sequence[RequestRecord],
+    cells: Sequence[CellRecord],
+    failed_at_s: float = 300.0,
+    *,
+    rate: str = "",
+    slo: dict[str, float] | None = None,
+) -> ArmSummary:
     """Summarise the measured requests of one arm/cell; ``cells`` give wall time, counters and memory; a failed
     request counts at ``failed_at_s`` (the run's request timeout) in the TTFT and E2E percentiles. ``rate`` names an
     open-loop cell's rate; ``slo`` the declared per-request SLOs (:mod:`specharness.analysis.slo`)."""
@@ -164,19 +184,34 @@ def summarise_arm(arm: str, workload: str, clients: int, requests: Sequence[Requ
     steady_seconds = sum(s.seconds for s in steady if math.isfinite(s.seconds))
     n = len(requests)
     return ArmSummary(
-        arm=arm, workload=workload, clients=clients, requests=n, failed=failed, incomplete=incomplete,
-        truncated=truncated, complete=complete, checked=len(checked), correct=correct, unchecked=n - len(checked),
-        wall_s=wall, output_tokens=tokens,
+        arm=arm,
+        workload=workload,
+        clients=clients,
+        requests=n,
+        failed=failed,
+        incomplete=incomplete,
+        truncated=truncated,
+        complete=complete,
+        checked=len(checked),
+        correct=correct,
+        unchecked=n - len(checked),
+        wall_s=wall,
+        output_tokens=tokens,
         ttft_ms=percentile_table((r.ttft_s for r in ok), failed=not_ok, failed_at_s=failed_at_s),
         tpot_ms=percentile_table(r.tpot_s for r in ok),
-        itl_ms=percentile_table(itl), e2e_ms=percentile_table((r.e2e_s for r in ok), failed=not_ok, failed_at_s=failed_at_s),
-        output_tok_s=ratio(tokens, wall), requests_s=ratio(len(ok), wall),
+        itl_ms=percentile_table(itl),
+        e2e_ms=percentile_table((r.e2e_s for r in ok), failed=not_ok, failed_at_s=failed_at_s),
+        output_tok_s=ratio(tokens, wall),
+        requests_s=ratio(len(ok), wall),
         steady_output_tok_s=ratio(steady_tokens, steady_seconds),
-        goodput_requests_s=ratio(len(useful), wall), goodput_tok_s=ratio(sum(r.output_tokens for r in useful), wall),
-        error_rate=ratio(failed + incomplete, n), correct_fraction=ratio(correct, len(checked)),
+        goodput_requests_s=ratio(len(useful), wall),
+        goodput_tok_s=ratio(sum(r.output_tokens for r in useful), wall),
+        error_rate=ratio(failed + incomplete, n),
+        correct_fraction=ratio(correct, len(checked)),
         complete_fraction=ratio(complete, n),
         acceptance={
-            "drafts": drafts, "draft_tokens": totals.get("draft_tokens", 0.0),
+            "drafts": drafts,
+            "draft_tokens": totals.get("draft_tokens", 0.0),
             "accepted_tokens": totals.get("accepted_tokens", 0.0),
             "acceptance_rate": ratio(totals.get("accepted_tokens", 0.0), totals.get("draft_tokens", 0.0)),
             "mean_acceptance_length": 1.0 + totals["accepted_tokens"] / drafts if drafts else math.nan,
@@ -186,9 +221,12 @@ def summarise_arm(arm: str, workload: str, clients: int, requests: Sequence[Requ
         error_kinds=_count(r.error_kind for r in requests if r.error_kind),
         harness_cpu_fraction=ratio(sum(c.harness_cpu_s for c in cells), wall),
         prefix_cache={k: totals[k] for k in ("prefix_cache_queries", "prefix_cache_hits") if k in totals},
-        rate=rate, load=load_label(clients, rate), delivery=_delivery(requests, cells, wall, rate), slo=dict(slo or {}),
+        rate=rate,
+        load=load_label(clients, rate),
+        delivery=_delivery(requests, cells, wall, rate),
+        slo=dict(slo or {}),
         slo_goodput=_slo_goodput(requests, slo or {}, wall),
-    )  # fmt: skip
+    )
 
 
 def _slo_goodput(requests: Sequence[RequestRecord], slo: dict[str, float], wall: float) -> dict[str, float]:
@@ -197,5 +235,11 @@ def _slo_goodput(requests: Sequence[RequestRecord], slo: dict[str, float], wall:
     n = len(requests)
     good = sum(1 for r in requests if meets_slo(r, slo))
     timely = sum(1 for r in requests if within_slo(r, slo))
-    return {"requests": float(n), "met": float(good), "fraction": ratio(good, n), "rps": ratio(good, wall),
-            "latency_met": float(timely), "latency_fraction": ratio(timely, n)}  # fmt: skip
+    return {
+        "requests": float(n),
+        "met": float(good),
+        "fraction": ratio(good, n),
+        "rps": ratio(good, wall),
+        "latency_met": float(timely),
+        "latency_fraction": ratio(timely, n),
+    }

@@ -184,15 +184,21 @@ class WorkloadSweep:
 def _level_arm(s: ArmSummary) -> LevelArm:
     d, g = s.delivery, s.slo_goodput
     return LevelArm(
-        arm=s.arm, requests=s.requests, tpot_p50_ms=s.tpot_ms.get("p50", math.nan),
-        tpot_p95_ms=s.tpot_ms.get("p95", math.nan), ttft_p95_ms=s.ttft_ms.get("p95", math.nan),
-        sent_rps=d.get("sent_rps", math.nan), completed_rps=d.get("completed_rps", s.requests_s),
-        output_tok_s=s.output_tok_s, slo_goodput_rps=g.get("rps", math.nan),
-        slo_goodput_fraction=g.get("fraction", math.nan), slo_latency_fraction=g.get("latency_fraction", math.nan),
+        arm=s.arm,
+        requests=s.requests,
+        tpot_p50_ms=s.tpot_ms.get("p50", math.nan),
+        tpot_p95_ms=s.tpot_ms.get("p95", math.nan),
+        ttft_p95_ms=s.ttft_ms.get("p95", math.nan),
+        sent_rps=d.get("sent_rps", math.nan),
+        completed_rps=d.get("completed_rps", s.requests_s),
+        output_tok_s=s.output_tok_s,
+        slo_goodput_rps=g.get("rps", math.nan),
+        slo_goodput_fraction=g.get("fraction", math.nan),
+        slo_latency_fraction=g.get("latency_fraction", math.nan),
         on_time_fraction=d.get("on_time_fraction", math.nan),
         delivered=bool(d["delivered"]) if math.isfinite(d.get("delivered", math.nan)) else None,
         harness_cpu_fraction=s.harness_cpu_fraction,
-    )  # fmt: skip
+    )
 
 
 def crossover(levels: Sequence[SweepLevel]) -> tuple[Bracket | None, Bracket | None, float, list[str], list[str]]:
@@ -285,8 +291,9 @@ def _position_text(position: float, offered: Sequence[float], unit: str, short: 
     return load if short else f"at about {load}"
 
 
-def fit_crossings(levels: Sequence[SweepLevel], margin: float, unit: str = "requests/s", draws: int = BOOTSTRAP_DRAWS,
-                  seed: int = 0) -> tuple[CurveCrossing | None, CurveCrossing | None, list[float], list[str]]:  # fmt: skip
+def fit_crossings(
+    levels: Sequence[SweepLevel], margin: float, unit: str = "requests/s", draws: int = BOOTSTRAP_DRAWS, seed: int = 0
+) -> tuple[CurveCrossing | None, CurveCrossing | None, list[float], list[str]]:
     """(stops clearing the band, stops being above 1, fitted speedup per level, levels left out) from one monotone
     fit over all levels (ordered by offered load); see the module docstring. ``None`` readings with fewer than two
     levels in the fit. The fit is non-increasing: a speedup that truly rises with load would be flattened."""
@@ -314,12 +321,20 @@ def fit_crossings(levels: Sequence[SweepLevel], margin: float, unit: str = "requ
         low, high = (float(q) for q in np.quantile(positions, [(1 - CURVE_CONFIDENCE) / 2, (1 + CURVE_CONFIDENCE) / 2]))
         ends = [_position_text(x, offered, unit, short=True) for x in (low, high)]
         bracket = f" ({CURVE_CONFIDENCE:.0%} bracket: {ends[0]}" + (f" … {ends[1]})" if ends[1] != ends[0] else ")")
-        readings.append(CurveCrossing(
-            threshold=threshold, position=point, position_low=low, position_high=high,
-            load=_load_at(point, offered), load_low=_load_at(low, offered), load_high=_load_at(high, offered),
-            confidence=CURVE_CONFIDENCE, draws=draws,
-            text=_position_text(point, offered, unit) + bracket,
-        ))  # fmt: skip
+        readings.append(
+            CurveCrossing(
+                threshold=threshold,
+                position=point,
+                position_low=low,
+                position_high=high,
+                load=_load_at(point, offered),
+                load_low=_load_at(low, offered),
+                load_high=_load_at(high, offered),
+                confidence=CURVE_CONFIDENCE,
+                draws=draws,
+                text=_position_text(point, offered, unit) + bracket,
+            )
+        )
     return readings[0], readings[1], fitted_all, left_out
 
 
@@ -364,8 +379,13 @@ def offered_text(value: float, unit: str) -> str:
     return "all at once" if math.isinf(value) else f"{value:g} {unit}"
 
 
-def _describe(sw_levels: Sequence[SweepLevel], band: CurveCrossing | None, one: CurveCrossing | None, margin: float,
-              left_out: Sequence[str]) -> str:  # fmt: skip
+def _describe(
+    sw_levels: Sequence[SweepLevel],
+    band: CurveCrossing | None,
+    one: CurveCrossing | None,
+    margin: float,
+    left_out: Sequence[str],
+) -> str:
     if not sw_levels:
         return "no levels"
     if band is None or one is None:
@@ -399,25 +419,44 @@ def sweeps(a: Analysis, reference: str = "baseline", candidate: str = "ngram") -
                 continue
             sb = a.summaries[(workload, load.label, candidate)]
             mal = sb.acceptance.get("mean_acceptance_length", math.nan)
-            levels.append(SweepLevel(
-                workload=workload, load=load.label, offered=load.offered, open_loop=load.open_loop,
-                speedup=c.speedup, speed_verdict=c.speed.verdict, quality_verdict=c.quality.verdict,
-                mean_acceptance_length=mal, efficiency=ratio(c.speedup.estimate, mal),
-                arms={arm: _level_arm(a.summaries[(workload, load.label, arm)]) for arm in (reference, candidate)},
-            ))  # fmt: skip
+            levels.append(
+                SweepLevel(
+                    workload=workload,
+                    load=load.label,
+                    offered=load.offered,
+                    open_loop=load.open_loop,
+                    speedup=c.speedup,
+                    speed_verdict=c.speed.verdict,
+                    quality_verdict=c.quality.verdict,
+                    mean_acceptance_length=mal,
+                    efficiency=ratio(c.speedup.estimate, mal),
+                    arms={arm: _level_arm(a.summaries[(workload, load.label, arm)]) for arm in (reference, candidate)},
+                )
+            )
         if len(levels) < 2:
             continue  # not a sweep of this pair (e.g. an A/A run: baseline vs baseline-b at two loads)
         unit = "requests/s" if axis[0].open_loop else "clients"
         stops, hurts, _, dips, skipped = crossover(levels)
         band, one, fitted, left_out = fit_crossings(levels, a.rules.margin, unit)
         helps_up_to = math.nan if band is None or band.load == 0 else band.load
-        out.append(WorkloadSweep(
-            workload=workload, unit=unit, levels=levels, stops_helping=stops, starts_hurting=hurts,
-            helps_up_to=helps_up_to, skipped=skipped, stops_clearing_band=band, stops_above_one=one,
-            fitted_speedup=fitted, left_out=left_out,
-            goodput_capacity=capacity(levels, (reference, candidate), fraction, "goodput"),
-            latency_capacity=capacity(levels, (reference, candidate), fraction, "latency"),
-            peak_rps={arm: p for (w, arm), p in peaks.items() if w == workload},
-            crossover_text=_describe(levels, band, one, a.rules.margin, left_out), dips=dips,
-        ))  # fmt: skip
+        out.append(
+            WorkloadSweep(
+                workload=workload,
+                unit=unit,
+                levels=levels,
+                stops_helping=stops,
+                starts_hurting=hurts,
+                helps_up_to=helps_up_to,
+                skipped=skipped,
+                stops_clearing_band=band,
+                stops_above_one=one,
+                fitted_speedup=fitted,
+                left_out=left_out,
+                goodput_capacity=capacity(levels, (reference, candidate), fraction, "goodput"),
+                latency_capacity=capacity(levels, (reference, candidate), fraction, "latency"),
+                peak_rps={arm: p for (w, arm), p in peaks.items() if w == workload},
+                crossover_text=_describe(levels, band, one, a.rules.margin, left_out),
+                dips=dips,
+            )
+        )
     return out

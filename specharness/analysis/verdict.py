@@ -70,21 +70,34 @@ def band_edges(margin: float) -> tuple[float, float]:
     return 1.0 / (1.0 + margin), 1.0 + margin
 
 
-def speed_verdict(interval: RatioInterval, margin: float, *, valid: bool = True, invalid_reason: str = "",
-                  same_work_fraction: float = 1.0, min_same_work: float = 0.0, excluded_time_share: float = 0.0,
-                  max_excluded_time: float = 1.0, covered: str = "pairs did the same work (identical outputs)",
-                  ) -> Verdict:  # fmt: skip
+def speed_verdict(
+    interval: RatioInterval,
+    margin: float,
+    *,
+    valid: bool = True,
+    invalid_reason: str = "",
+    same_work_fraction: float = 1.0,
+    min_same_work: float = 0.0,
+    excluded_time_share: float = 0.0,
+    max_excluded_time: float = 1.0,
+    covered: str = "pairs did the same work (identical outputs)",
+) -> Verdict:
     """Speed verdict from the same-work interval (see the module docstring). ``same_work_fraction`` is the covered
     share the gate reads (``covered`` says of what); ``excluded_time_share`` the baseline's time in failed pairs."""
     if not valid:
         return Verdict("invalid", invalid_reason or "a cell of this comparison is missing or invalid")
     if not (same_work_fraction >= min_same_work):
         shown = "no" if not math.isfinite(same_work_fraction) else f"{same_work_fraction:.0%} of"
-        return Verdict("not comparable", f"{shown} {covered}, under the declared "
-                                         f"{min_same_work:.0%}; time for different work is not compared")  # fmt: skip
+        return Verdict(
+            "not comparable",
+            f"{shown} {covered}, under the declared {min_same_work:.0%}; time for different work is not compared",
+        )
     if excluded_time_share > max_excluded_time:
-        return Verdict("inconclusive", f"failed pairs hold {excluded_time_share:.0%} of the baseline's time, over the "
-                                       f"declared {max_excluded_time:.0%}: the pairs left may be the faster ones")  # fmt: skip
+        return Verdict(
+            "inconclusive",
+            f"failed pairs hold {excluded_time_share:.0%} of the baseline's time, over the "
+            f"declared {max_excluded_time:.0%}: the pairs left may be the faster ones",
+        )
     low, high = interval.low, interval.high
     if not (math.isfinite(low) and math.isfinite(high)):
         return Verdict("inconclusive", "an interval needs same-work pairs in at least 2 blocks")
@@ -99,30 +112,51 @@ def speed_verdict(interval: RatioInterval, margin: float, *, valid: bool = True,
     return Verdict("inconclusive", f"{ci} reaches across the no-difference band [{down:.2f}, {up:.2f}]")
 
 
-def quality_verdict(*, correct_a: float, correct_b: float, answers: CasePairedTest, completion: CasePairedTest,
-                    min_correct: float, tolerance: float, arm_a: str, arm_b: str, valid: bool = True,
-                    invalid_reason: str = "") -> Verdict:  # fmt: skip
+def quality_verdict(
+    *,
+    correct_a: float,
+    correct_b: float,
+    answers: CasePairedTest,
+    completion: CasePairedTest,
+    min_correct: float,
+    tolerance: float,
+    arm_a: str,
+    arm_b: str,
+    valid: bool = True,
+    invalid_reason: str = "",
+) -> Verdict:
     """Quality verdict from right answers and completions paired by case (see the module docstring and
     :mod:`specharness.analysis.quality_tests`); ``tolerance`` is the non-inferiority margin of the answer loss."""
     if not valid:
         return Verdict("invalid", invalid_reason or "a cell of this comparison is missing or invalid")
     alpha = ALPHA / 2
     if completion.pvalue < alpha:
-        return Verdict("fails", f"{arm_b} finished fewer requests by itself than {arm_a} on {completion.cases_lost} "
-                                f"of {completion.n_cases} cases (more on {completion.cases_gained}; paired permutation "
-                                f"over cases p={completion.pvalue:.3f})")  # fmt: skip
+        return Verdict(
+            "fails",
+            f"{arm_b} finished fewer requests by itself than {arm_a} on {completion.cases_lost} "
+            f"of {completion.n_cases} cases (more on {completion.cases_gained}; paired permutation "
+            f"over cases p={completion.pvalue:.3f})",
+        )
     if answers.n_cases == 0:
         return Verdict("not assessable", "no case has a rubric")
     margin = f", margin {tolerance:.0%}" if tolerance > 0 else ""
-    evidence = (f"right answers per case: {arm_b} worse on {answers.cases_lost}, better on {answers.cases_gained} of "
-                f"{answers.n_cases} cases (paired permutation over cases p={answers.pvalue:.2f}{margin}); correct "
-                f"{correct_a:.0%} / {correct_b:.0%}")  # fmt: skip
+    evidence = (
+        f"right answers per case: {arm_b} worse on {answers.cases_lost}, better on {answers.cases_gained} of "
+        f"{answers.n_cases} cases (paired permutation over cases p={answers.pvalue:.2f}{margin}); correct "
+        f"{correct_a:.0%} / {correct_b:.0%}"
+    )
     if answers.pvalue < alpha:
-        return Verdict("fails", f"{evidence}: the loss ({answers.statistic:.0%} of answers) exceeds the margin "
-                                f"{tolerance:.0%} at α={alpha:g}")  # fmt: skip
+        return Verdict(
+            "fails",
+            f"{evidence}: the loss ({answers.statistic:.0%} of answers) exceeds the margin "
+            f"{tolerance:.0%} at α={alpha:g}",
+        )
     if not (correct_a >= min_correct):
-        return Verdict("not assessable", f"{arm_a} itself is {correct_a:.0%} correct, under the declared "
-                                         f"{min_correct:.0%}: this workload is no fair test of this model; {evidence}")  # fmt: skip
+        return Verdict(
+            "not assessable",
+            f"{arm_a} itself is {correct_a:.0%} correct, under the declared "
+            f"{min_correct:.0%}: this workload is no fair test of this model; {evidence}",
+        )
     if not math.isfinite(answers.loss_upper):
         return Verdict("holds", evidence)
     bound = f"loss at most {answers.loss_upper:.0%} ({answers.confidence:.0%} upper bound over {answers.n_cases} cases)"

@@ -77,16 +77,18 @@ def parse_attach(text: str, known_arms: Sequence[str], required_arms: Sequence[s
         out[arm] = url
     missing = [a for a in required_arms if a not in out]
     if missing:
-        raise ConfigError(f"--attach has no URL for arm {missing[0]!r}; add {missing[0]}=URL (every arm of the run "
-                          f"needs one)")  # fmt: skip
+        raise ConfigError(
+            f"--attach has no URL for arm {missing[0]!r}; add {missing[0]}=URL (every arm of the run needs one)"
+        )
     return out
 
 
 class AttachedEngine:
     """A running vLLM server for one arm that someone else started; the driver uses it like an EngineServer."""
 
-    def __init__(self, arm: ArmSpec, url: str, log_path: Path, *, api_key: str | None = None,
-                 start_timeout_s: float = 60.0) -> None:  # fmt: skip
+    def __init__(
+        self, arm: ArmSpec, url: str, log_path: Path, *, api_key: str | None = None, start_timeout_s: float = 60.0
+    ) -> None:
         self.arm = arm
         self.log_path = log_path
         self.api_key = api_key
@@ -127,8 +129,10 @@ class AttachedEngine:
     def spawn(self) -> None:
         """Start nothing: write the note that stands in for a server log."""
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        self._note(f"attached {stamp}: specharness did not start this engine; the {self.arm.name} arm was driven "
-                   f"at {self._url} (--attach) and was neither started nor stopped by the harness")  # fmt: skip
+        self._note(
+            f"attached {stamp}: specharness did not start this engine; the {self.arm.name} arm was driven "
+            f"at {self._url} (--attach) and was neither started nor stopped by the harness"
+        )
 
     def wait_ready(self) -> None:
         """Wait until /health answers 200, then read the version. Idempotent.
@@ -165,9 +169,11 @@ class AttachedEngine:
                 except httpx.HTTPError as exc:  # accepted but not answered in time: an engine still loading
                     last = type(exc).__name__
                 if time.perf_counter() > deadline:
-                    raise EngineStartTimeout(f"{self._label()}: /health did not answer 200 within "
-                                             f"{self.start_timeout_s:.0f} s (last: {last}); check the URL and that "
-                                             f"the server is up")  # fmt: skip
+                    raise EngineStartTimeout(
+                        f"{self._label()}: /health did not answer 200 within "
+                        f"{self.start_timeout_s:.0f} s (last: {last}); check the URL and that "
+                        f"the server is up"
+                    )
                 time.sleep(0.5)
         self.version = self._vllm_version()
         self._note(f"answering /health; vLLM version {self.version}")
@@ -226,8 +232,10 @@ class AttachedEngine:
         with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
             ids = [str(m["id"]) for m in reply.json()["data"]]
         if reply.status_code != 200 or not ids:
-            raise ConfigError(f"{self._label()}: /v1/models (HTTP {reply.status_code}) lists no model; point --attach "
-                              f"at a vLLM OpenAI-compatible server")  # fmt: skip
+            raise ConfigError(
+                f"{self._label()}: /v1/models (HTTP {reply.status_code}) lists no model; point --attach "
+                f"at a vLLM OpenAI-compatible server"
+            )
         return ids[0]
 
     def pids(self) -> list[int]:

@@ -37,7 +37,9 @@ SERVER_LATENCY = {
     "tpot": ("vllm:request_time_per_output_token_seconds", "vllm:time_per_output_token_seconds"),
     "itl": ("vllm:inter_token_latency_seconds",),
 }
-_HISTOGRAM_PARTS = tuple(f"{base}_{part}" for bases in SERVER_LATENCY.values() for base in bases for part in ("sum", "count"))
+_HISTOGRAM_PARTS = tuple(
+    f"{base}_{part}" for bases in SERVER_LATENCY.values() for base in bases for part in ("sum", "count")
+)
 TRACKED = (DRAFTS, DRAFT_TOKENS, ACCEPTED, GENERATION, PROMPT, PREFIX_QUERIES, PREFIX_HITS, *_HISTOGRAM_PARTS)
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)(\s+\S+)?$")

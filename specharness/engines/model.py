@@ -88,7 +88,9 @@ def default_gguf_path() -> Path:
 def _dir_revision(directory: Path) -> str:
     """sha256 over the config and weight files of an HF directory (names and contents, sorted)."""
     digest = hashlib.sha256()
-    files = sorted(p for p in directory.iterdir() if p.is_file() and (p.suffix in _WEIGHT_SUFFIXES or p.suffix == ".json"))
+    files = sorted(
+        p for p in directory.iterdir() if p.is_file() and (p.suffix in _WEIGHT_SUFFIXES or p.suffix == ".json")
+    )
     for path in files:
         digest.update(path.name.encode())
         digest.update(sha256_file(path).encode())
@@ -101,7 +103,9 @@ def convert_gguf(gguf: Path, out_dir: Path) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError as exc:
-        raise ModelError(f"converting a GGUF needs torch, transformers and gguf ({exc}); run scripts/setup.sh") from None
+        raise ModelError(
+            f"converting a GGUF needs torch, transformers and gguf ({exc}); run scripts/setup.sh"
+        ) from None
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=out_dir.name + ".", dir=out_dir.parent))
     try:
@@ -146,4 +150,6 @@ def resolve_model(spec: str) -> ResolvedModel:
     if not (path / "config.json").is_file():
         raise ModelError(f"--model {spec}: directory has no config.json; pass a Hugging Face model directory")
     path = path.resolve()
-    return ResolvedModel(name=path.name, serve_path=path, source_path=path, revision_sha256=_dir_revision(path), origin="hf-dir")
+    return ResolvedModel(
+        name=path.name, serve_path=path, source_path=path, revision_sha256=_dir_revision(path), origin="hf-dir"
+    )

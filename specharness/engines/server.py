@@ -73,19 +73,31 @@ class EngineSettings:
     start_timeout_s: float = 900.0
 
 
-def build_command(settings: EngineSettings, arm: ArmSpec, port: int, *, supports_per_request_metrics: bool) -> list[str]:
+def build_command(
+    settings: EngineSettings, arm: ArmSpec, port: int, *, supports_per_request_metrics: bool
+) -> list[str]:
     """The exact server command line for one arm (the API key is passed through the environment, not argv)."""
     cmd = [
-        settings.python, "-m", _ENTRYPOINT,
-        "--model", settings.model_path,
-        "--served-model-name", settings.served_model_name,
-        "--host", settings.host,
-        "--port", str(port),
-        "--max-model-len", str(settings.max_model_len),
-        "--max-num-seqs", str(settings.max_num_seqs),
-        "--seed", str(settings.seed),
-        "--dtype", settings.dtype,
-    ]  # fmt: skip
+        settings.python,
+        "-m",
+        _ENTRYPOINT,
+        "--model",
+        settings.model_path,
+        "--served-model-name",
+        settings.served_model_name,
+        "--host",
+        settings.host,
+        "--port",
+        str(port),
+        "--max-model-len",
+        str(settings.max_model_len),
+        "--max-num-seqs",
+        str(settings.max_num_seqs),
+        "--seed",
+        str(settings.seed),
+        "--dtype",
+        settings.dtype,
+    ]
     if settings.gpu_memory_utilization is not None:
         cmd += ["--gpu-memory-utilization", str(settings.gpu_memory_utilization)]
     if arm.async_scheduling is True:
@@ -148,8 +160,11 @@ def _die_with_parent() -> None:
 def vllm_available(python: str) -> bool:
     if python == sys.executable:
         return importlib.util.find_spec("vllm") is not None
-    probe = subprocess.run([python, "-c", "import importlib.util,sys; sys.exit(importlib.util.find_spec('vllm') is None)"],
-                           capture_output=True, check=False)  # fmt: skip
+    probe = subprocess.run(
+        [python, "-c", "import importlib.util,sys; sys.exit(importlib.util.find_spec('vllm') is None)"],
+        capture_output=True,
+        check=False,
+    )
     return probe.returncode == 0
 
 
@@ -204,9 +219,10 @@ class EngineServer:
         else:
             self.port = _pick_port(s.host)
         self.per_request_metrics = (
-            self.arm.speculative_config is not None and s.per_request_spec_metrics
+            self.arm.speculative_config is not None
+            and s.per_request_spec_metrics
             and supports_per_request_spec_metrics(s.python)
-        )  # fmt: skip
+        )
         self.command = build_command(s, self.arm, self.port, supports_per_request_metrics=self.per_request_metrics)
         env = dict(os.environ)
         ours: dict[str, str] = {"VLLM_USE_FLASHINFER_SAMPLER": "0"}
@@ -227,9 +243,14 @@ class EngineServer:
         t0 = time.perf_counter()
         try:
             self.process = subprocess.Popen(
-                self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=env, start_new_session=True, preexec_fn=_die_with_parent,
-            )  # fmt: skip
+                self.command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
         finally:
             log.close()
         _LIVE.append(self)
@@ -328,15 +349,18 @@ class EngineServer:
         """Settings as the engine itself reports them: ``/server_info`` (vLLM dev mode, loopback only), else its log."""
         found: dict[str, Any] = {}
         with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
-            reply = httpx.get(f"{self.base_url}/server_info", params={"config_format": "json"},
-                              headers=self._headers(), timeout=60.0)  # fmt: skip
+            reply = httpx.get(
+                f"{self.base_url}/server_info", params={"config_format": "json"}, headers=self._headers(), timeout=60.0
+            )
             if reply.status_code == 200:
                 found = settings_from_server_info(reply.json()["vllm_config"])
         try:
             text = self.log_path.read_text(errors="replace")
         except OSError:
             return found
-        note = re.search(r"(Async scheduling (?:not supported|will be disabled|is disabled|is not compatible)[^\n]*)", text)
+        note = re.search(
+            r"(Async scheduling (?:not supported|will be disabled|is disabled|is not compatible)[^\n]*)", text
+        )
         if note:
             found["async_scheduling_note"] = note.group(1).strip()
             found.setdefault("async_scheduling", False)
@@ -407,8 +431,11 @@ def settings_from_server_info(config: dict[str, Any]) -> dict[str, Any]:
         "compilation_mode": comp.get("mode"),
     }
     if isinstance(spec, dict):
-        out["speculative_config"] = {k: spec.get(k) for k in ("method", "num_speculative_tokens", "prompt_lookup_min",
-                                                               "prompt_lookup_max") if k in spec}  # fmt: skip
+        out["speculative_config"] = {
+            k: spec.get(k)
+            for k in ("method", "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max")
+            if k in spec
+        }
     else:
         out["speculative_config"] = None
     return out
@@ -423,7 +450,9 @@ def stop_all() -> None:
 def validate_speculative_config(raw: dict[str, Any]) -> dict[str, Any]:
     """Check an n-gram speculative config before any engine starts; returns it unchanged."""
     if raw.get("method") != "ngram":
-        raise ConfigError(f"speculative config method {raw.get('method')!r}: specharness measures 'ngram' (prompt lookup)")
+        raise ConfigError(
+            f"speculative config method {raw.get('method')!r}: specharness measures 'ngram' (prompt lookup)"
+        )
     k = raw.get("num_speculative_tokens")
     lo, hi = raw.get("prompt_lookup_min"), raw.get("prompt_lookup_max")
     for name, value in (("num_speculative_tokens", k), ("prompt_lookup_min", lo), ("prompt_lookup_max", hi)):
@@ -431,5 +460,7 @@ def validate_speculative_config(raw: dict[str, Any]) -> dict[str, Any]:
             raise ConfigError(f"speculative config {name}={value!r}: must be a positive integer")
     assert isinstance(lo, int) and isinstance(hi, int)
     if lo > hi:
-        raise ConfigError(f"speculative config prompt_lookup_min={lo} > prompt_lookup_max={hi}: min must not exceed max")
+        raise ConfigError(
+            f"speculative config prompt_lookup_min={lo} > prompt_lookup_max={hi}: min must not exceed max"
+        )
     return raw

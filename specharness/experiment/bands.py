@@ -31,13 +31,23 @@ class Band:
 
 
 BANDS = {
-    "cpu": Band(0.10, "2-core CPU A/A, vLLM CPU 0.32.0, 40 cells in 5 runs (2026-12-04, reports/cpu-aa/20261204): 0 "
-                "false verdicts; engine-instance offset sd 0.000, 95% upper limit 0.022 (specharness aa-summary, "
-                "offset_evidence), so the band is the 10% floor", offset_sd_upper=0.022, aa_runs=5),
-    "gpu": Band(0.19, "H200 A/A, vLLM 0.26.0, 18 cells in 3 runs (2026-12-04, reports/gpu-h200-vllm0.26.0/20261204 "
-                "control-run1, control-run2, control-12blocks): 0 false verdicts; engine-instance offset sd 0.000, 95% "
-                "upper limit 0.086 from only 3 runs (specharness aa-summary, offset_evidence): band ±19% covers 95% "
-                "of such offsets; more A/A runs narrow both", offset_sd_upper=0.086, aa_runs=3),
+    "cpu": Band(
+        0.10,
+        "2-core CPU A/A, vLLM CPU 0.32.0, 40 cells in 5 runs (2026-12-04, reports/cpu-aa/20261204): 0 "
+        "false verdicts; engine-instance offset sd 0.000, 95% upper limit 0.022 (specharness aa-summary, "
+        "offset_evidence), so the band is the 10% floor",
+        offset_sd_upper=0.022,
+        aa_runs=5,
+    ),
+    "gpu": Band(
+        0.19,
+        "H200 A/A, vLLM 0.26.0, 18 cells in 3 runs (2026-12-04, reports/gpu-h200-vllm0.26.0/20261204 "
+        "control-run1, control-run2, control-12blocks): 0 false verdicts; engine-instance offset sd 0.000, 95% "
+        "upper limit 0.086 from only 3 runs (specharness aa-summary, offset_evidence): band ±19% covers 95% "
+        "of such offsets; more A/A runs narrow both",
+        offset_sd_upper=0.086,
+        aa_runs=3,
+    ),
 }
 
 

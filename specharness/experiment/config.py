@@ -50,21 +50,38 @@ class RunConfig:
         t, gpu = self.sampling.temperature, self.gpu_memory_utilization
         rules = [
             ("--temperature", t, finite(t) and t >= 0, "0 (greedy) or a finite number above it"),
-            ("--request-timeout", self.request_timeout_s, finite(self.request_timeout_s) and self.request_timeout_s > 0,
-             "a positive number of seconds"),
-            ("--start-timeout", self.start_timeout_s, finite(self.start_timeout_s) and self.start_timeout_s > 0,
-             "a positive number of seconds"),
+            (
+                "--request-timeout",
+                self.request_timeout_s,
+                finite(self.request_timeout_s) and self.request_timeout_s > 0,
+                "a positive number of seconds",
+            ),
+            (
+                "--start-timeout",
+                self.start_timeout_s,
+                finite(self.start_timeout_s) and self.start_timeout_s > 0,
+                "a positive number of seconds",
+            ),
             ("--max-model-len", self.max_model_len, self.max_model_len >= 16, "at least 16 tokens"),
             ("--kv-cache-gib", self.kv_cache_gib, self.kv_cache_gib is None or self.kv_cache_gib >= 1, "at least 1"),
-            ("--gpu-memory-utilization", gpu, gpu is None or (finite(gpu) and 0 < gpu <= 1), "a fraction above 0, at most 1"),
+            (
+                "--gpu-memory-utilization",
+                gpu,
+                gpu is None or (finite(gpu) and 0 < gpu <= 1),
+                "a fraction above 0, at most 1",
+            ),
             ("--port", self.port, 0 <= self.port <= 65535, "0 (pick free ports) or a TCP port up to 65535"),
-        ]  # fmt: skip
+        ]
         if self.profile.prefix_caching == "reset" and self.host not in ("127.0.0.1", "localhost", "::1"):
-            raise ConfigError(f"--prefix-caching reset with --host {self.host}: resetting needs vLLM's dev endpoints, "
-                              "which specharness enables on a loopback host only; use --prefix-caching off")  # fmt: skip
+            raise ConfigError(
+                f"--prefix-caching reset with --host {self.host}: resetting needs vLLM's dev endpoints, "
+                "which specharness enables on a loopback host only; use --prefix-caching off"
+            )
         if self.attach and sorted(self.attach) != sorted(self.profile.arms):
-            raise ConfigError(f"--attach names {', '.join(sorted(self.attach))} but the run's arms are "
-                              f"{', '.join(self.profile.arms)}; give one URL per arm (or --arms to match)")  # fmt: skip
+            raise ConfigError(
+                f"--attach names {', '.join(sorted(self.attach))} but the run's arms are "
+                f"{', '.join(self.profile.arms)}; give one URL per arm (or --arms to match)"
+            )
         if self.keep_text not in KEEP_TEXT:
             raise ConfigError(f"--keep-text {self.keep_text!r}: use full (default), hash or none")
         for flag, value, ok, need in rules:
@@ -73,26 +90,45 @@ class RunConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "profile": self.profile.to_dict(), "model": self.model, "sampling": self.sampling.to_dict(),
-            "request_timeout_s": self.request_timeout_s, "host": self.host, "port": self.port,
-            "max_model_len": self.max_model_len, "kv_cache_gib": self.kv_cache_gib,
-            "gpu_memory_utilization": self.gpu_memory_utilization, "start_timeout_s": self.start_timeout_s,
-            "api_key": "set" if self.api_key else "unset", "python": self.python,
-            "extra_engine_args": list(self.extra_engine_args), "start_together": self.start_together,
-            "attach": dict(self.attach), "keep_text": self.keep_text,
-        }  # fmt: skip
+            "profile": self.profile.to_dict(),
+            "model": self.model,
+            "sampling": self.sampling.to_dict(),
+            "request_timeout_s": self.request_timeout_s,
+            "host": self.host,
+            "port": self.port,
+            "max_model_len": self.max_model_len,
+            "kv_cache_gib": self.kv_cache_gib,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "start_timeout_s": self.start_timeout_s,
+            "api_key": "set" if self.api_key else "unset",
+            "python": self.python,
+            "extra_engine_args": list(self.extra_engine_args),
+            "start_together": self.start_together,
+            "attach": dict(self.attach),
+            "keep_text": self.keep_text,
+        }
 
     @classmethod
     def from_manifest(cls, out_dir: Path, raw: dict[str, Any], api_key: str | None) -> RunConfig:
         s = raw["sampling"]
         return cls(
-            profile=Profile.from_dict(raw["profile"]), out_dir=out_dir, model=raw["model"],
-            sampling=Sampling(temperature=s["temperature"], top_p=s["top_p"], seed=s["seed"],
-                              max_tokens_cap=s.get("max_tokens_cap")),
-            request_timeout_s=raw["request_timeout_s"], host=raw["host"], port=raw["port"],
-            max_model_len=raw["max_model_len"], kv_cache_gib=raw["kv_cache_gib"],
-            gpu_memory_utilization=raw["gpu_memory_utilization"], start_timeout_s=raw["start_timeout_s"],
-            api_key=api_key, python=raw.get("python", ""), extra_engine_args=tuple(raw.get("extra_engine_args", ())),
-            start_together=raw.get("start_together", True), attach=dict(raw.get("attach", {})),
+            profile=Profile.from_dict(raw["profile"]),
+            out_dir=out_dir,
+            model=raw["model"],
+            sampling=Sampling(
+                temperature=s["temperature"], top_p=s["top_p"], seed=s["seed"], max_tokens_cap=s.get("max_tokens_cap")
+            ),
+            request_timeout_s=raw["request_timeout_s"],
+            host=raw["host"],
+            port=raw["port"],
+            max_model_len=raw["max_model_len"],
+            kv_cache_gib=raw["kv_cache_gib"],
+            gpu_memory_utilization=raw["gpu_memory_utilization"],
+            start_timeout_s=raw["start_timeout_s"],
+            api_key=api_key,
+            python=raw.get("python", ""),
+            extra_engine_args=tuple(raw.get("extra_engine_args", ())),
+            start_together=raw.get("start_together", True),
+            attach=dict(raw.get("attach", {})),
             keep_text=raw.get("keep_text", "full"),
-        )  # fmt: skip
+        )

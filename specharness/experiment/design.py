@@ -86,7 +86,12 @@ class Profile:
     max_blocks: int | None = None
     known_slowdown: float = 1.25
     speculative: dict[str, Any] = field(
-        default_factory=lambda: {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+        default_factory=lambda: {
+            "method": "ngram",
+            "num_speculative_tokens": 4,
+            "prompt_lookup_max": 4,
+            "prompt_lookup_min": 2,
+        }
     )
     # open loop (--rates): rates as text (rate_text), gamma gaps of shape `burstiness` (1 = Poisson), a seed per
     # block from `arrival_seed`, at most `max_concurrency` in flight; a cell is delivered when at least
@@ -130,65 +135,129 @@ class Profile:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "name": self.name, "blocks": self.blocks, "workloads": list(self.workloads), "clients": list(self.clients),
-            "requests_per_cell": self.requests_per_cell, "warmups_per_cell": self.warmups_per_cell,
-            "arms": list(self.arms), "max_tokens_cap": self.max_tokens_cap,
-            "min_correct_fraction": self.min_correct_fraction, "quality_tolerance": self.quality_tolerance,
-            "equivalence_margin": self.equivalence_margin, "band_source": self.band_source,
-            "min_same_work_fraction": self.min_same_work_fraction, "prefix_caching": self.prefix_caching,
-            "order_seed": self.order_seed, "order_plan": order_plan_text(self.arms), "until_decided": self.until_decided,
-            "max_blocks": self.max_blocks, "known_slowdown": self.known_slowdown, "speculative": dict(self.speculative),
-            "rates": list(self.rates), "burstiness": self.burstiness, "arrival_seed": self.arrival_seed,
-            "max_concurrency": self.max_concurrency, "late_tolerance_s": self.late_tolerance_s,
-            "min_on_time_fraction": self.min_on_time_fraction, "slo": dict(self.slo), "slo_fraction": self.slo_fraction,
+            "name": self.name,
+            "blocks": self.blocks,
+            "workloads": list(self.workloads),
+            "clients": list(self.clients),
+            "requests_per_cell": self.requests_per_cell,
+            "warmups_per_cell": self.warmups_per_cell,
+            "arms": list(self.arms),
+            "max_tokens_cap": self.max_tokens_cap,
+            "min_correct_fraction": self.min_correct_fraction,
+            "quality_tolerance": self.quality_tolerance,
+            "equivalence_margin": self.equivalence_margin,
+            "band_source": self.band_source,
+            "min_same_work_fraction": self.min_same_work_fraction,
+            "prefix_caching": self.prefix_caching,
+            "order_seed": self.order_seed,
+            "order_plan": order_plan_text(self.arms),
+            "until_decided": self.until_decided,
+            "max_blocks": self.max_blocks,
+            "known_slowdown": self.known_slowdown,
+            "speculative": dict(self.speculative),
+            "rates": list(self.rates),
+            "burstiness": self.burstiness,
+            "arrival_seed": self.arrival_seed,
+            "max_concurrency": self.max_concurrency,
+            "late_tolerance_s": self.late_tolerance_s,
+            "min_on_time_fraction": self.min_on_time_fraction,
+            "slo": dict(self.slo),
+            "slo_fraction": self.slo_fraction,
             "sweep_levels": list(self.sweep_levels),
             "workload_rates": {w: list(r) for w, r in self.workload_rates.items()},
-        }  # fmt: skip
+        }
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Profile:
         return cls(
-            name=raw["name"], blocks=raw["blocks"], workloads=tuple(raw["workloads"]), clients=tuple(raw["clients"]),
-            requests_per_cell=raw["requests_per_cell"], warmups_per_cell=raw["warmups_per_cell"],
-            arms=tuple(raw["arms"]), max_tokens_cap=raw.get("max_tokens_cap"),
-            min_correct_fraction=raw["min_correct_fraction"], quality_tolerance=raw["quality_tolerance"],
-            equivalence_margin=raw.get("equivalence_margin", 0.10), band_source=raw.get("band_source", ""),
+            name=raw["name"],
+            blocks=raw["blocks"],
+            workloads=tuple(raw["workloads"]),
+            clients=tuple(raw["clients"]),
+            requests_per_cell=raw["requests_per_cell"],
+            warmups_per_cell=raw["warmups_per_cell"],
+            arms=tuple(raw["arms"]),
+            max_tokens_cap=raw.get("max_tokens_cap"),
+            min_correct_fraction=raw["min_correct_fraction"],
+            quality_tolerance=raw["quality_tolerance"],
+            equivalence_margin=raw.get("equivalence_margin", 0.10),
+            band_source=raw.get("band_source", ""),
             min_same_work_fraction=raw.get("min_same_work_fraction", 0.5),
-            prefix_caching=raw.get("prefix_caching", "on"), order_seed=raw.get("order_seed", 0),
-            until_decided=raw.get("until_decided", False), max_blocks=raw.get("max_blocks"),
-            known_slowdown=raw.get("known_slowdown", 1.25), speculative=dict(raw["speculative"]),
-            rates=tuple(raw.get("rates", ())), burstiness=raw.get("burstiness", 1.0),
-            arrival_seed=raw.get("arrival_seed", 0), max_concurrency=raw.get("max_concurrency"),
-            late_tolerance_s=raw.get("late_tolerance_s", 0.005), min_on_time_fraction=raw.get("min_on_time_fraction", 0.95),
-            slo=dict(raw.get("slo", {})), slo_fraction=raw.get("slo_fraction", 0.9),
+            prefix_caching=raw.get("prefix_caching", "on"),
+            order_seed=raw.get("order_seed", 0),
+            until_decided=raw.get("until_decided", False),
+            max_blocks=raw.get("max_blocks"),
+            known_slowdown=raw.get("known_slowdown", 1.25),
+            speculative=dict(raw["speculative"]),
+            rates=tuple(raw.get("rates", ())),
+            burstiness=raw.get("burstiness", 1.0),
+            arrival_seed=raw.get("arrival_seed", 0),
+            max_concurrency=raw.get("max_concurrency"),
+            late_tolerance_s=raw.get("late_tolerance_s", 0.005),
+            min_on_time_fraction=raw.get("min_on_time_fraction", 0.95),
+            slo=dict(raw.get("slo", {})),
+            slo_fraction=raw.get("slo_fraction", 0.9),
             sweep_levels=tuple(raw.get("sweep_levels", ())),
             workload_rates={w: tuple(r) for w, r in raw.get("workload_rates", {}).items()},
-        )  # fmt: skip
+        )
 
 
 PROFILES: dict[str, Profile] = {
     # The reference design: 4 blocks x 2 workloads x 2 client counts x 16 requests x 2 arms = 512 measured requests.
-    "standard": Profile("standard", blocks=4, workloads=("copy", "transform"), clients=(1, 8), requests_per_cell=16,
-                        warmups_per_cell=1),
+    "standard": Profile(
+        "standard", blocks=4, workloads=("copy", "transform"), clients=(1, 8), requests_per_cell=16, warmups_per_cell=1
+    ),
     # The default run on a 2-core CPU: decides copy at 1 client in about 5 minutes with a warm compile cache.
     # 4 blocks x 2 workloads x 2 client counts x 4 requests x 2 arms = 128 measured requests, 1 warmup round.
-    "quick": Profile("quick", blocks=4, workloads=("copy", "transform"), clients=(1, 4), requests_per_cell=4,
-                     warmups_per_cell=1, max_tokens_cap=96),
+    "quick": Profile(
+        "quick",
+        blocks=4,
+        workloads=("copy", "transform"),
+        clients=(1, 4),
+        requests_per_cell=4,
+        warmups_per_cell=1,
+        max_tokens_cap=96,
+    ),
     # A/A control: two identical baseline engines through the same pipeline; the right verdict is "equivalent".
-    "aa": Profile("aa", blocks=4, workloads=("copy", "transform"), clients=(1, 4), requests_per_cell=6,
-                  warmups_per_cell=1, arms=("baseline", "baseline-b"), max_tokens_cap=48, min_correct_fraction=0.0),
+    "aa": Profile(
+        "aa",
+        blocks=4,
+        workloads=("copy", "transform"),
+        clients=(1, 4),
+        requests_per_cell=6,
+        warmups_per_cell=1,
+        arms=("baseline", "baseline-b"),
+        max_tokens_cap=48,
+        min_correct_fraction=0.0,
+    ),
     # Both controls in one run: the A/A twin, and baseline-slow, an identical engine whose every request's recorded
     # times the client multiplies by `known_slowdown` (a known true speedup of 1/1.25 = 0.80 at any concurrency).
-    "control": Profile("control", blocks=4, workloads=("copy", "transform"), clients=(1, 4), requests_per_cell=6,
-                       warmups_per_cell=1, arms=("baseline", "baseline-b", "baseline-slow"), max_tokens_cap=48,
-                       min_correct_fraction=0.0),
+    "control": Profile(
+        "control",
+        blocks=4,
+        workloads=("copy", "transform"),
+        clients=(1, 4),
+        requests_per_cell=6,
+        warmups_per_cell=1,
+        arms=("baseline", "baseline-b", "baseline-slow"),
+        max_tokens_cap=48,
+        min_correct_fraction=0.0,
+    ),
     # A saturation sweep: each arm's peak request rate is probed (a cell's 16 requests at once), then open-loop
     # Poisson levels at 0.25, 0.5, 1, 1.5 and 2 times the baseline's peak (at 2x the queue grows by half the cell),
     # and all at once. SLOs: the first token within 1 s and 50 ms per output token after it (20 tokens/s, faster than
     # people read), from the scheduled send; the 2-core CPU baseline writes 30-33 ms per token at 1-4 clients.
-    "sweep": Profile("sweep", blocks=4, workloads=("copy", "transform"), clients=(), requests_per_cell=16,
-                     warmups_per_cell=1, max_tokens_cap=96, sweep_levels=(0.25, 0.5, 1.0, 1.5, 2.0),
-                     slo={"ttft_ms": 1000.0, "tpot_ms": 50.0}),
+    "sweep": Profile(
+        "sweep",
+        blocks=4,
+        workloads=("copy", "transform"),
+        clients=(),
+        requests_per_cell=16,
+        warmups_per_cell=1,
+        max_tokens_cap=96,
+        sweep_levels=(0.25, 0.5, 1.0, 1.5, 2.0),
+        slo={"ttft_ms": 1000.0, "tpot_ms": 50.0},
+    ),
 }
 
 
@@ -204,8 +273,10 @@ def sweep_rates(levels: tuple[float, ...], peak_rps: float) -> tuple[str, ...]:
     """The open-loop rates of a sweep: each level times the baseline's peak request rate, two significant digits,
     then ``inf`` (all at once: past saturation). Levels that round to the same rate are kept once."""
     if not (math.isfinite(peak_rps) and peak_rps > 0):
-        raise ConfigError(f"the sweep's peak probe measured {peak_rps!r} requests/s; every probe request failed? "
-                          "read the engine logs under logs/")  # fmt: skip
+        raise ConfigError(
+            f"the sweep's peak probe measured {peak_rps!r} requests/s; every probe request failed? "
+            "read the engine logs under logs/"
+        )
     out: list[str] = []
     for level in levels:
         text = rate_text(float(f"{level * peak_rps:.2g}"))
@@ -230,13 +301,18 @@ def override(profile: Profile, **changes: Any) -> Profile:
 
 def validate_profile(p: Profile) -> None:
     if p.blocks < 2 or p.blocks % 2:
-        raise ConfigError(f"--blocks {p.blocks}: need an even number of blocks, at least 2 (arm orders come in "
-                          "mirrored pairs, AB then BA); 4 or more estimate the order effect")  # fmt: skip
+        raise ConfigError(
+            f"--blocks {p.blocks}: need an even number of blocks, at least 2 (arm orders come in "
+            "mirrored pairs, AB then BA); 4 or more estimate the order effect"
+        )
     if p.until_decided and (p.max_blocks is None or p.max_blocks < p.blocks or p.max_blocks % 2):
-        raise ConfigError(f"--max-blocks {p.max_blocks}: --until-decided needs an even --max-blocks of at least "
-                          f"--blocks ({p.blocks})")  # fmt: skip
+        raise ConfigError(
+            f"--max-blocks {p.max_blocks}: --until-decided needs an even --max-blocks of at least --blocks ({p.blocks})"
+        )
     if p.prefix_caching not in PREFIX_CACHING:
-        raise ConfigError(f"--prefix-caching {p.prefix_caching!r}: use off (default), on, or reset (on, emptied before every cell)")
+        raise ConfigError(
+            f"--prefix-caching {p.prefix_caching!r}: use off (default), on, or reset (on, emptied before every cell)"
+        )
     if not 0.0 <= p.min_same_work_fraction <= 1.0:
         raise ConfigError(f"--min-same-work {p.min_same_work_fraction}: must be a fraction from 0 to 1")
     if not p.known_slowdown > 1.0:
@@ -244,21 +320,29 @@ def validate_profile(p: Profile) -> None:
     if any(c < 1 for c in p.clients):
         raise ConfigError(f"--clients {','.join(map(str, p.clients))}: each client count must be a positive integer")
     if not p.clients and not p.rates and not p.sweep_levels:
-        raise ConfigError("--clients/--rates: give client counts (closed loop, e.g. --clients 1,4), rates (open loop, "
-                          "e.g. --rates 0.5,2,inf) or both")  # fmt: skip
+        raise ConfigError(
+            "--clients/--rates: give client counts (closed loop, e.g. --clients 1,4), rates (open loop, "
+            "e.g. --rates 0.5,2,inf) or both"
+        )
     for level in p.sweep_levels:
         if not (math.isfinite(level) and level > 0):
-            raise ConfigError(f"--levels {level!r}: each sweep level is a positive multiple of the baseline's peak rate")
+            raise ConfigError(
+                f"--levels {level!r}: each sweep level is a positive multiple of the baseline's peak rate"
+            )
     for r in p.rates:
         if not (r == "inf" or (math.isfinite(float(r)) and float(r) > 0)):
             raise ConfigError(f"--rates {r!r}: a rate is requests per second, positive, or inf")
     if not (math.isfinite(p.burstiness) and p.burstiness > 0):
         raise ConfigError(f"--burstiness {p.burstiness}: must be a positive finite number (1 = Poisson arrivals)")
     if p.max_concurrency is not None and p.max_concurrency < 1:
-        raise ConfigError(f"--max-concurrency {p.max_concurrency}: must be a positive integer (leave it out for no cap)")
+        raise ConfigError(
+            f"--max-concurrency {p.max_concurrency}: must be a positive integer (leave it out for no cap)"
+        )
     unknown_slo = [k for k in p.slo if k not in SLO_METRICS]
     if unknown_slo:
-        raise ConfigError(f"--slo {unknown_slo[0]}: unknown; bound any of {', '.join(SLO_METRICS)}, e.g. --slo ttft_ms=1000,tpot_ms=50")
+        raise ConfigError(
+            f"--slo {unknown_slo[0]}: unknown; bound any of {', '.join(SLO_METRICS)}, e.g. --slo ttft_ms=1000,tpot_ms=50"
+        )
     bad_slo = [k for k, v in p.slo.items() if not (math.isfinite(v) and v > 0)]
     if bad_slo:
         raise ConfigError(f"--slo {bad_slo[0]}={p.slo[bad_slo[0]]}: must be a positive number of milliseconds")
@@ -348,5 +432,9 @@ def plan_cells(profile: Profile, blocks: range | None = None) -> list[CellPlan]:
     """Blocks in order; within a block every workload x load, arms in the block's mirrored order."""
     which = blocks if blocks is not None else range(profile.blocks)
     orders = block_orders(profile.arms, max(which.stop, 1), profile.order_seed)
-    return [CellPlan(block, workload, load, orders[block]) for block in which for workload in profile.workloads
-            for load in profile.loads(workload)]  # fmt: skip
+    return [
+        CellPlan(block, workload, load, orders[block])
+        for block in which
+        for workload in profile.workloads
+        for load in profile.loads(workload)
+    ]

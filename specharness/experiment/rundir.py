@@ -83,15 +83,20 @@ def harness_commit() -> str:
     package is installed, or sits inside a repository that is not specharness's (its commit would say nothing)."""
     package = Path(__file__).resolve().parents[1]
     with contextlib.suppress(Exception):
-        top = subprocess.run(["git", "-C", str(package), "rev-parse", "--show-toplevel"], capture_output=True,
-                             text=True, timeout=5)  # fmt: skip
+        top = subprocess.run(
+            ["git", "-C", str(package), "rev-parse", "--show-toplevel"], capture_output=True, text=True, timeout=5
+        )
         root = Path(top.stdout.strip()) if top.returncode == 0 else None
         if root is None or (root / "specharness").resolve() != package or not (root / "pyproject.toml").is_file():
             return "not a checkout"
         out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
         if out.returncode == 0:
-            dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                                   capture_output=True, text=True, timeout=5).stdout.strip()  # fmt: skip
+            dirty = subprocess.run(
+                ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                capture_output=True,
+                text=True,
+                timeout=5,
+            ).stdout.strip()
             return out.stdout.strip() + ("-dirty" if dirty else "")
     return "unknown"
 
@@ -123,7 +128,9 @@ def cpu_model() -> str:
                 fields[key.strip()] = value.strip()
     name = fields.get("model name") or platform.processor() or "unknown"
     if "cpu family" in fields:
-        name += f" (family {fields['cpu family']} model {fields.get('model', '?')} stepping {fields.get('stepping', '?')})"
+        name += (
+            f" (family {fields['cpu family']} model {fields.get('model', '?')} stepping {fields.get('stepping', '?')})"
+        )
     return name
 
 
@@ -135,10 +142,15 @@ def hardware_info(probe: MemoryProbe) -> dict[str, Any]:
 
         mem_gib = psutil.virtual_memory().total / 2**30
     return {
-        "machine": platform.machine(), "cpu": cpu, "cpu_count": os.cpu_count(), "memory_gib": round(mem_gib, 1),
-        "gpus": probe.gpu_names(), "gpu_memory_observed": probe.gpu_observed, "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpu": cpu,
+        "cpu_count": os.cpu_count(),
+        "memory_gib": round(mem_gib, 1),
+        "gpus": probe.gpu_names(),
+        "gpu_memory_observed": probe.gpu_observed,
+        "python": platform.python_version(),
         "hostname_hash": hex(abs(hash(platform.node())) % (1 << 32)),
-    }  # fmt: skip
+    }
 
 
 def write_manifest(out_dir: Path, manifest: Manifest) -> None:

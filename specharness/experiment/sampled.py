@@ -63,14 +63,19 @@ class SampledDesign:
 
     def __post_init__(self) -> None:
         rules = [
-            ("--cases", self.cases_per_workload >= 1, "at least 1"), ("--samples", self.samples >= 2, "at least 2"),
+            ("--cases", self.cases_per_workload >= 1, "at least 1"),
+            ("--samples", self.samples >= 2, "at least 2"),
             ("--repetitions", self.repetitions >= 1, "at least 1"),
             ("--temperature", self.temperature > 0, "above 0 (the check is about sampling)"),
             ("--top-p", 0 < self.top_p <= 1, "in (0, 1]"),
-            ("--control-temperature", self.control_temperature > 0 and self.control_temperature != self.temperature,
-             "above 0 and not the run's temperature (it is the positive control)"),
-            ("--max-tokens", self.max_tokens >= 1, "at least 1"), ("--clients", self.clients >= 1, "at least 1"),
-        ]  # fmt: skip
+            (
+                "--control-temperature",
+                self.control_temperature > 0 and self.control_temperature != self.temperature,
+                "above 0 and not the run's temperature (it is the positive control)",
+            ),
+            ("--max-tokens", self.max_tokens >= 1, "at least 1"),
+            ("--clients", self.clients >= 1, "at least 1"),
+        ]
         for flag, ok, need in rules:
             if not ok:
                 raise ConfigError(f"{flag}: must be {need}")

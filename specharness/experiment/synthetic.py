@@ -20,13 +20,15 @@ from specharness.records import CellRecord, Manifest, RequestRecord, cell_id, ce
 __all__ = ["write_synthetic_run"]
 
 
-def write_synthetic_run(out_dir: Path, records: int, seed: int = 7, profile_name: str = "standard",
-                        ngram_speed: float = 2.0) -> Path:  # fmt: skip
+def write_synthetic_run(
+    out_dir: Path, records: int, seed: int = 7, profile_name: str = "standard", ngram_speed: float = 2.0
+) -> Path:
     rng = random.Random(seed)
     base: Profile = get_profile(profile_name)
     per_cell = max(1, records // (base.blocks * len(base.workloads) * len(base.clients) * len(base.arms)))
-    profile = override(base, requests_per_cell=per_cell, warmups_per_cell=0, equivalence_margin=0.10,
-                       band_source="synthetic")  # fmt: skip
+    profile = override(
+        base, requests_per_cell=per_cell, warmups_per_cell=0, equivalence_margin=0.10, band_source="synthetic"
+    )
     out_dir.mkdir(parents=True, exist_ok=True)
     config = RunConfig(profile=profile, out_dir=out_dir)
     orders = block_orders(profile.arms, profile.blocks, profile.order_seed)
@@ -51,20 +53,51 @@ def write_synthetic_run(out_dir: Path, records: int, seed: int = 7, profile_name
                             gap = 0.03 / speed * rng.uniform(0.9, 1.1)
                             arrivals = [0.05 + gap * i for i in range(tokens)]
                             tokens_total += tokens
-                            journal.write(RequestRecord(
-                                arm=arm, block=block, workload=workload, group="g", case_id=f"c{seq}",
-                                clients=clients, warmup=False, cell=cell, seq=seq, started_unix_s=0.0, send_s=clock,
-                                chunk_arrival_s=arrivals, chunk_tokens=[1] * tokens, ttft_s=arrivals[0],
-                                e2e_s=arrivals[-1] + 0.001, completion_tokens=tokens, finish_reason="stop",
-                                text=f"synthetic output of case {seq}", saw_done=True, verdict="complete",
-                                correct=(seq % 10) != 0, check_detail="synthetic", output_digest=f"case-{seq}",
-                            ))  # fmt: skip
+                            journal.write(
+                                RequestRecord(
+                                    arm=arm,
+                                    block=block,
+                                    workload=workload,
+                                    group="g",
+                                    case_id=f"c{seq}",
+                                    clients=clients,
+                                    warmup=False,
+                                    cell=cell,
+                                    seq=seq,
+                                    started_unix_s=0.0,
+                                    send_s=clock,
+                                    chunk_arrival_s=arrivals,
+                                    chunk_tokens=[1] * tokens,
+                                    ttft_s=arrivals[0],
+                                    e2e_s=arrivals[-1] + 0.001,
+                                    completion_tokens=tokens,
+                                    finish_reason="stop",
+                                    text=f"synthetic output of case {seq}",
+                                    saw_done=True,
+                                    verdict="complete",
+                                    correct=(seq % 10) != 0,
+                                    check_detail="synthetic",
+                                    output_digest=f"case-{seq}",
+                                )
+                            )
                             clock += (arrivals[-1] + 0.001) / clients
-                        journal.write(CellRecord(
-                            arm=arm, block=block, workload=workload, clients=clients, cell=cell,
-                            wall_s=clock - start, requests=per_cell, order_index=order_index,
-                            counters={"drafts": 0.0, "draft_tokens": 0.0, "accepted_tokens": 0.0,
-                                      "generation_tokens": float(tokens_total),
-                                      "journal_completion_tokens": float(tokens_total)},
-                        ))  # fmt: skip
+                        journal.write(
+                            CellRecord(
+                                arm=arm,
+                                block=block,
+                                workload=workload,
+                                clients=clients,
+                                cell=cell,
+                                wall_s=clock - start,
+                                requests=per_cell,
+                                order_index=order_index,
+                                counters={
+                                    "drafts": 0.0,
+                                    "draft_tokens": 0.0,
+                                    "accepted_tokens": 0.0,
+                                    "generation_tokens": float(tokens_total),
+                                    "journal_completion_tokens": float(tokens_total),
+                                },
+                            )
+                        )
     return out_dir

@@ -76,8 +76,10 @@ class TextPolicy:
         """Refuse engine flags that would log prompts or outputs when the policy keeps no text."""
         logging = [a for a in args if a.split("=", 1)[0] in LOGGING_FLAGS]
         if logging and self.mode != "full":
-            raise ConfigError(f"--keep-text {self.mode} with --engine-arg={logging[0]}: that flag writes prompts or "
-                              "outputs to the engine log; drop it or use --keep-text full")  # fmt: skip
+            raise ConfigError(
+                f"--keep-text {self.mode} with --engine-arg={logging[0]}: that flag writes prompts or "
+                "outputs to the engine log; drop it or use --keep-text full"
+            )
 
     @property
     def keeps_text(self) -> bool:
@@ -97,14 +99,29 @@ class TextPolicy:
         if self.mode == "full":
             return r
         detail = r.check_detail if r.check_detail == UNCHECKED else ("passed" if r.correct else "failed")
-        error = None if r.error is None else f"{r.error_kind or 'error'}" + (f" (HTTP {r.http_status})" if r.http_status else "")
+        error = (
+            None
+            if r.error is None
+            else f"{r.error_kind or 'error'}" + (f" (HTTP {r.http_status})" if r.http_status else "")
+        )
         calls = [{"name": c.get("name"), "arguments": self.text(str(c.get("arguments", "")))} for c in r.tool_calls]
         # the token-id digest is unsalted (a table over a public tokenizer could name a short answer): keyed with the
         # run's salt, equal outputs still match within the run; the first token id is dropped
-        digest = None if r.output_digest is None else hmac.new(self.salt, r.output_digest.encode(), "sha256").hexdigest()[:32]
-        return replace(r, text=self.text(r.text), check_detail=detail, error=error, tool_calls=calls,
-                       output_digest=digest, first_token_id=None,
-                       prefix_chain=rekey_prefix_chain(r.prefix_chain, self.salt))  # fmt: skip
+        digest = (
+            None
+            if r.output_digest is None
+            else hmac.new(self.salt, r.output_digest.encode(), "sha256").hexdigest()[:32]
+        )
+        return replace(
+            r,
+            text=self.text(r.text),
+            check_detail=detail,
+            error=error,
+            tool_calls=calls,
+            output_digest=digest,
+            first_token_id=None,
+            prefix_chain=rekey_prefix_chain(r.prefix_chain, self.salt),
+        )
 
     def case(self, raw: dict[str, Any]) -> dict[str, Any]:
         """A workload case (``case_to_dict``) as the manifest may keep it."""

@@ -100,35 +100,46 @@ class ControlScore:
         return sum(c.speed == "hurts" for c in self.known)
 
     def to_markdown(self) -> str:
-        lines = ["| run | workload | clients | comparison | speedup [CI] | blocks | CI width | speed | quality |",
-                 "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        lines = [
+            "| run | workload | clients | comparison | speedup [CI] | blocks | CI width | speed | quality |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         for c in self.cells:
-            lines.append(f"| {c.run} | {c.workload} | {c.clients} | {c.twin} vs baseline | {c.estimate:.3f} "
-                         f"[{c.low:.3f}, {c.high:.3f}] | {c.blocks} | {c.width:.3f} | {c.speed} | {c.quality} |")  # fmt: skip
+            lines.append(
+                f"| {c.run} | {c.workload} | {c.clients} | {c.twin} vs baseline | {c.estimate:.3f} "
+                f"[{c.low:.3f}, {c.high:.3f}] | {c.blocks} | {c.width:.3f} | {c.speed} | {c.quality} |"
+            )
         aa = self.aa
         n = len(aa)
         widths = [c.width for c in aa if math.isfinite(c.width)]
-        lines += ["", f"**A/A (identical engines), {n} cells:** equivalent {self.count('equivalent')}, inconclusive "
-                  f"{self.count('inconclusive')}, not comparable {self.count('not comparable')}, false verdicts "
-                  f"{self.false_verdicts} (helps {self.count('helps')}, hurts {self.count('hurts')}, quality fails "
-                  f"{sum(c.quality == 'fails' for c in aa)}); CI width (high/low) median "
-                  f"{np.median(widths) if widths else math.nan:.3f}, max {max(widths) if widths else math.nan:.3f}; "
-                  f"point estimates {min((c.estimate for c in aa), default=math.nan):.3f}–"
-                  f"{max((c.estimate for c in aa), default=math.nan):.3f}; instance-offset spread between runs (log sd, "
-                  f"beyond the runs' own noise, {len({c.run for c in aa})} runs) {instance_offset_sd(aa):.3f}; suggested "
-                  f"band ±{suggest_margin(aa):.0%} (covers 95% of such offsets, rounded up to 1%, at least 5%); "
-                  f"from the upper limit: {offset_evidence(aa).text()} (:func:`offset_evidence`: the speed interval "
-                  f"adds that offset variance and the band covers 95% of such offsets, at least ±{BAND_FLOOR:.0%})."]  # fmt: skip
+        lines += [
+            "",
+            f"**A/A (identical engines), {n} cells:** equivalent {self.count('equivalent')}, inconclusive "
+            f"{self.count('inconclusive')}, not comparable {self.count('not comparable')}, false verdicts "
+            f"{self.false_verdicts} (helps {self.count('helps')}, hurts {self.count('hurts')}, quality fails "
+            f"{sum(c.quality == 'fails' for c in aa)}); CI width (high/low) median "
+            f"{np.median(widths) if widths else math.nan:.3f}, max {max(widths) if widths else math.nan:.3f}; "
+            f"point estimates {min((c.estimate for c in aa), default=math.nan):.3f}–"
+            f"{max((c.estimate for c in aa), default=math.nan):.3f}; instance-offset spread between runs (log sd, "
+            f"beyond the runs' own noise, {len({c.run for c in aa})} runs) {instance_offset_sd(aa):.3f}; suggested "
+            f"band ±{suggest_margin(aa):.0%} (covers 95% of such offsets, rounded up to 1%, at least 5%); "
+            f"from the upper limit: {offset_evidence(aa).text()} (:func:`offset_evidence`: the speed interval "
+            f"adds that offset variance and the band covers 95% of such offsets, at least ±{BAND_FLOOR:.0%}).",
+        ]
         if self.known:
             k = len(self.known)
-            by_clients = ", ".join(f"{sum(c.speed == 'hurts' for c in self.known if c.clients == n)} of "
-                                   f"{sum(c.clients == n for c in self.known)} at {n} client{'s' if n > 1 else ''}"
-                                   for n in sorted({c.clients for c in self.known}))  # fmt: skip
+            by_clients = ", ".join(
+                f"{sum(c.speed == 'hurts' for c in self.known if c.clients == n)} of "
+                f"{sum(c.clients == n for c in self.known)} at {n} client{'s' if n > 1 else ''}"
+                for n in sorted({c.clients for c in self.known})
+            )
             covered = sum(c.low <= 1 / self.known_slowdown <= c.high for c in self.known)
-            lines.append(f"**Known effect** (baseline-slow: every request's times {self.known_slowdown:.2f}× longer, a "
-                         f"true speedup of {1 / self.known_slowdown:.3f}), {k} cells: detected as hurts in "
-                         f"{self.detected} of {k} ({by_clients}); the interval holds the true value in {covered} of {k}; "
-                         f"other verdicts: {', '.join(sorted({c.speed for c in self.known if c.speed != 'hurts'})) or 'none'}.")  # fmt: skip
+            lines.append(
+                f"**Known effect** (baseline-slow: every request's times {self.known_slowdown:.2f}× longer, a "
+                f"true speedup of {1 / self.known_slowdown:.3f}), {k} cells: detected as hurts in "
+                f"{self.detected} of {k} ({by_clients}); the interval holds the true value in {covered} of {k}; "
+                f"other verdicts: {', '.join(sorted({c.speed for c in self.known if c.speed != 'hurts'})) or 'none'}."
+            )
         return "\n".join(lines) + "\n"
 
 
@@ -165,8 +176,10 @@ class OffsetEvidence:
         return self.sd_upper**2 if math.isfinite(self.sd_upper) else math.nan
 
     def text(self) -> str:
-        return (f"engine-instance offset sd {self.sd:.3f} (log), {self.confidence:.0%} upper limit {self.sd_upper:.3f} "
-                f"from {self.runs} A/A runs; band ±{self.margin:.0%}")  # fmt: skip
+        return (
+            f"engine-instance offset sd {self.sd:.3f} (log), {self.confidence:.0%} upper limit {self.sd_upper:.3f} "
+            f"from {self.runs} A/A runs; band ±{self.margin:.0%}"
+        )
 
 
 def offset_evidence(cells: list[ControlCell], confidence: float = 0.95, floor: float = BAND_FLOOR) -> OffsetEvidence:
@@ -213,19 +226,32 @@ def score_control_runs(run_dirs: list[Path]) -> ControlScore:
         prof = report["manifest"]["config"]["profile"]
         arms = set(prof["arms"])
         if "baseline" not in arms or not ({AA_TWIN, SLOW_TWIN} & arms):
-            raise RunDirError(f"{run_dir}: arms {sorted(arms)} hold no control pair; run it with --profile aa or control")
+            raise RunDirError(
+                f"{run_dir}: arms {sorted(arms)} hold no control pair; run it with --profile aa or control"
+            )
         score.known_slowdown = float(prof.get("known_slowdown", math.nan))
         for c in report["comparisons"]:
             if c["arm_a"] != "baseline" or c["arm_b"] not in (AA_TWIN, SLOW_TWIN):
                 continue
             s = c["speedup"]
-            score.cells.append(ControlCell(
-                run=run_dir.name, workload=c["workload"], clients=c["clients"], twin=c["arm_b"],
-                estimate=_num(s["estimate"]), low=_num(s["low"]), high=_num(s["high"]), speed=c["speed"]["verdict"],
-                quality=c["quality"]["verdict"], blocks=int(s["blocks"]), df=int(s.get("df", 0)),
-                confidence=float(s.get("confidence", 0.95)), offset_var=float(s.get("offset_var") or 0.0),
-                t_df=_num(s.get("t_df")),
-            ))  # fmt: skip
+            score.cells.append(
+                ControlCell(
+                    run=run_dir.name,
+                    workload=c["workload"],
+                    clients=c["clients"],
+                    twin=c["arm_b"],
+                    estimate=_num(s["estimate"]),
+                    low=_num(s["low"]),
+                    high=_num(s["high"]),
+                    speed=c["speed"]["verdict"],
+                    quality=c["quality"]["verdict"],
+                    blocks=int(s["blocks"]),
+                    df=int(s.get("df", 0)),
+                    confidence=float(s.get("confidence", 0.95)),
+                    offset_var=float(s.get("offset_var") or 0.0),
+                    t_df=_num(s.get("t_df")),
+                )
+            )
     return score
 
 

@@ -44,11 +44,21 @@ def _legend(ax: Any, fontsize: int) -> None:
 
 def _engine_rows(a: Analysis) -> list[dict[str, Any]]:
     return [
-        {"arm": e.arm, "vllm_version": e.vllm_version, "start_s": e.start_s, "async_scheduling": e.async_scheduling,
-         "speculative_config": e.speculative_config, "command": e.command, "log": e.log_path, "memory": e.memory,
-         "effective_settings": e.effective_settings, "engine_env": e.engine_env, "start_phases_s": e.start_phases_s}
+        {
+            "arm": e.arm,
+            "vllm_version": e.vllm_version,
+            "start_s": e.start_s,
+            "async_scheduling": e.async_scheduling,
+            "speculative_config": e.speculative_config,
+            "command": e.command,
+            "log": e.log_path,
+            "memory": e.memory,
+            "effective_settings": e.effective_settings,
+            "engine_env": e.engine_env,
+            "start_phases_s": e.start_phases_s,
+        }
         for e in a.contents.engines
-    ]  # fmt: skip
+    ]
 
 
 def _plots(a: Analysis, plot_dir: Path) -> None:
@@ -102,8 +112,12 @@ def _plots(a: Analysis, plot_dir: Path) -> None:
     fig, ax = plt.subplots(figsize=(6, 3.6))
     for (workload, load, arm), s in a.summaries.items():
         if s.accepted_per_position:
-            ax.plot(range(len(s.accepted_per_position)), s.accepted_per_position, marker="o",
-                    label=f"{workload} {load} {arm}")  # fmt: skip
+            ax.plot(
+                range(len(s.accepted_per_position)),
+                s.accepted_per_position,
+                marker="o",
+                label=f"{workload} {load} {arm}",
+            )
     ax.set_xlabel("draft position")
     ax.set_ylabel("accepted per draft")
     ax.set_ylim(0, 1.05)
@@ -130,22 +144,34 @@ def _sweep_plots(found: list[WorkloadSweep], margin: float, plot_dir: Path) -> N
         finite = [lv.offered for lv in sw.levels if math.isfinite(lv.offered)]
         top = max(finite, default=1.0) * 1.6  # "all at once" drawn past the highest rate
         return [lv.offered if math.isfinite(lv.offered) else top for lv in sw.levels], [
-            "all at once" if math.isinf(lv.offered) else f"{lv.offered:g}" for lv in sw.levels]
+            "all at once" if math.isinf(lv.offered) else f"{lv.offered:g}" for lv in sw.levels
+        ]
 
     fig, axes = plt.subplots(1, len(found), figsize=(5.2 * len(found), 3.8), squeeze=False)
     for ax, sw in zip(axes[0], found, strict=True):
         x, labels = xs(sw)
         est = [lv.speedup.estimate for lv in sw.levels]
-        ax.fill_between(x, [lv.speedup.low for lv in sw.levels], [lv.speedup.high for lv in sw.levels], alpha=0.3,
-                        label="speedup CI")  # fmt: skip
+        ax.fill_between(
+            x,
+            [lv.speedup.low for lv in sw.levels],
+            [lv.speedup.high for lv in sw.levels],
+            alpha=0.3,
+            label="speedup CI",
+        )
         ax.plot(x, est, marker="o", label="same-work speedup")
         fit = [(xi, f) for xi, f in zip(x, sw.fitted_speedup, strict=False) if math.isfinite(f)]
         if fit:
             ax.plot([p[0] for p in fit], [p[1] for p in fit], color="black", linewidth=1.2, label="monotone fit")
         left = [(xi, lv.speedup.estimate) for xi, lv in zip(x, sw.levels, strict=True) if lv.load in sw.left_out]
         if left:
-            ax.scatter([p[0] for p in left], [p[1] for p in left], marker="x", color="red", zorder=3,
-                       label="left out of the fit")  # fmt: skip
+            ax.scatter(
+                [p[0] for p in left],
+                [p[1] for p in left],
+                marker="x",
+                color="red",
+                zorder=3,
+                label="left out of the fit",
+            )
         for crossing, color in ((sw.stops_clearing_band, "tab:green"), (sw.stops_above_one, "tab:red")):
             if crossing is None or not 0 < crossing.load < math.inf:
                 continue
@@ -153,12 +179,19 @@ def _sweep_plots(found: list[WorkloadSweep], margin: float, plot_dir: Path) -> N
             low = crossing.load_low if crossing.load_low > 0 else min(x)
             high = crossing.load_high if math.isfinite(crossing.load_high) else top
             ax.axvspan(low, max(high, low), color=color, alpha=0.12)
-            ax.axvline(crossing.load, color=color, linewidth=1, linestyle=":",
-                       label=f"fit reaches {crossing.threshold:.2f} (95% bracket shaded)")  # fmt: skip
+            ax.axvline(
+                crossing.load,
+                color=color,
+                linewidth=1,
+                linestyle=":",
+                label=f"fit reaches {crossing.threshold:.2f} (95% bracket shaded)",
+            )
         ax.axhspan(down, up, color="grey", alpha=0.2, label=f"no-difference band ±{margin:.0%}")
         ax.axhline(1.0, color="grey", linestyle="--", linewidth=0.8)
         for xi, lv in zip(x, sw.levels, strict=True):
-            ax.annotate(lv.speed_verdict, (xi, lv.speedup.estimate), fontsize=7, textcoords="offset points", xytext=(0, 6))
+            ax.annotate(
+                lv.speed_verdict, (xi, lv.speedup.estimate), fontsize=7, textcoords="offset points", xytext=(0, 6)
+            )
         ax.set_xscale("log")
         ax.set_xticks(x, labels, fontsize=8)
         ax.minorticks_off()
@@ -180,8 +213,14 @@ def _sweep_plots(found: list[WorkloadSweep], margin: float, plot_dir: Path) -> N
         for arm, color in (("baseline", "tab:blue"), ("ngram", "tab:orange")):
             tput = [lv.arms[arm].output_tok_s for lv in sw.levels]
             ax.plot(tput, [lv.arms[arm].tpot_p50_ms for lv in sw.levels], marker="o", color=color, label=f"{arm} p50")
-            ax.plot(tput, [lv.arms[arm].tpot_p95_ms for lv in sw.levels], marker="^", linestyle="--", color=color,
-                    label=f"{arm} p95")  # fmt: skip
+            ax.plot(
+                tput,
+                [lv.arms[arm].tpot_p95_ms for lv in sw.levels],
+                marker="^",
+                linestyle="--",
+                color=color,
+                label=f"{arm} p95",
+            )
         ax.set_xlabel("delivered output throughput (tokens/s)")
         ax.set_ylabel("TPOT (ms per output token)")
         ax.set_title(f"{sw.workload}: latency against throughput, one point per load level", fontsize=8)
@@ -198,18 +237,26 @@ def write_report(run_dir: Path, *, plots: bool = True) -> dict[str, Any]:
     found = sweeps(a)
     engines = _engine_rows(a)
     report = {
-        "schema": REPORT_SCHEMA, "status": manifest.get("status"), "manifest": manifest, "engines": engines,
+        "schema": REPORT_SCHEMA,
+        "status": manifest.get("status"),
+        "manifest": manifest,
+        "engines": engines,
         "summaries": [s.to_dict() for s in a.summaries.values()],
         "comparisons": [c.to_dict() for c in a.comparisons],
-        "groups": a.groups, "reconciliation": a.reconciliation, "invalid_cells": a.invalid_cells,
-        "missing_cells": a.missing_cells, "resumed_cells": a.resumed_cells, "counts": a.counts,
+        "groups": a.groups,
+        "reconciliation": a.reconciliation,
+        "invalid_cells": a.invalid_cells,
+        "missing_cells": a.missing_cells,
+        "resumed_cells": a.resumed_cells,
+        "counts": a.counts,
         "sweeps": [sw.to_dict() for sw in found],
         "group_decisions": [d.to_dict() for d in a.group_decisions],
         "feature_correlations": [c.to_dict() for c in a.feature_correlations],
         "refusals": [r.to_dict() for r in a.refusals],
-        "structured_validity": [v.to_dict() for v in
-                                structured_validity((r for rs in a.measured.values() for r in rs), a.manifest)],
-    }  # fmt: skip
+        "structured_validity": [
+            v.to_dict() for v in structured_validity((r for rs in a.measured.values() for r in rs), a.manifest)
+        ],
+    }
     (run_dir / REPORT_JSON).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
     (run_dir / REPORT_MD).write_text(render_markdown(a, run_dir, engines, found))
     if plots:

@@ -22,8 +22,12 @@ from specharness.reporting.report import load_report
 
 __all__ = ["MetricChange", "compare_runs", "format_changes"]
 
-_ARM_METRICS = (("tpot_ms", "p50", "tpot_p50_ms"), ("ttft_ms", "p50", "ttft_p50_ms"), ("output_tok_s", None, "output_tok_s"),
-                ("correct_fraction", None, "correct_fraction"))  # fmt: skip
+_ARM_METRICS = (
+    ("tpot_ms", "p50", "tpot_p50_ms"),
+    ("ttft_ms", "p50", "ttft_p50_ms"),
+    ("output_tok_s", None, "output_tok_s"),
+    ("correct_fraction", None, "correct_fraction"),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +64,10 @@ def compare_runs(run_a: Path, run_b: Path) -> list[MetricChange]:
         beyond_band = test.low > up or test.high < down  # the band absorbs the engine-instance offset between runs
         verdict = change_verdict(test.low, test.high, significant=test.significant and beyond_band)
         sig = None if verdict == "not tested" else verdict in ("regressed", "improved")
-        detail = (f"change {test.change:.3f} [{test.low:.3f}, {test.high:.3f}], Welch p={test.pvalue:.3f}; verdicts "
-                  f"{a['speed']['verdict']}/{a['quality']['verdict']} -> {c['speed']['verdict']}/{c['quality']['verdict']}")  # fmt: skip
+        detail = (
+            f"change {test.change:.3f} [{test.low:.3f}, {test.high:.3f}], Welch p={test.pvalue:.3f}; verdicts "
+            f"{a['speed']['verdict']}/{a['quality']['verdict']} -> {c['speed']['verdict']}/{c['quality']['verdict']}"
+        )
         va, vb = _num(a["speedup"]["estimate"]), _num(c["speedup"]["estimate"])
         changes.append(MetricChange(cell, "speedup", va, vb, vb / va if va else math.nan, sig, detail))
     arms_a = {(s["workload"], _load(s), s["arm"]): s for s in ra["summaries"]}
@@ -72,8 +78,9 @@ def compare_runs(run_a: Path, run_b: Path) -> list[MetricChange]:
         for field, sub, name in _ARM_METRICS:
             va = _num(a[field][sub] if sub else a[field])
             vb = _num(s[field][sub] if sub else s[field])
-            changes.append(MetricChange(f"{s['workload']}/{_load(s)}/{s['arm']}", name, va, vb,
-                                        vb / va if va else math.nan, None))  # fmt: skip
+            changes.append(
+                MetricChange(f"{s['workload']}/{_load(s)}/{s['arm']}", name, va, vb, vb / va if va else math.nan, None)
+            )
     return changes
 
 
@@ -81,6 +88,8 @@ def format_changes(changes: list[MetricChange], label_a: str, label_b: str) -> s
     rows = [f"{'cell':<40} {'metric':<18} {label_a[:14]:>14} {label_b[:14]:>14} {'ratio':>7}  significant"]
     for c in changes:
         sig = "n/a" if c.significant is None else ("yes" if c.significant else "no")
-        rows.append(f"{c.cell:<40} {c.metric:<18} {c.value_a:>14.3f} {c.value_b:>14.3f} {c.ratio:>7.3f}  {sig}"
-                    f"{'  ' + c.detail if c.detail else ''}")  # fmt: skip
+        rows.append(
+            f"{c.cell:<40} {c.metric:<18} {c.value_a:>14.3f} {c.value_b:>14.3f} {c.ratio:>7.3f}  {sig}"
+            f"{'  ' + c.detail if c.detail else ''}"
+        )
     return "\n".join(rows)

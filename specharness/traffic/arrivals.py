@@ -53,8 +53,10 @@ class ArrivalSpec:
             raise ConfigError(f"--rates {r!r}: {_RATE_HINT}")
         b = self.burstiness
         if not _is_number(b) or not math.isfinite(b) or b <= 0:
-            raise ConfigError(f"--burstiness {b!r}: must be a positive finite number (1 = Poisson arrivals, "
-                              f"below 1 burstier, above 1 more regular)")  # fmt: skip
+            raise ConfigError(
+                f"--burstiness {b!r}: must be a positive finite number (1 = Poisson arrivals, "
+                f"below 1 burstier, above 1 more regular)"
+            )
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
             raise ConfigError(f"--arrival-seed {self.seed!r}: must be a non-negative integer")
         m = self.max_concurrency

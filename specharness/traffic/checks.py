@@ -130,7 +130,7 @@ def _strings(raw: Any, where: str, name: str) -> tuple[str, ...]:
 def parse_check(raw: Any, where: str) -> Check:
     """Validate a check dict; ``where`` names the file and line for the error message."""
     if not isinstance(raw, dict):
-        raise WorkloadError(f"{where}: check must be an object like {{\"type\": \"contains\", \"values\": [..]}}")
+        raise WorkloadError(f'{where}: check must be an object like {{"type": "contains", "values": [..]}}')
     kind = raw.get("type")
     if kind not in CHECK_TYPES:
         raise WorkloadError(f"{where}: check.type {kind!r} is unknown; use one of {', '.join(CHECK_TYPES)}")

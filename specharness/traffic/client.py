@@ -36,7 +36,15 @@ from specharness.records import RequestRecord, completeness
 from specharness.traffic.sse import DONE, SSEParser
 from specharness.traffic.workloads import Case
 
-__all__ = ["PREFIX_GROUP_HEX", "PREFIX_KEY", "RequestMeta", "Sampling", "build_body", "common_prefix_tokens", "send_request"]
+__all__ = [
+    "PREFIX_GROUP_HEX",
+    "PREFIX_KEY",
+    "RequestMeta",
+    "Sampling",
+    "build_body",
+    "common_prefix_tokens",
+    "send_request",
+]
 
 PREFIX_KEY = b"specharness prefix chain v1"  # public: under --keep-text full the texts themselves are kept
 PREFIX_GROUP_HEX = 4  # hex characters kept per token
@@ -63,7 +71,12 @@ class Sampling:
     max_tokens_cap: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"temperature": self.temperature, "top_p": self.top_p, "seed": self.seed, "max_tokens_cap": self.max_tokens_cap}
+        return {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "seed": self.seed,
+            "max_tokens_cap": self.max_tokens_cap,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +147,9 @@ class _StreamState:
     @property
     def tool_calls(self) -> list[dict[str, Any]]:
         """The streamed tool calls so far, by index: ``{"name": ..., "arguments": ...}``."""
-        return [{"name": "".join(name), "arguments": "".join(args)} for _, (name, args) in sorted(self._tool_parts.items())]
+        return [
+            {"name": "".join(name), "arguments": "".join(args)} for _, (name, args) in sorted(self._tool_parts.items())
+        ]
 
     def _take_tool_calls(self, items: Any) -> bool:
         """Merge one delta's tool-call items; True when they carried any name or argument text."""
@@ -283,9 +298,14 @@ def _error_message(detail: str) -> str:
 
 
 def _to_record(
-    state: _StreamState, meta: RequestMeta, case: Case, started_unix: float, t_send: float, t_end: float,
+    state: _StreamState,
+    meta: RequestMeta,
+    case: Case,
+    started_unix: float,
+    t_send: float,
+    t_end: float,
     http_status: int | None,
-) -> RequestRecord:  # fmt: skip
+) -> RequestRecord:
     text = "".join(state.text_parts)
     verdict = completeness(error_kind=state.error_kind, saw_done=state.saw_done, finish_reason=state.finish_reason)
     correct: bool | None = None
@@ -296,18 +316,39 @@ def _to_record(
         correct, detail = result.correct, result.detail
     arrivals = [t - t_send for t in state.arrivals]
     return RequestRecord(
-        arm=meta.arm, block=meta.block, workload=meta.workload, group=case.group, case_id=case.id,
-        clients=meta.clients, warmup=meta.warmup, cell=meta.cell, seq=meta.seq,
-        started_unix_s=started_unix, send_s=t_send,
-        chunk_arrival_s=arrivals, chunk_tokens=state.tokens,
+        arm=meta.arm,
+        block=meta.block,
+        workload=meta.workload,
+        group=case.group,
+        case_id=case.id,
+        clients=meta.clients,
+        warmup=meta.warmup,
+        cell=meta.cell,
+        seq=meta.seq,
+        started_unix_s=started_unix,
+        send_s=t_send,
+        chunk_arrival_s=arrivals,
+        chunk_tokens=state.tokens,
         ttft_s=arrivals[0] if arrivals else math.nan,
         e2e_s=(t_end - t_send) if not math.isnan(t_end) else math.nan,
-        completion_tokens=state.completion_tokens, prompt_tokens=state.prompt_tokens,
-        finish_reason=state.finish_reason, text=text, http_status=http_status,
-        error_kind=state.error_kind, error=state.error, saw_done=state.saw_done, verdict=verdict,
-        correct=correct, check_detail=detail,
-        spec_draft_tokens=state.spec_draft, spec_accepted_tokens=state.spec_accepted,
+        completion_tokens=state.completion_tokens,
+        prompt_tokens=state.prompt_tokens,
+        finish_reason=state.finish_reason,
+        text=text,
+        http_status=http_status,
+        error_kind=state.error_kind,
+        error=state.error,
+        saw_done=state.saw_done,
+        verdict=verdict,
+        correct=correct,
+        check_detail=detail,
+        spec_draft_tokens=state.spec_draft,
+        spec_accepted_tokens=state.spec_accepted,
         output_digest=state.token_digest.hexdigest()[:32] if state.token_ids_seen else None,
         prefix_chain=state.prefix_chain,
-        tool_calls=tool_calls, first_token_id=state.first_token_id, rate=meta.rate, scheduled_s=meta.scheduled_s, send_lateness_s=meta.send_lateness_s,
-    )  # fmt: skip
+        tool_calls=tool_calls,
+        first_token_id=state.first_token_id,
+        rate=meta.rate,
+        scheduled_s=meta.scheduled_s,
+        send_lateness_s=meta.send_lateness_s,
+    )

@@ -74,9 +74,17 @@ TURNS = ("first", "all", "replay")
 ID_FIELDS = ("id", "custom_id", "question_id")
 KEPT_REJECTIONS = 20
 _DETECT_RECORDS = 100
-_SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
-                   "chatgpt": "assistant", "bard": "assistant", "bing": "assistant", "model": "assistant",
-                   "system": "system"}  # fmt: skip
+_SHAREGPT_ROLES = {
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "assistant": "assistant",
+    "chatgpt": "assistant",
+    "bard": "assistant",
+    "bing": "assistant",
+    "model": "assistant",
+    "system": "system",
+}
 _OPENAI_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 _SPECHARNESS_KEYS = frozenset({"id", "messages", "prompt", "max_tokens", "group", "check", "turns"})
 
@@ -130,7 +138,9 @@ class ImportOptions:
         if lo is not None and hi is not None and lo > hi:
             raise ConfigError("min_prompt_chars is larger than max_prompt_chars; no prompt could pass")
         if self.reference_mode not in REFERENCE_MODES:
-            raise ConfigError(f"reference_mode {self.reference_mode!r} is unknown; use one of {', '.join(REFERENCE_MODES)}")
+            raise ConfigError(
+                f"reference_mode {self.reference_mode!r} is unknown; use one of {', '.join(REFERENCE_MODES)}"
+            )
         if (
             self.reference_mode in THRESHOLD_MODES
             and self.reference_field is not None
@@ -167,10 +177,14 @@ class ImportResult:
     def summary(self) -> str:
         """One line for the terminal."""
         parts = [f"{self.workload.source} ({self.format}): {self.imported} imported of {self.read} read"]
-        for count, label in ((self.rejected, "rejected"), (self.skipped_by_filter, "skipped by the length filter"),
-                             (self.not_sampled, "not sampled"), (self.group_defaulted, "without a group (-> default)"),
-                             (self.max_tokens_defaulted, "with the default max_tokens"),
-                             (self.unchecked, "without a reference (unchecked)")):  # fmt: skip
+        for count, label in (
+            (self.rejected, "rejected"),
+            (self.skipped_by_filter, "skipped by the length filter"),
+            (self.not_sampled, "not sampled"),
+            (self.group_defaulted, "without a group (-> default)"),
+            (self.max_tokens_defaulted, "with the default max_tokens"),
+            (self.unchecked, "without a reference (unchecked)"),
+        ):
             if count:
                 parts.append(f"{count} {label}")
         return ", ".join(parts)
@@ -258,10 +272,17 @@ def _csv_records(path: Path, opts: ImportOptions) -> Iterator[_Record]:
                 if not row or not any(cell.strip() for cell in row):
                     continue
                 if len(row) != len(header):
-                    yield f"{path}:{line}", f"{path.stem}-{line}", _Unreadable(
-                        f"row has {len(row)} fields, the header has {len(header)}")  # fmt: skip
+                    yield (
+                        f"{path}:{line}",
+                        f"{path.stem}-{line}",
+                        _Unreadable(f"row has {len(row)} fields, the header has {len(header)}"),
+                    )
                     continue
-                yield f"{path}:{line}", f"{path.stem}-{line}", {k: (v if v.strip() else None) for k, v in zip(header, row, strict=True)}
+                yield (
+                    f"{path}:{line}",
+                    f"{path.stem}-{line}",
+                    {k: (v if v.strip() else None) for k, v in zip(header, row, strict=True)},
+                )
     except UnicodeDecodeError as exc:
         raise WorkloadError(f"{path}: not UTF-8 text near line {line} ({exc.reason}); save it as UTF-8") from None
 
@@ -302,8 +323,10 @@ def _format_of(obj: dict[str, Any], path: Path, opts: ImportOptions) -> str:
     if (opts.prompt_column and opts.prompt_column in keys) or keys & {"prompt", "text"}:
         return "prompt"
     shown = ", ".join(sorted(keys)[:12]) or "none"
-    raise WorkloadError(f"{path}: cannot tell the format from the first record's keys ({shown}); pass format= "
-                        f"one of {', '.join(FORMATS[1:])}")  # fmt: skip
+    raise WorkloadError(
+        f"{path}: cannot tell the format from the first record's keys ({shown}); pass format= "
+        f"one of {', '.join(FORMATS[1:])}"
+    )
 
 
 # --- one record to one case ----------------------------------------------------------------------------------------
@@ -322,10 +345,18 @@ def _short(value: Any) -> str:
 
 
 def _case(
-    where: str, default_id: str, sources: tuple[Any, ...], opts: ImportOptions, tally: _Tally, *,
-    messages: list[dict[str, str]] | None = None, prompt: str | None = None, max_tokens: int | None = None,
-    has_max_tokens: bool = False, turns: list[str] | None = None,
-) -> Case:  # fmt: skip
+    where: str,
+    default_id: str,
+    sources: tuple[Any, ...],
+    opts: ImportOptions,
+    tally: _Tally,
+    *,
+    messages: list[dict[str, str]] | None = None,
+    prompt: str | None = None,
+    max_tokens: int | None = None,
+    has_max_tokens: bool = False,
+    turns: list[str] | None = None,
+) -> Case:
     """The fields every format shares: id, group, max_tokens, reference check; the case is then read back through
     :func:`~specharness.traffic.workloads.parse_case`, the owner of what a workload file may hold, so what is
     imported is what a run will read.
@@ -342,7 +373,9 @@ def _case(
         if _is_int(value):
             value = str(value)
         if not isinstance(value, str) or not value.strip():
-            raise WorkloadError(f"{where}: field {name!r} must be a non-empty string or an integer, not {_short(value)}")
+            raise WorkloadError(
+                f"{where}: field {name!r} must be a non-empty string or an integer, not {_short(value)}"
+            )
         case_id = value
         break
     group = "default"
@@ -370,8 +403,10 @@ def _case(
         else:
             refs = value if isinstance(value, list) else [value]
             if not refs or not all(isinstance(r, str) and r.strip() for r in refs):
-                raise WorkloadError(f"{where}: field {opts.reference_field!r} must be a non-blank string or a list of "
-                                    f"them, not {_short(value)}")  # fmt: skip
+                raise WorkloadError(
+                    f"{where}: field {opts.reference_field!r} must be a non-blank string or a list of "
+                    f"them, not {_short(value)}"
+                )
             raw: dict[str, Any] = {"type": "reference", "references": refs, "mode": opts.reference_mode}
             if opts.reference_threshold is not None:
                 raw["threshold"] = opts.reference_threshold
@@ -379,8 +414,15 @@ def _case(
                 check = parse_reference_check(raw, where)
             except WorkloadError as exc:  # name the dataset's field, not the check's
                 raise WorkloadError(str(exc).replace("check.references", f"field {opts.reference_field!r}")) from None
-    case = Case(id=case_id, max_tokens=max_tokens, group=group, check=check, prompt=prompt,
-                messages=tuple(messages) if messages is not None else None, turns=tuple(turns) if turns else None)  # fmt: skip
+    case = Case(
+        id=case_id,
+        max_tokens=max_tokens,
+        group=group,
+        check=check,
+        prompt=prompt,
+        messages=tuple(messages) if messages is not None else None,
+        turns=tuple(turns) if turns else None,
+    )
     return parse_case(case_to_dict(case), where)
 
 
@@ -391,8 +433,10 @@ def _later_turns(messages: list[dict[str, str]], first: int, where: str, field_n
     for i in range(first + 1, len(messages)):
         role, content = messages[i]["role"], messages[i]["content"]
         if role == "system":
-            raise WorkloadError(f"{where}: field '{field_name}[{i}]' is a system turn after the first user turn; "
-                                "turns=replay replays user turns only")  # fmt: skip
+            raise WorkloadError(
+                f"{where}: field '{field_name}[{i}]' is a system turn after the first user turn; "
+                "turns=replay replays user turns only"
+            )
         if role == "user" and content.strip():
             later.append(content)
     return later
@@ -402,7 +446,9 @@ def _max_tokens(value: Any, where: str, name: str) -> int:
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)
     if not _is_int(value) or not 1 <= value <= MAX_TOKENS_LIMIT:
-        raise WorkloadError(f"{where}: field {name!r} must be an integer from 1 to {MAX_TOKENS_LIMIT}, not {_short(value)}")
+        raise WorkloadError(
+            f"{where}: field {name!r} must be an integer from 1 to {MAX_TOKENS_LIMIT}, not {_short(value)}"
+        )
     return int(value)
 
 
@@ -428,11 +474,17 @@ def _sharegpt(obj: dict[str, Any], where: str, default_id: str, opts: ImportOpti
         raise WorkloadError(f"{where}: {shape}")
     messages: list[dict[str, str]] = []
     for i, turn in enumerate(turns):
-        if not isinstance(turn, dict) or not isinstance(turn.get("from"), str) or not isinstance(turn.get("value"), str):
+        if (
+            not isinstance(turn, dict)
+            or not isinstance(turn.get("from"), str)
+            or not isinstance(turn.get("value"), str)
+        ):
             raise WorkloadError(f"{where}: {shape} (item {i} is {_short(turn)})")
         role = _SHAREGPT_ROLES.get(turn["from"].lower())
         if role is None:
-            raise WorkloadError(f"{where}: field 'conversations[{i}].from' is {turn['from']!r}; use human, gpt or system")
+            raise WorkloadError(
+                f"{where}: field 'conversations[{i}].from' is {turn['from']!r}; use human, gpt or system"
+            )
         messages.append({"role": role, "content": turn["value"]})
     users = [i for i, m in enumerate(messages) if m["role"] == "user" and m["content"].strip()]
     if not users:
@@ -471,16 +523,27 @@ def _openai(obj: dict[str, Any], where: str, default_id: str, opts: ImportOption
             raise WorkloadError(f"{where}: field 'messages[{i}]' must be a {{role, content}} object")
         role = _OPENAI_ROLES.get(str(m.get("role")))
         if role is None:
-            raise WorkloadError(f"{where}: field 'messages[{i}].role' is {_short(m.get('role'))}; "
-                                "only system, developer, user and assistant turns can be replayed")  # fmt: skip
+            raise WorkloadError(
+                f"{where}: field 'messages[{i}].role' is {_short(m.get('role'))}; "
+                "only system, developer, user and assistant turns can be replayed"
+            )
         messages.append({"role": role, "content": _content(m.get("content"), where, i)})
     if not any(m["role"] == "user" for m in messages):
         raise WorkloadError(f"{where}: field 'messages' has no user turn")
     if opts.turns == "replay":
         first = next(i for i, m in enumerate(messages) if m["role"] == "user")
         later = _later_turns(messages, first, where, "messages")
-        return _case(where, default_id, sources, opts, tally, messages=messages[: first + 1], max_tokens=max_tokens,
-                     has_max_tokens=True, turns=later)  # fmt: skip
+        return _case(
+            where,
+            default_id,
+            sources,
+            opts,
+            tally,
+            messages=messages[: first + 1],
+            max_tokens=max_tokens,
+            has_max_tokens=True,
+            turns=later,
+        )
     return _case(where, default_id, sources, opts, tally, messages=messages, max_tokens=max_tokens, has_max_tokens=True)
 
 
@@ -492,8 +555,10 @@ def _content(content: Any, where: str, i: int) -> str:
         for part in content:
             kind = part.get("type") if isinstance(part, dict) else None
             if kind != "text" or not isinstance(part.get("text"), str):
-                raise WorkloadError(f"{where}: field 'messages[{i}].content' has a part of type {_short(kind)}; only text "
-                                    "parts can be imported")  # fmt: skip
+                raise WorkloadError(
+                    f"{where}: field 'messages[{i}].content' has a part of type {_short(kind)}; only text "
+                    "parts can be imported"
+                )
             texts.append(part["text"])
         return "\n".join(texts)
     raise WorkloadError(f"{where}: field 'messages[{i}].content' must be a string or a list of text parts")
@@ -511,8 +576,15 @@ def _mtbench(obj: dict[str, Any], where: str, default_id: str, opts: ImportOptio
         reference = reference[len(sent) - 1] if len(reference) >= len(sent) else None
     record = {**obj, reference_field: reference}
     mt_opts = replace(opts, group_field=group_field, reference_field=reference_field)
-    return _case(where, default_id, (record,), mt_opts, tally, messages=[{"role": "user", "content": sent[0]}],
-                 turns=list(sent[1:]))  # fmt: skip
+    return _case(
+        where,
+        default_id,
+        (record,),
+        mt_opts,
+        tally,
+        messages=[{"role": "user", "content": sent[0]}],
+        turns=list(sent[1:]),
+    )
 
 
 def _native(obj: dict[str, Any], where: str, default_id: str, opts: ImportOptions, tally: _Tally) -> Case:
@@ -520,9 +592,13 @@ def _native(obj: dict[str, Any], where: str, default_id: str, opts: ImportOption
 
 
 _CONVERTERS: dict[str, Callable[[dict[str, Any], str, str, ImportOptions, _Tally], Case]] = {
-    "specharness": _native, "openai": _openai, "sharegpt": _sharegpt, "mtbench": _mtbench, "prompt": _plain,
+    "specharness": _native,
+    "openai": _openai,
+    "sharegpt": _sharegpt,
+    "mtbench": _mtbench,
+    "prompt": _plain,
     "csv": _plain,
-}  # fmt: skip
+}
 
 
 # --- the import ----------------------------------------------------------------------------------------------------
@@ -579,15 +655,22 @@ def import_workload(path: str | Path, options: ImportOptions | None = None) -> I
         fmt = opts.format
         records = _csv_records(path, opts) if fmt == "csv" else _json_records(path)
     if fmt == "specharness":
-        given = [n for n in ("prompt_column", "id_field", "group_field", "max_tokens_field", "reference_field")
-                 if getattr(opts, n) is not None]  # fmt: skip
+        given = [
+            n
+            for n in ("prompt_column", "id_field", "group_field", "max_tokens_field", "reference_field")
+            if getattr(opts, n) is not None
+        ]
         if given:
-            raise ConfigError(f"{path}: {given[0]} does not apply to a specharness workload file, which carries id, "
-                              "group, max_tokens and check itself")  # fmt: skip
+            raise ConfigError(
+                f"{path}: {given[0]} does not apply to a specharness workload file, which carries id, "
+                "group, max_tokens and check itself"
+            )
     if fmt == "mtbench" and opts.turns == "all":
-        raise ConfigError(f"{path}: turns=all sends a conversation's answers with it, and an MT-Bench question file has "
-                          "none; use turns=first (the first question) or turns=replay (every question, after each arm's "
-                          "own answers)")  # fmt: skip
+        raise ConfigError(
+            f"{path}: turns=all sends a conversation's answers with it, and an MT-Bench question file has "
+            "none; use turns=first (the first question) or turns=replay (every question, after each arm's "
+            "own answers)"
+        )
     convert = _CONVERTERS[fmt]
     tallies: dict[str, _Tally] = {}  # per kept case id
     read = rejected = skipped = 0
@@ -605,7 +688,9 @@ def import_workload(path: str | Path, options: ImportOptions | None = None) -> I
             tally = _Tally()
             case = convert(obj, where, default_id, opts, tally)
             if case.id in first_seen:
-                raise WorkloadError(f"{where}: duplicate id {case.id!r} (first at {first_seen[case.id]}); ids must be unique")
+                raise WorkloadError(
+                    f"{where}: duplicate id {case.id!r} (first at {first_seen[case.id]}); ids must be unique"
+                )
         except WorkloadError as exc:
             rejected += 1
             if len(rejections) < KEPT_REJECTIONS:
@@ -623,8 +708,10 @@ def import_workload(path: str | Path, options: ImportOptions | None = None) -> I
     if not kept:
         problems = []
         if skipped:
-            problems.append(f"{skipped} of {read} records outside the prompt-length filter (min_prompt_chars="
-                            f"{opts.min_prompt_chars}, max_prompt_chars={opts.max_prompt_chars}; characters)")  # fmt: skip
+            problems.append(
+                f"{skipped} of {read} records outside the prompt-length filter (min_prompt_chars="
+                f"{opts.min_prompt_chars}, max_prompt_chars={opts.max_prompt_chars}; characters)"
+            )
         if rejected:
             problems.append(f"{rejected} of {read} records rejected, the first: {rejections[0]}")
         raise WorkloadError(f"{path}: nothing imported: {'; '.join(problems) or 'the file has no records'}")
@@ -632,12 +719,18 @@ def import_workload(path: str | Path, options: ImportOptions | None = None) -> I
     workload = Workload(name=opts.name or path.stem, cases=tuple(cases), source=str(path))
     final = [tallies[c.id] for c in cases]
     return ImportResult(
-        workload=workload, format=fmt, read=read, imported=len(cases), skipped_by_filter=skipped,
-        not_sampled=len(kept) - len(cases), rejected=rejected,
-        group_defaulted=sum(t.group_defaulted for t in final), unchecked=sum(t.unchecked for t in final),
+        workload=workload,
+        format=fmt,
+        read=read,
+        imported=len(cases),
+        skipped_by_filter=skipped,
+        not_sampled=len(kept) - len(cases),
+        rejected=rejected,
+        group_defaulted=sum(t.group_defaulted for t in final),
+        unchecked=sum(t.unchecked for t in final),
         max_tokens_defaulted=sum(t.max_tokens_defaulted for t in final),
         rejections=tuple(rejections),
-    )  # fmt: skip
+    )
 
 
 # --- a public dataset that ships inside a pip package ---------------------------------------------------------------
@@ -658,12 +751,15 @@ PACKAGED_DATASETS = {
     # WritingBench (Wu et al., 2025; 1,000 writing queries, 6 domains, 100 subdomains, ~44% Chinese), as vendored by
     # inspect-evals. Most queries carry source material to work from; no reference answers (it is judged by rubric).
     "writingbench": PackagedDataset(
-        distribution="inspect-evals", tested_version="0.26.0", file="inspect_evals/writingbench/benchmark_all.jsonl",
+        distribution="inspect-evals",
+        tested_version="0.26.0",
+        file="inspect_evals/writingbench/benchmark_all.jsonl",
         licence="inspect-evals: MIT; WritingBench data: no licence stated upstream (X-PLUG), Apache-2.0 per a secondary source",
-        options=ImportOptions(format="prompt", prompt_column="query", id_field="index", group_field="domain1",
-                              max_tokens=512),
+        options=ImportOptions(
+            format="prompt", prompt_column="query", id_field="index", group_field="domain1", max_tokens=512
+        ),
     ),
-}  # fmt: skip
+}
 
 
 def packaged_dataset_path(name: str = "writingbench") -> Path:
@@ -679,8 +775,9 @@ def packaged_dataset_path(name: str = "writingbench") -> Path:
     try:
         dist = metadata.distribution(spec.distribution)
     except metadata.PackageNotFoundError:
-        raise WorkloadError(f"dataset {name!r} ships in the package {spec.distribution}, which is not installed; "
-                            f"run: {install}") from None  # fmt: skip
+        raise WorkloadError(
+            f"dataset {name!r} ships in the package {spec.distribution}, which is not installed; run: {install}"
+        ) from None
     path = Path(str(dist.locate_file(spec.file)))
     if not path.is_file():
         raise WorkloadError(f"{spec.distribution} {dist.version} is installed but has no {spec.file}; run: {install}")

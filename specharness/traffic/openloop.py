@@ -17,8 +17,14 @@ from typing import TypeVar
 
 import numpy as np
 
-__all__ = ["DEFAULT_LATE_TOLERANCE_S", "DEFAULT_MIN_ON_TIME_FRACTION", "OpenLoopStats", "SendFn", "delivered",
-           "run_open_loop"]
+__all__ = [
+    "DEFAULT_LATE_TOLERANCE_S",
+    "DEFAULT_MIN_ON_TIME_FRACTION",
+    "OpenLoopStats",
+    "SendFn",
+    "delivered",
+    "run_open_loop",
+]
 
 T = TypeVar("T")
 
@@ -33,8 +39,13 @@ DEFAULT_MIN_ON_TIME_FRACTION = 0.95
 STRAY_LATENESS_FACTOR = 4.0  # one late request up to this many tolerances late is a stray wake-up, not a lag
 
 
-def delivered(late_requests: int, requests: int, max_lateness_s: float, late_tolerance_s: float = DEFAULT_LATE_TOLERANCE_S,
-              min_on_time_fraction: float = DEFAULT_MIN_ON_TIME_FRACTION) -> bool:  # fmt: skip
+def delivered(
+    late_requests: int,
+    requests: int,
+    max_lateness_s: float,
+    late_tolerance_s: float = DEFAULT_LATE_TOLERANCE_S,
+    min_on_time_fraction: float = DEFAULT_MIN_ON_TIME_FRACTION,
+) -> bool:
     """The one rule for "the cell's load was delivered": at most ``1 - min_on_time_fraction`` of its requests late;
     or a single late request no more than ``STRAY_LATENESS_FACTOR`` tolerances late (20 ms by default), so one stray
     wake-up (a GC pause) in a small cell does not fail it while a client that keeps falling behind, or one far-late
@@ -92,14 +103,19 @@ class OpenLoopStats:
         on_time = sum(x <= self.late_tolerance_s for x in lateness)
         fraction = on_time / n if n else math.nan
         values = {
-            "scheduled_s": scheduled, "actual_s": actual, "requests": n,
-            "scheduled_duration_s": max(scheduled, default=0.0), "lateness_s": lateness,
-            "on_time_fraction": fraction, "late_requests": n - on_time,
+            "scheduled_s": scheduled,
+            "actual_s": actual,
+            "requests": n,
+            "scheduled_duration_s": max(scheduled, default=0.0),
+            "lateness_s": lateness,
+            "on_time_fraction": fraction,
+            "late_requests": n - on_time,
             "max_lateness_s": max(lateness, default=math.nan),
             "p95_lateness_s": float(np.percentile(lateness, 95)) if n else math.nan,
-            "delivered": delivered(n - on_time, n, max(lateness, default=math.nan), self.late_tolerance_s,
-                                   self.min_on_time_fraction),
-        }  # fmt: skip
+            "delivered": delivered(
+                n - on_time, n, max(lateness, default=math.nan), self.late_tolerance_s, self.min_on_time_fraction
+            ),
+        }
         for name, value in values.items():
             object.__setattr__(self, name, value)
 
@@ -113,12 +129,18 @@ class OpenLoopStats:
     def figures(self) -> dict[str, float | bool]:
         """The cell-level delivery figures a journal keeps (the per-request times live on the request records)."""
         return {
-            "requests": self.requests, "on_time_fraction": self.on_time_fraction, "late_requests": self.late_requests,
-            "max_lateness_s": self.max_lateness_s, "p95_lateness_s": self.p95_lateness_s, "delivered": self.delivered,
-            "scheduled_duration_s": self.scheduled_duration_s, "sent_rps": self.sent_rps,
-            "peak_in_flight": self.peak_in_flight, "late_tolerance_s": self.late_tolerance_s,
+            "requests": self.requests,
+            "on_time_fraction": self.on_time_fraction,
+            "late_requests": self.late_requests,
+            "max_lateness_s": self.max_lateness_s,
+            "p95_lateness_s": self.p95_lateness_s,
+            "delivered": self.delivered,
+            "scheduled_duration_s": self.scheduled_duration_s,
+            "sent_rps": self.sent_rps,
+            "peak_in_flight": self.peak_in_flight,
+            "late_tolerance_s": self.late_tolerance_s,
             "min_on_time_fraction": self.min_on_time_fraction,
-        }  # fmt: skip
+        }
 
 
 async def run_open_loop(
@@ -187,5 +209,10 @@ async def run_open_loop(
         if len(errors.exceptions) == 1:
             raise errors.exceptions[0] from None
         raise
-    return OpenLoopStats(scheduled, tuple(actual), late_tolerance_s=late_tolerance_s,
-                         min_on_time_fraction=min_on_time_fraction, peak_in_flight=peak)  # fmt: skip
+    return OpenLoopStats(
+        scheduled,
+        tuple(actual),
+        late_tolerance_s=late_tolerance_s,
+        min_on_time_fraction=min_on_time_fraction,
+        peak_in_flight=peak,
+    )

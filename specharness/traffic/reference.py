@@ -33,8 +33,15 @@ from typing import Any
 from specharness._errors import WorkloadError
 from specharness.traffic.checks import Check, CheckResult
 
-__all__ = ["REFERENCE_MODES", "THRESHOLD_MODES", "ReferenceCheck", "chrf", "normalise", "parse_reference_check",
-           "rouge_l_f"]  # fmt: skip
+__all__ = [
+    "REFERENCE_MODES",
+    "THRESHOLD_MODES",
+    "ReferenceCheck",
+    "chrf",
+    "normalise",
+    "parse_reference_check",
+    "rouge_l_f",
+]
 
 REFERENCE_MODES = ("exact", "normalised-contains", "rouge-l", "chrf")
 THRESHOLD_MODES = ("rouge-l", "chrf")

@@ -43,8 +43,9 @@ def turn_case(case: Case, turn: int, history: tuple[dict[str, str], ...]) -> Cas
     """The request of turn ``turn`` of a replayed case: its own id, the given chat history, no later turns, and the
     case's check on the last turn only."""
     last = turn == case.turn_count
-    return replace(case, id=turn_case_id(case.id, turn), messages=history, turns=None,
-                   check=case.check if last else None)  # fmt: skip
+    return replace(
+        case, id=turn_case_id(case.id, turn), messages=history, turns=None, check=case.check if last else None
+    )
 
 
 def _answered(record: RequestRecord) -> bool:
@@ -68,8 +69,11 @@ async def replay_conversation(case: Case, send_turn: SendTurn, skip_turn: SkipTu
             skip_turn(turn_case(case, turn, history), turn)  # history: up to the turn that had no answer
             continue
         if sent:
-            history = (*history, {"role": "assistant", "content": sent[-1].text},
-                       {"role": "user", "content": later[turn - 2]})  # fmt: skip
+            history = (
+                *history,
+                {"role": "assistant", "content": sent[-1].text},
+                {"role": "user", "content": later[turn - 2]},
+            )
         sent.append(await send_turn(turn_case(case, turn, history), turn))
     return sent
 
@@ -85,11 +89,25 @@ def skipped_record(case: Case, meta: RequestMeta) -> RequestRecord:
         result = case.check.evaluate_response("", [])
         correct, detail = result.correct, result.detail
     return RequestRecord(
-        arm=meta.arm, block=meta.block, workload=meta.workload, group=case.group, case_id=case.id,
-        clients=meta.clients, warmup=meta.warmup, cell=meta.cell, seq=meta.seq,
-        started_unix_s=time.time(), send_s=time.perf_counter(), ttft_s=math.nan, e2e_s=math.nan,
-        error_kind=SKIPPED_AFTER_FAILURE, error="an earlier turn of the conversation had no answer; not sent",
+        arm=meta.arm,
+        block=meta.block,
+        workload=meta.workload,
+        group=case.group,
+        case_id=case.id,
+        clients=meta.clients,
+        warmup=meta.warmup,
+        cell=meta.cell,
+        seq=meta.seq,
+        started_unix_s=time.time(),
+        send_s=time.perf_counter(),
+        ttft_s=math.nan,
+        e2e_s=math.nan,
+        error_kind=SKIPPED_AFTER_FAILURE,
+        error="an earlier turn of the conversation had no answer; not sent",
         verdict=completeness(error_kind=SKIPPED_AFTER_FAILURE, saw_done=False, finish_reason=None),
-        correct=correct, check_detail=detail, rate=meta.rate, scheduled_s=meta.scheduled_s,
+        correct=correct,
+        check_detail=detail,
+        rate=meta.rate,
+        scheduled_s=meta.scheduled_s,
         send_lateness_s=meta.send_lateness_s,
-    )  # fmt: skip
+    )

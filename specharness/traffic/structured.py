@@ -101,18 +101,24 @@ def _validator(schema: Any, where: str, name: str) -> Any:
         dialect = schema["$schema"]
         found = validator_for(schema, default=None) if isinstance(dialect, str) else None  # type: ignore[arg-type]
         if found is None:
-            raise WorkloadError(f"{where}: field '{name}.$schema' {_show(dialect)} is not a JSON Schema draft "
-                                "that jsonschema knows; leave it out for draft 2020-12")  # fmt: skip
+            raise WorkloadError(
+                f"{where}: field '{name}.$schema' {_show(dialect)} is not a JSON Schema draft "
+                "that jsonschema knows; leave it out for draft 2020-12"
+            )
         cls = found
     outside = _refs_outside(schema)
     if outside is not None:
-        raise WorkloadError(f"{where}: field '{name}' has $ref {_show(outside)}; only references inside the schema "
-                            "('#/...') are supported")  # fmt: skip
+        raise WorkloadError(
+            f"{where}: field '{name}' has $ref {_show(outside)}; only references inside the schema "
+            "('#/...') are supported"
+        )
     try:
         cls.check_schema(schema)
     except SchemaError as exc:
         at = format_path(exc.absolute_path)
-        raise WorkloadError(f"{where}: field '{name}' is not a valid JSON schema (at {at}: {_one_line(exc.message)})") from None
+        raise WorkloadError(
+            f"{where}: field '{name}' is not a valid JSON schema (at {at}: {_one_line(exc.message)})"
+        ) from None
     return cls(schema)
 
 
@@ -185,12 +191,16 @@ def _parse_values(raw: Any, where: str) -> tuple[tuple[str, Any], ...]:
     if raw is None:
         return ()
     if not isinstance(raw, dict):
-        raise WorkloadError(f"{where}: check.values must be an object mapping a path like \"items[0].quantity\" to "
-                            "the value expected there")  # fmt: skip
+        raise WorkloadError(
+            f'{where}: check.values must be an object mapping a path like "items[0].quantity" to '
+            "the value expected there"
+        )
     for path in raw:
         if parse_value_path(path) is None:
-            raise WorkloadError(f"{where}: check.values path {_show(path)} is malformed; use keys separated by '.' "
-                                "and list positions as [n], e.g. \"items[0].quantity\"")  # fmt: skip
+            raise WorkloadError(
+                f"{where}: check.values path {_show(path)} is malformed; use keys separated by '.' "
+                'and list positions as [n], e.g. "items[0].quantity"'
+            )
     return tuple((path, copy.deepcopy(value)) for path, value in raw.items())
 
 
@@ -198,9 +208,11 @@ def _subschema(schema: Any, tokens: tuple[PathToken, ...]) -> tuple[Any, str | N
     """(the schema that applies at ``tokens``, or None where it cannot be followed simply; the key it rules out)."""
     node = schema
     for token in tokens:
-        if not isinstance(node, dict) or any(k in node for k in ("$ref", "$dynamicRef", "anyOf", "oneOf", "allOf",
-                                                                 "if", "not", "patternProperties", "prefixItems")):
-            return None, None  # fmt: skip
+        if not isinstance(node, dict) or any(
+            k in node
+            for k in ("$ref", "$dynamicRef", "anyOf", "oneOf", "allOf", "if", "not", "patternProperties", "prefixItems")
+        ):
+            return None, None
         if isinstance(token, int):
             node = node.get("items")
             continue
@@ -221,13 +233,17 @@ def _check_values_fit(values: tuple[tuple[str, Any], ...], validator: Any, where
         assert tokens is not None  # checked when the values were parsed
         node, ruled_out = _subschema(validator.schema, tokens)
         if ruled_out is not None:
-            raise WorkloadError(f"{where}: check.values path {_show(path)} cannot occur: the schema allows no key "
-                                f"{_show(ruled_out)} there")  # fmt: skip
+            raise WorkloadError(
+                f"{where}: check.values path {_show(path)} cannot occur: the schema allows no key "
+                f"{_show(ruled_out)} there"
+            )
         if isinstance(node, dict | bool) and _refs_inside(node) is False:
             problem = _schema_error(type(validator)(node), expected)
             if problem is not None:
-                raise WorkloadError(f"{where}: check.values[{_show(path)}] = {_show(expected)} does not fit the schema "
-                                    f"there ({problem[1]})")  # fmt: skip
+                raise WorkloadError(
+                    f"{where}: check.values[{_show(path)}] = {_show(expected)} does not fit the schema "
+                    f"there ({problem[1]})"
+                )
 
 
 def _refs_inside(node: Any) -> bool:
@@ -340,8 +356,10 @@ def parse_structured_check(raw: dict[str, Any], where: str) -> Check:
     allowed = {"type", "values", "schema"} if kind == "json_schema" else {"type", "values", "name"}
     unknown = sorted(set(raw) - allowed)
     if unknown:
-        raise WorkloadError(f"{where}: check.{unknown[0]} is not a field of a {kind} check; allowed: "
-                            f"{', '.join(sorted(allowed - {'type'}))}")  # fmt: skip
+        raise WorkloadError(
+            f"{where}: check.{unknown[0]} is not a field of a {kind} check; allowed: "
+            f"{', '.join(sorted(allowed - {'type'}))}"
+        )
     values = _parse_values(raw.get("values"), where)
     if kind == "json_schema":
         schema = raw.get("schema")
@@ -362,14 +380,18 @@ def parse_structured_check(raw: dict[str, Any], where: str) -> Check:
 def _only_keys(obj: dict[str, Any], allowed: set[str], where: str, name: str) -> None:
     unknown = sorted(set(obj) - allowed)
     if unknown:
-        raise WorkloadError(f"{where}: field '{name}.{unknown[0]}' is not allowed; allowed: {', '.join(sorted(allowed))}")
+        raise WorkloadError(
+            f"{where}: field '{name}.{unknown[0]}' is not allowed; allowed: {', '.join(sorted(allowed))}"
+        )
 
 
 def parse_response_format(raw: Any, where: str) -> dict[str, Any]:
     """Validate a case's ``response_format`` (json_schema with a valid schema, or json_object); return a copy."""
     if not isinstance(raw, dict) or raw.get("type") not in ("json_schema", "json_object"):
-        raise WorkloadError(f"{where}: field 'response_format' must be an object with type \"json_schema\" "
-                            "(and a json_schema object) or \"json_object\"")  # fmt: skip
+        raise WorkloadError(
+            f"{where}: field 'response_format' must be an object with type \"json_schema\" "
+            '(and a json_schema object) or "json_object"'
+        )
     if raw["type"] == "json_object":
         _only_keys(raw, {"type"}, where, "response_format")
         return {"type": "json_object"}
@@ -379,7 +401,9 @@ def parse_response_format(raw: Any, where: str) -> dict[str, Any]:
         raise WorkloadError(f"{where}: field 'response_format.json_schema' must be an object with name and schema")
     _only_keys(spec, {"name", "schema", "strict", "description"}, where, "response_format.json_schema")
     if not isinstance(spec.get("name"), str) or not _NAME.fullmatch(spec["name"]):
-        raise WorkloadError(f"{where}: field 'response_format.json_schema.name' must be 1 to 64 letters, digits, _ or -")
+        raise WorkloadError(
+            f"{where}: field 'response_format.json_schema.name' must be 1 to 64 letters, digits, _ or -"
+        )
     if "schema" not in spec:
         raise WorkloadError(f"{where}: field 'response_format.json_schema.schema' is missing")
     _validator(spec["schema"], where, "response_format.json_schema.schema")
@@ -398,7 +422,7 @@ def parse_tools(raw: Any, where: str) -> tuple[dict[str, Any], ...]:
     for i, tool in enumerate(raw):
         name = f"tools[{i}]"
         if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(tool.get("function"), dict):
-            raise WorkloadError(f"{where}: field '{name}' must be {{\"type\": \"function\", \"function\": {{...}}}}")
+            raise WorkloadError(f'{where}: field \'{name}\' must be {{"type": "function", "function": {{...}}}}')
         _only_keys(tool, {"type", "function"}, where, name)
         function = tool["function"]
         _only_keys(function, {"name", "description", "parameters", "strict"}, where, f"{name}.function")
@@ -423,33 +447,45 @@ def parse_tool_choice(raw: Any, tools: tuple[dict[str, Any], ...] | None, where:
         raise WorkloadError(f"{where}: field 'tool_choice' needs the case to carry 'tools'")
     if isinstance(raw, str):
         if raw not in TOOL_CHOICE_MODES:
-            raise WorkloadError(f"{where}: field 'tool_choice' {raw!r} must be none, auto, required or a function object")
+            raise WorkloadError(
+                f"{where}: field 'tool_choice' {raw!r} must be none, auto, required or a function object"
+            )
         return raw
     function = raw.get("function") if isinstance(raw, dict) else None
     if not isinstance(raw, dict) or raw.get("type") != "function" or not isinstance(function, dict):
-        raise WorkloadError(f"{where}: field 'tool_choice' must be none, auto, required or "
-                            "{\"type\": \"function\", \"function\": {\"name\": ...}}")  # fmt: skip
+        raise WorkloadError(
+            f"{where}: field 'tool_choice' must be none, auto, required or "
+            '{"type": "function", "function": {"name": ...}}'
+        )
     _only_keys(raw, {"type", "function"}, where, "tool_choice")
     _only_keys(function, {"name"}, where, "tool_choice.function")
     names = [t["function"]["name"] for t in tools]
     if function.get("name") not in names:
-        raise WorkloadError(f"{where}: field 'tool_choice.function.name' {_show(function.get('name'))} is not one of "
-                            f"the case's tools ({', '.join(names)})")  # fmt: skip
+        raise WorkloadError(
+            f"{where}: field 'tool_choice.function.name' {_show(function.get('name'))} is not one of "
+            f"the case's tools ({', '.join(names)})"
+        )
     return copy.deepcopy(raw)
 
 
 def bind_check(
-    check: Check, *, response_format: dict[str, Any] | None, tools: tuple[dict[str, Any], ...] | None,
-    tool_choice: str | dict[str, Any] | None, where: str,
-) -> Check:  # fmt: skip
+    check: Check,
+    *,
+    response_format: dict[str, Any] | None,
+    tools: tuple[dict[str, Any], ...] | None,
+    tool_choice: str | dict[str, Any] | None,
+    where: str,
+) -> Check:
     """Tie a json_schema or tool_call check to the schema it judges by; other checks are returned unchanged."""
     if isinstance(check, JsonSchemaCheck):
         if check.schema is not None:
             return check
         spec = (response_format or {}).get("json_schema")
         if not isinstance(spec, dict) or "schema" not in spec:
-            raise WorkloadError(f"{where}: a json_schema check needs check.schema or a response_format of type "
-                                "json_schema to take the schema from")  # fmt: skip
+            raise WorkloadError(
+                f"{where}: a json_schema check needs check.schema or a response_format of type "
+                "json_schema to take the schema from"
+            )
         validator = _validator(spec["schema"], where, "response_format.json_schema.schema")
         _check_values_fit(check.expected, validator, where)
         return replace(check, validator=validator)

@@ -46,8 +46,18 @@ __all__ = [
 ]
 
 BUILTIN_WORKLOADS = ("copy", "transform", "free", "abstain", "structured")
-CASE_FIELDS = ("id", "messages", "prompt", "max_tokens", "group", "check", "response_format", "tools", "tool_choice",
-               "turns")  # fmt: skip
+CASE_FIELDS = (
+    "id",
+    "messages",
+    "prompt",
+    "max_tokens",
+    "group",
+    "check",
+    "response_format",
+    "tools",
+    "tool_choice",
+    "turns",
+)
 STRUCTURED_FIELDS = ("response_format", "tools", "tool_choice")
 MAX_TOKENS_LIMIT = 32768
 _TURN_ID = re.compile(r"(.+)#t([1-9][0-9]*)")
@@ -105,8 +115,10 @@ def parse_case(obj: Any, where: str) -> Case:
     if not isinstance(case_id, str) or not case_id:
         raise WorkloadError(f"{where}: field 'id' must be a non-empty string")
     if split_turn_id(case_id) is not None:
-        raise WorkloadError(f"{where}: field 'id' {case_id!r} ends in '#t<number>', which names the turns of a "
-                            "replayed conversation; choose another id")  # fmt: skip
+        raise WorkloadError(
+            f"{where}: field 'id' {case_id!r} ends in '#t<number>', which names the turns of a "
+            "replayed conversation; choose another id"
+        )
     unknown = set(obj) - set(CASE_FIELDS)
     if unknown:
         raise WorkloadError(f"{where}: unknown field {sorted(unknown)[0]!r}; allowed: {', '.join(CASE_FIELDS)}")
@@ -132,9 +144,12 @@ def parse_case(obj: Any, where: str) -> Case:
     if prompt is not None:
         carried = next((name for name in STRUCTURED_FIELDS if obj.get(name) is not None), None)
         if carried is not None:
-            raise WorkloadError(f"{where}: field {carried!r} needs a chat case ('messages'); a raw 'prompt' case "
-                                "cannot carry it")  # fmt: skip
-    response_format = parse_response_format(obj["response_format"], where) if obj.get("response_format") is not None else None
+            raise WorkloadError(
+                f"{where}: field {carried!r} needs a chat case ('messages'); a raw 'prompt' case cannot carry it"
+            )
+    response_format = (
+        parse_response_format(obj["response_format"], where) if obj.get("response_format") is not None else None
+    )
     tools = parse_tools(obj["tools"], where) if obj.get("tools") is not None else None
     tool_choice = parse_tool_choice(obj["tool_choice"], tools, where) if obj.get("tool_choice") is not None else None
     turns = _parse_turns(obj["turns"], messages, obj, where) if obj.get("turns") is not None else None
@@ -142,32 +157,47 @@ def parse_case(obj: Any, where: str) -> Case:
     if check is not None:
         check = bind_check(check, response_format=response_format, tools=tools, tool_choice=tool_choice, where=where)
     return Case(
-        id=case_id, max_tokens=max_tokens, group=group, prompt=prompt, check=check,
+        id=case_id,
+        max_tokens=max_tokens,
+        group=group,
+        prompt=prompt,
+        check=check,
         messages=tuple({"role": m["role"], "content": m["content"]} for m in messages) if messages else None,
-        response_format=response_format, tools=tools, tool_choice=tool_choice, turns=turns,
-    )  # fmt: skip
+        response_format=response_format,
+        tools=tools,
+        tool_choice=tool_choice,
+        turns=turns,
+    )
 
 
 def _parse_turns(turns: Any, messages: Any, obj: dict[str, Any], where: str) -> tuple[str, ...]:
     """A replayed conversation's later user messages; ``messages`` was validated before."""
     if messages is None:
-        raise WorkloadError(f"{where}: field 'turns' needs a chat case ('messages'); a raw 'prompt' case cannot be "
-                            "replayed turn by turn")  # fmt: skip
+        raise WorkloadError(
+            f"{where}: field 'turns' needs a chat case ('messages'); a raw 'prompt' case cannot be "
+            "replayed turn by turn"
+        )
     if not isinstance(turns, list) or not turns or not all(isinstance(t, str) and t.strip() for t in turns):
-        raise WorkloadError(f"{where}: field 'turns' must be a non-empty list of non-blank strings (the later user "
-                            "messages)")  # fmt: skip
+        raise WorkloadError(
+            f"{where}: field 'turns' must be a non-empty list of non-blank strings (the later user messages)"
+        )
     if messages[-1]["role"] != "user":
-        raise WorkloadError(f"{where}: field 'turns' needs 'messages' to end with a user message (turn 1), not "
-                            f"{messages[-1]['role']!r}")  # fmt: skip
+        raise WorkloadError(
+            f"{where}: field 'turns' needs 'messages' to end with a user message (turn 1), not {messages[-1]['role']!r}"
+        )
     if obj.get("tools") is not None or obj.get("tool_choice") is not None:
-        raise WorkloadError(f"{where}: field 'turns' cannot go with 'tools' or 'tool_choice': a replayed tool call "
-                            "would need a tool result")  # fmt: skip
+        raise WorkloadError(
+            f"{where}: field 'turns' cannot go with 'tools' or 'tool_choice': a replayed tool call "
+            "would need a tool result"
+        )
     return tuple(turns)
 
 
 def _read_file(path: Path) -> Workload:
     if not path.is_file():
-        raise WorkloadError(f"workload file {path} not found; pass a JSONL file or one of {', '.join(BUILTIN_WORKLOADS)}")
+        raise WorkloadError(
+            f"workload file {path} not found; pass a JSONL file or one of {', '.join(BUILTIN_WORKLOADS)}"
+        )
     cases: list[Case] = []
     seen: set[str] = set()
     try:
@@ -201,10 +231,14 @@ def load_workload(spec: str) -> Workload:
     """A built-in name or a path to a JSONL file."""
     if spec in BUILTIN_WORKLOADS:
         raw = _suites.builtin_cases(spec)
-        return Workload(name=spec, cases=tuple(parse_case(o, f"builtin:{spec}:{o['id']}") for o in raw), source="builtin")
+        return Workload(
+            name=spec, cases=tuple(parse_case(o, f"builtin:{spec}:{o['id']}") for o in raw), source="builtin"
+        )
     if spec.endswith(".jsonl") or "/" in spec:
         return _read_file(Path(spec))
-    raise WorkloadError(f"unknown workload {spec!r}; use one of {', '.join(BUILTIN_WORKLOADS)} or a path to a .jsonl file")
+    raise WorkloadError(
+        f"unknown workload {spec!r}; use one of {', '.join(BUILTIN_WORKLOADS)} or a path to a .jsonl file"
+    )
 
 
 def load_workloads(specs: list[str]) -> list[Workload]:

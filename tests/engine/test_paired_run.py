@@ -32,8 +32,9 @@ def test_every_request_is_journaled(tiny_run: Path) -> None:
     measured_ids = {r.case_id for r in copy if not r.warmup}
     assert not measured_ids & {r.case_id for r in copy if r.warmup}
     for block in (0, 1):  # every block sends the same cases in the same order
-        assert [r.case_id for r in copy if not r.warmup and r.block == block and r.arm == "ngram" and r.clients == 1] == \
-            [r.case_id for r in copy if not r.warmup and r.block == 0 and r.arm == "baseline" and r.clients == 1]
+        assert [
+            r.case_id for r in copy if not r.warmup and r.block == block and r.arm == "ngram" and r.clients == 1
+        ] == [r.case_id for r in copy if not r.warmup and r.block == 0 and r.arm == "baseline" and r.clients == 1]
     assert all(r.output_digest for r in copy)
     assert {e.arm for e in contents.engines} == {"baseline", "ngram"}
     assert all(e.vllm_version not in ("", "unknown") and e.start_s > 0 for e in contents.engines)
@@ -129,7 +130,9 @@ def test_manifest_records_model_engines_and_settings(tiny_run: Path) -> None:
     assert m["config"]["profile"]["equivalence_margin"] > 0 and m["config"]["profile"]["band_source"]
     assert m["harness_version"] and m["block_orders"]["0"] == ["baseline", "ngram"]
     assert (tiny_run / "logs" / "ngram.s0.log").is_file()
-    assert all((tiny_run / "plots" / f).is_file() for f in ("tpot_cdf.png", "speedup.png", "acceptance_by_position.png"))
+    assert all(
+        (tiny_run / "plots" / f).is_file() for f in ("tpot_cdf.png", "speedup.png", "acceptance_by_position.png")
+    )
 
 
 def test_report_rebuilds_from_the_journal_alone(tiny_run: Path) -> None:

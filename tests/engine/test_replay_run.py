@@ -16,21 +16,29 @@ from .conftest import assert_no_engine_left, cli
 pytestmark = pytest.mark.engine
 
 CONVERSATIONS = [
-    {"id": "colours", "conversations": [
-        {"from": "system", "value": "Answer in one short sentence."},
-        {"from": "human", "value": "Name a colour of the sky."},
-        {"from": "gpt", "value": "Blue."},
-        {"from": "human", "value": "Name another colour."},
-        {"from": "gpt", "value": "Green."},
-        {"from": "human", "value": "Now list both colours you named."},
-        {"from": "gpt", "value": "Blue and green."}]},
-    {"id": "counting", "conversations": [
-        {"from": "human", "value": "Count from one to five in words."},
-        {"from": "gpt", "value": "One, two, three, four, five."},
-        {"from": "human", "value": "Now count back down."},
-        {"from": "gpt", "value": "Five, four, three, two, one."},
-        {"from": "human", "value": "Repeat the first count you gave."}]},
-]  # fmt: skip
+    {
+        "id": "colours",
+        "conversations": [
+            {"from": "system", "value": "Answer in one short sentence."},
+            {"from": "human", "value": "Name a colour of the sky."},
+            {"from": "gpt", "value": "Blue."},
+            {"from": "human", "value": "Name another colour."},
+            {"from": "gpt", "value": "Green."},
+            {"from": "human", "value": "Now list both colours you named."},
+            {"from": "gpt", "value": "Blue and green."},
+        ],
+    },
+    {
+        "id": "counting",
+        "conversations": [
+            {"from": "human", "value": "Count from one to five in words."},
+            {"from": "gpt", "value": "One, two, three, four, five."},
+            {"from": "human", "value": "Now count back down."},
+            {"from": "gpt", "value": "Five, four, three, two, one."},
+            {"from": "human", "value": "Repeat the first count you gave."},
+        ],
+    },
+]
 ARMS = ("baseline", "ngram")
 TURNS = ("t1", "t2", "t3")
 
@@ -46,8 +54,24 @@ def replay_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cases = [orjson.loads(line) for line in workload.read_bytes().splitlines()]
     assert [(c["id"], len(c["turns"])) for c in cases] == [("colours", 2), ("counting", 2)]
     out = where / "run"
-    result = cli("run", "--workloads", str(workload), "--clients", "1", "--blocks", "2", "--requests", "2",
-                 "--warmups", "0", "--max-tokens-cap", "24", "--no-progress", "--out", str(out))  # fmt: skip
+    result = cli(
+        "run",
+        "--workloads",
+        str(workload),
+        "--clients",
+        "1",
+        "--blocks",
+        "2",
+        "--requests",
+        "2",
+        "--warmups",
+        "0",
+        "--max-tokens-cap",
+        "24",
+        "--no-progress",
+        "--out",
+        str(out),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert_no_engine_left(out)
     return out

@@ -17,9 +17,29 @@ pytestmark = pytest.mark.engine
 @pytest.fixture(scope="module")
 def sequential_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("until") / "run"
-    result = cli("run", "--arms", "baseline,baseline-slow", "--workloads", "copy", "--clients", "1", "--blocks", "2",
-                 "--requests", "2", "--warmups", "1", "--max-tokens-cap", "24", "--until-decided", "--max-blocks", "4",
-                 "--no-progress", "--out", str(out))  # fmt: skip
+    result = cli(
+        "run",
+        "--arms",
+        "baseline,baseline-slow",
+        "--workloads",
+        "copy",
+        "--clients",
+        "1",
+        "--blocks",
+        "2",
+        "--requests",
+        "2",
+        "--warmups",
+        "1",
+        "--max-tokens-cap",
+        "24",
+        "--until-decided",
+        "--max-blocks",
+        "4",
+        "--no-progress",
+        "--out",
+        str(out),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return out
 
@@ -44,7 +64,9 @@ def test_the_known_slowdown_shows_up_as_a_ratio_below_one(sequential_run: Path) 
     assert comp["arm_b"] == "baseline-slow"
     # identical engines, every recorded time of baseline-slow x1.25: the estimate is 0.80 times the twins' own ratio
     assert 0.6 < comp["speedup"]["estimate"] < 1.0
-    slow = [r for r in read_journal(sequential_run / "journal.jsonl").requests if r.arm == "baseline-slow" and not r.warmup]
+    slow = [
+        r for r in read_journal(sequential_run / "journal.jsonl").requests if r.arm == "baseline-slow" and not r.warmup
+    ]
     assert all(r.chunk_arrival_s[-1] <= r.e2e_s for r in slow)
 
 

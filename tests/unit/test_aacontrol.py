@@ -27,8 +27,11 @@ def test_only_helps_hurts_and_quality_fails_are_false_for_identical_engines() ->
 def test_suggested_margin_covers_offsets_between_runs_beyond_their_noise() -> None:
     # one engine pair per run: tight cells, runs whose means spread; the spread is instance offsets
     spread = [0.90, 0.95, 1.0, 1.05, 1.10, 0.92, 1.08, 1.0]
-    tight = [cell(e * f, e * f / 1.005, e * f * 1.005, "equivalent", run=f"run{i}")
-             for i, e in enumerate(spread) for f in (0.999, 1.001)]  # fmt: skip
+    tight = [
+        cell(e * f, e * f / 1.005, e * f * 1.005, "equivalent", run=f"run{i}")
+        for i, e in enumerate(spread)
+        for f in (0.999, 1.001)
+    ]
     tau = float(np.std(np.log(spread), ddof=1))
     assert instance_offset_sd(tight) == pytest.approx(tau, rel=0.02)
     assert suggest_margin(tight) == math.ceil((math.exp(1.96 * tau) - 1) * 100) / 100

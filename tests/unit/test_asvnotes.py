@@ -19,9 +19,13 @@ SLOW = "bench_paired.PairedNgram.track_slowdown"
 
 
 def a_result_file(tmp_path: Path) -> Path:
-    source = next(p for p in sorted((ROOT / "results" / "cpu-2core-xeon").glob("*.json"))
-                  if p.name != "machine.json" and SLOW in json.loads(p.read_text())["results"]
-                  and json.loads(p.read_text())["results"][SLOW][0])  # fmt: skip
+    source = next(
+        p
+        for p in sorted((ROOT / "results" / "cpu-2core-xeon").glob("*.json"))
+        if p.name != "machine.json"
+        and SLOW in json.loads(p.read_text())["results"]
+        and json.loads(p.read_text())["results"][SLOW][0]
+    )
     (tmp_path / "cpu-2core-xeon").mkdir()
     shutil.copy(ROOT / "results" / "cpu-2core-xeon" / "machine.json", tmp_path / "cpu-2core-xeon")
     target = tmp_path / "cpu-2core-xeon" / source.name
@@ -51,9 +55,18 @@ def test_spread_gives_absolute_values_an_interval(tmp_path: Path) -> None:
     result = Results.load(str(path))
     name = "bench_paired.PairedNgram.track_tpot_p50_ms_baseline"
     result._stats[name] = None  # the committed file already carries the measured spread; start from none
-    apply_notes(result, [], {"runs": 3, "factors": {"PairedNgram.tpot_p50_ms_baseline": 1.21, "PairedNgram.incorrect_fraction_ngram": 1.0}})
-    assert result.get_result_stats("bench_paired.PairedNgram.track_incorrect_fraction_ngram",
-                                   result.get_result_params("bench_paired.PairedNgram.track_incorrect_fraction_ngram"))[0] is None  # fmt: skip
+    apply_notes(
+        result,
+        [],
+        {"runs": 3, "factors": {"PairedNgram.tpot_p50_ms_baseline": 1.21, "PairedNgram.incorrect_fraction_ngram": 1.0}},
+    )
+    assert (
+        result.get_result_stats(
+            "bench_paired.PairedNgram.track_incorrect_fraction_ngram",
+            result.get_result_params("bench_paired.PairedNgram.track_incorrect_fraction_ngram"),
+        )[0]
+        is None
+    )
     params = result.get_result_params(name)
     value = result.get_result_value(name, params)[0]
     stats = result.get_result_stats(name, params)[0]

@@ -53,12 +53,18 @@ def test_a_failed_release_names_the_root_cause_from_the_engine_log() -> None:
     from specharness.history.asv.suite import failure_reason
 
     logs = Path(__file__).parent / "fixtures" / "engine-logs"
-    error = EngineDied("ngram server ended (exit code 1) while starting: (APIServer pid=1) RuntimeError: Engine core "
-                       "initialization failed. See root cause above.")  # fmt: skip
-    assert failure_reason(error, logs) == ("failed: ngram server ended (exit code 1) while starting: TypeError: Cannot "
-                                           "inspect kernel parameters for function (ngram.s0.log)")  # fmt: skip
-    assert failure_reason(error) == ("failed: ngram server ended (exit code 1) while starting: RuntimeError: Engine core "
-                                     "initialization failed. See root cause above.")  # fmt: skip
+    error = EngineDied(
+        "ngram server ended (exit code 1) while starting: (APIServer pid=1) RuntimeError: Engine core "
+        "initialization failed. See root cause above."
+    )
+    assert failure_reason(error, logs) == (
+        "failed: ngram server ended (exit code 1) while starting: TypeError: Cannot "
+        "inspect kernel parameters for function (ngram.s0.log)"
+    )
+    assert failure_reason(error) == (
+        "failed: ngram server ended (exit code 1) while starting: RuntimeError: Engine core "
+        "initialization failed. See root cause above."
+    )
 
 
 def test_an_engine_failure_is_a_cache_result_not_an_error(tmp_path: Path) -> None:

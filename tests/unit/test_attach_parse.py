@@ -62,7 +62,7 @@ def test_a_path_prefix_is_kept() -> None:
         ("baseline=http://h:1,,ngram=http://h:2", "has an empty item"),
         ("baseline=http://h:1,", "has an empty item"),
     ],
-)  # fmt: skip
+)
 def test_bad_input_is_one_line_naming_the_flag(text: str, fragment: str) -> None:
     with pytest.raises(ConfigError) as info:
         parse_attach(text, ARMS)
@@ -118,9 +118,13 @@ class StandInVllmServer:
                 elif path == "/metrics":
                     self._send(200, stand_in.metrics)
                 elif path == "/server_info" and stand_in.serves_server_info:
-                    config = {"speculative_config": stand_in.speculative_config,
-                              "scheduler_config": {"async_scheduling": stand_in.speculative_config is None,
-                                                   "max_num_seqs": 64}}  # fmt: skip
+                    config = {
+                        "speculative_config": stand_in.speculative_config,
+                        "scheduler_config": {
+                            "async_scheduling": stand_in.speculative_config is None,
+                            "max_num_seqs": 64,
+                        },
+                    }
                     self._send(200, json.dumps({"vllm_config": config}), "application/json")
                 else:
                     self._send(404, '{"detail": "Not Found"}', "application/json")
@@ -268,8 +272,10 @@ def test_effective_settings_from_server_info(stand_in: StandInVllmServer, tmp_pa
 
 def test_effective_settings_not_reported(stand_in: StandInVllmServer, tmp_path: Path) -> None:
     stand_in.serves_server_info = False
-    assert attached(stand_in.url, tmp_path).effective_settings() == {"source": "attached: not reported",
-                                                                     "attached_url": stand_in.url}  # fmt: skip
+    assert attached(stand_in.url, tmp_path).effective_settings() == {
+        "source": "attached: not reported",
+        "attached_url": stand_in.url,
+    }
 
 
 @pytest.mark.parametrize(
@@ -278,18 +284,29 @@ def test_effective_settings_not_reported(stand_in: StandInVllmServer, tmp_path: 
         (False, None, BASE_METRICS + SPEC_METRICS, True, None),
         (False, None, BASE_METRICS, False, None),
         (False, None, BASE_METRICS, True, "does not speculate (/metrics has vllm:generation_tokens_total but no"),
-        (False, None, BASE_METRICS + SPEC_METRICS, False, "speculates (/metrics has vllm:spec_decode_num_drafts_total)"),
+        (
+            False,
+            None,
+            BASE_METRICS + SPEC_METRICS,
+            False,
+            "speculates (/metrics has vllm:spec_decode_num_drafts_total)",
+        ),
         (False, None, "# nothing vLLM-like\n", True, None),  # cannot tell
         (True, NGRAM, BASE_METRICS, True, None),  # /server_info wins over /metrics
         (True, None, BASE_METRICS, True, "does not speculate (/server_info)"),
         (True, NGRAM, BASE_METRICS, False, "is no baseline"),
         (True, {"method": "eagle", "num_speculative_tokens": 3}, BASE_METRICS, True, "method 'eagle'"),
     ],
-)  # fmt: skip
+)
 def test_speculation_that_contradicts_the_arm_is_warned(
-    stand_in: StandInVllmServer, tmp_path: Path, serves_info: bool, spec: dict[str, Any] | None, metrics: str,
-    expects: bool, warning: str | None,
-) -> None:  # fmt: skip
+    stand_in: StandInVllmServer,
+    tmp_path: Path,
+    serves_info: bool,
+    spec: dict[str, Any] | None,
+    metrics: str,
+    expects: bool,
+    warning: str | None,
+) -> None:
     stand_in.serves_server_info, stand_in.speculative_config, stand_in.metrics = serves_info, spec, metrics
     got = check_speculation(attached(stand_in.url, tmp_path, arm="ngram" if expects else "baseline"), expects)
     if warning is None:

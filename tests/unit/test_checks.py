@@ -50,7 +50,7 @@ def test_abstains() -> None:
         ({"type": "json_keys", "keys": "name"}, "check.keys"),
         ({"type": "exact", "value": "a", "case_sensitive": "yes"}, "case_sensitive"),
         ({"type": "json_schema", "schema": {"type": "strin"}}, "field 'check.schema' is not a valid JSON schema"),
-        ({"type": "json_schema", "schema": {}, "values": {"a..b": 1}}, "check.values path \"a..b\" is malformed"),
+        ({"type": "json_schema", "schema": {}, "values": {"a..b": 1}}, 'check.values path "a..b" is malformed'),
         ({"type": "json_schema", "schema": {}, "keys": ["a"]}, "check.keys is not a field of a json_schema check"),
         ({"type": "tool_call", "name": 3}, "check.name must be the name of one of the case's tools"),
         ({"type": "tool_call", "values": "room"}, "check.values must be an object"),
@@ -70,9 +70,14 @@ def test_text_checks_judge_the_text_of_a_response_with_tool_calls() -> None:
 
 
 def test_json_schema_check_with_its_own_schema() -> None:
-    check = parse_check({"type": "json_schema", "schema": {"type": "object", "required": ["n"]}, "values": {"n": 2}},
-                        "t")  # fmt: skip
+    check = parse_check(
+        {"type": "json_schema", "schema": {"type": "object", "required": ["n"]}, "values": {"n": 2}}, "t"
+    )
     assert check.evaluate(' {"n": 2}\n').correct
     assert check.evaluate('{"m": 2}').detail == "schema: (root): 'n' is a required property"
     assert check.evaluate('```json\n{"n": 2}\n```').detail.startswith("not JSON")
-    assert check.to_dict() == {"type": "json_schema", "schema": {"type": "object", "required": ["n"]}, "values": {"n": 2}}
+    assert check.to_dict() == {
+        "type": "json_schema",
+        "schema": {"type": "object", "required": ["n"]},
+        "values": {"n": 2},
+    }

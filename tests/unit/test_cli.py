@@ -14,8 +14,9 @@ import pytest
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "specharness", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "specharness", *args], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
 
 
 @pytest.fixture
@@ -35,19 +36,23 @@ def assert_one_line_error(result: subprocess.CompletedProcess[str], fragment: st
 
 
 def test_unknown_workload(tmp_path: Path) -> None:
-    assert_one_line_error(run_cli("run", "--workloads", "copyy", "--out", str(tmp_path / "r"), cwd=tmp_path),
-                          "unknown workload 'copyy'")  # fmt: skip
+    assert_one_line_error(
+        run_cli("run", "--workloads", "copyy", "--out", str(tmp_path / "r"), cwd=tmp_path), "unknown workload 'copyy'"
+    )
 
 
 def test_malformed_jsonl_names_the_line(tmp_path: Path) -> None:
     bad = tmp_path / "mine.jsonl"
     bad.write_text('{"id": "a", "prompt": "p", "max_tokens": 4}\n{"id": "b", "prompt": \n')
-    assert_one_line_error(run_cli("run", "--workloads", str(bad), "--out", str(tmp_path / "r"), cwd=tmp_path),
-                          f"{bad}:2: not valid JSON")  # fmt: skip
+    assert_one_line_error(
+        run_cli("run", "--workloads", str(bad), "--out", str(tmp_path / "r"), cwd=tmp_path), f"{bad}:2: not valid JSON"
+    )
 
 
 def test_invalid_speculative_config(tmp_path: Path) -> None:
-    r = run_cli("run", "--prompt-lookup-min", "5", "--prompt-lookup-max", "2", "--out", str(tmp_path / "r"), cwd=tmp_path)
+    r = run_cli(
+        "run", "--prompt-lookup-min", "5", "--prompt-lookup-max", "2", "--out", str(tmp_path / "r"), cwd=tmp_path
+    )
     assert_one_line_error(r, "prompt_lookup_min=5 > prompt_lookup_max=2")
     r = run_cli("run", "--speculative-config", "{bad", "--out", str(tmp_path / "r"), cwd=tmp_path)
     assert_one_line_error(r, "--speculative-config is not valid JSON")
@@ -101,7 +106,9 @@ def test_import_writes_a_workload_the_run_command_reads(tmp_path: Path) -> None:
     fixture = Path(__file__).resolve().parents[1] / "data" / "importers" / "sharegpt.json"
     done = run_cli("import", str(fixture), "-o", str(out), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert "3 imported of 5 read, 2 rejected" in done.stderr and "sharegpt.json[2]: field 'conversations'" in done.stderr
+    assert (
+        "3 imported of 5 read, 2 rejected" in done.stderr and "sharegpt.json[2]: field 'conversations'" in done.stderr
+    )
     assert len(load_workload(str(out)).cases) == 3
     missing = run_cli("import", str(tmp_path / "missing.jsonl"), "-o", str(out), cwd=tmp_path)
     assert missing.returncode == 2 and "missing.jsonl" in missing.stderr and "Traceback" not in missing.stderr

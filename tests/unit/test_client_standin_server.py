@@ -25,41 +25,75 @@ def _chunk(content: str, token_ids: list[int], finish: str | None = None) -> byt
 
 def _tool_chunk(items: list[dict], token_ids: list[int], finish: str | None = None) -> bytes:
     """A chat chunk shaped like vLLM's for a tool call: content null, ``delta.tool_calls`` fragments."""
-    obj = {"choices": [{"index": 0, "delta": {"content": None, "tool_calls": items}, "token_ids": token_ids,
-                        "finish_reason": finish}]}  # fmt: skip
+    obj = {
+        "choices": [
+            {
+                "index": 0,
+                "delta": {"content": None, "tool_calls": items},
+                "token_ids": token_ids,
+                "finish_reason": finish,
+            }
+        ]
+    }
     return b"data: " + json.dumps(obj).encode() + b"\n\n"
 
 
-USAGE = b'data: {"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 6}, "metrics": ' \
-        b'{"speculative_decoding": {"num_draft_tokens": 8, "num_accepted_draft_tokens": 5}}}\n\n'
+USAGE = (
+    b'data: {"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 6}, "metrics": '
+    b'{"speculative_decoding": {"num_draft_tokens": 8, "num_accepted_draft_tokens": 5}}}\n\n'
+)
 ROLE = b'data: {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}\n\n'
 
 ARGS = '{"room": "Linden", "attendees": ["Ana Lund", "Ruth Okafor"], "minutes": 45}'
-_first = _tool_chunk([{"index": 0, "id": "chatcmpl-tool-1", "type": "function",
-                       "function": {"name": "book_meeting", "arguments": ""}}], [11])  # fmt: skip
+_first = _tool_chunk(
+    [{"index": 0, "id": "chatcmpl-tool-1", "type": "function", "function": {"name": "book_meeting", "arguments": ""}}],
+    [11],
+)
 _split = _tool_chunk([{"index": 0, "function": {"arguments": ARGS[13:40]}}], [14, 15, 16])
 TOOL_STREAM = [
-    ROLE, _first,
-    _tool_chunk([{"index": 0, "function": {"arguments": ARGS[:6]}}, {"index": 0, "function": {"arguments": ARGS[6:13]}}],
-                [12, 13]),  # two fragments of one call in one delta (vLLM's hermes parser does this)
-    _split[:40], _split[40:],  # one event split across two network reads
+    ROLE,
+    _first,
+    _tool_chunk(
+        [{"index": 0, "function": {"arguments": ARGS[:6]}}, {"index": 0, "function": {"arguments": ARGS[6:13]}}],
+        [12, 13],
+    ),  # two fragments of one call in one delta (vLLM's hermes parser does this)
+    _split[:40],
+    _split[40:],  # one event split across two network reads
     b'data: {"choices": [{"index": 0, "delta": {}, "token_ids": [17], "finish_reason": null}]}\n\n',
     _tool_chunk([{"index": 0, "function": {"arguments": ARGS[40:]}}], [18, 19], "tool_calls"),
-    b'data: {"choices": [], "usage": {"prompt_tokens": 30, "completion_tokens": 9}}\n\n', b"data: [DONE]\n\n",
-]  # fmt: skip
+    b'data: {"choices": [], "usage": {"prompt_tokens": 30, "completion_tokens": 9}}\n\n',
+    b"data: [DONE]\n\n",
+]
 TWO_CALLS = [
-    _tool_chunk([{"index": 0, "id": "a", "type": "function", "function": {"name": "book_meeting", "arguments": '{"ro'}},
-                 {"index": 1, "id": "b", "type": "function", "function": {"name": "cancel", "arguments": "{"}}], [1, 2]),
+    _tool_chunk(
+        [
+            {"index": 0, "id": "a", "type": "function", "function": {"name": "book_meeting", "arguments": '{"ro'}},
+            {"index": 1, "id": "b", "type": "function", "function": {"name": "cancel", "arguments": "{"}},
+        ],
+        [1, 2],
+    ),
     _tool_chunk([{"index": 1, "function": {"arguments": "}"}}], [3]),
     _tool_chunk([{"index": 0, "function": {"arguments": 'om": "Amber", "minutes": 30}'}}], [4, 5], "stop"),
     b"data: [DONE]\n\n",
-]  # fmt: skip
-SCHEMA_400 = (b'{"error": {"message": "The provided JSON schema contains features not supported by xgrammar.", '
-              b'"type": "BadRequestError", "param": null, "code": 400}}')  # vLLM's ErrorResponse shape  # fmt: skip
+]
+SCHEMA_400 = (
+    b'{"error": {"message": "The provided JSON schema contains features not supported by xgrammar.", '
+    b'"type": "BadRequestError", "param": null, "code": 400}}'
+)  # vLLM's ErrorResponse shape
 
 SCENARIOS: dict[str, tuple[int, list[bytes], float]] = {
-    "multi": (200, [ROLE, _chunk("Hel", [1]), _chunk("lo wor", [2, 3, 4]), _chunk("ld", [5, 6], "stop"), USAGE,
-                    b"data: [DONE]\n\n"], 0.0),
+    "multi": (
+        200,
+        [
+            ROLE,
+            _chunk("Hel", [1]),
+            _chunk("lo wor", [2, 3, 4]),
+            _chunk("ld", [5, 6], "stop"),
+            USAGE,
+            b"data: [DONE]\n\n",
+        ],
+        0.0,
+    ),
     "length": (200, [_chunk("ab", [1, 2], "length"), b"data: [DONE]\n\n"], 0.0),
     "no_done": (200, [_chunk("partial", [1, 2])], 0.0),
     "dropped": (200, [_chunk("partial", [1, 2])], 0.0),
@@ -69,7 +103,7 @@ SCENARIOS: dict[str, tuple[int, list[bytes], float]] = {
     "tool": (200, TOOL_STREAM, 0.0),
     "two_calls": (200, TWO_CALLS, 0.0),
     "schema400": (400, [SCHEMA_400], 0.0),
-}  # fmt: skip
+}
 
 
 class StandInServer:
@@ -92,7 +126,9 @@ class StandInServer:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
-        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+        length = next(
+            int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")
+        )
         body = json.loads(await reader.readexactly(length))
         self.bodies[body["model"]] = body
         status, parts, delay = SCENARIOS[body["model"]]
@@ -124,19 +160,27 @@ def standin() -> Iterator[StandInServer]:
         yield server
 
 
-CASE = Case(id="c", max_tokens=8, group="g", messages=({"role": "user", "content": "hi"},),
-            check=parse_check({"type": "contains", "values": ["hello world"]}, "t"))  # fmt: skip
+CASE = Case(
+    id="c",
+    max_tokens=8,
+    group="g",
+    messages=({"role": "user", "content": "hi"},),
+    check=parse_check({"type": "contains", "values": ["hello world"]}, "t"),
+)
 
 
-def call(port: int, scenario: str, timeout_s: float = 5.0, case: Case = CASE) -> tuple[RequestRecord, list[RequestRecord]]:
+def call(
+    port: int, scenario: str, timeout_s: float = 5.0, case: Case = CASE
+) -> tuple[RequestRecord, list[RequestRecord]]:
     sink: list[RequestRecord] = []
 
     async def go() -> RequestRecord:
         async with httpx.AsyncClient() as client:
             body = build_body(case, scenario, Sampling())
             meta = RequestMeta("ngram", 0, "w", 1, False, "cell", 0)
-            return await send_request(client, f"http://127.0.0.1:{port}", case, body, meta, sink.append,
-                                      timeout_s=timeout_s)  # fmt: skip
+            return await send_request(
+                client, f"http://127.0.0.1:{port}", case, body, meta, sink.append, timeout_s=timeout_s
+            )
 
     return asyncio.run(go()), sink
 
@@ -159,9 +203,13 @@ def test_length_is_truncated_not_complete(standin: StandInServer) -> None:
 
 @pytest.mark.parametrize(
     ("scenario", "kind", "verdict"),
-    [("no_done", "no_done", "incomplete"), ("dropped", "stream_broken", "failed"), ("http400", "http_error", "failed"),
-     ("remote_error", "server_error", "failed")],
-)  # fmt: skip
+    [
+        ("no_done", "no_done", "incomplete"),
+        ("dropped", "stream_broken", "failed"),
+        ("http400", "http_error", "failed"),
+        ("remote_error", "server_error", "failed"),
+    ],
+)
 def test_faults_are_recorded_with_their_kind(standin: StandInServer, scenario: str, kind: str, verdict: str) -> None:
     rec, sink = call(standin.port, scenario)
     assert len(sink) == 1 and rec.error_kind == kind and rec.verdict == verdict and not rec.useful
@@ -188,9 +236,17 @@ def test_cancelled_request_is_journaled_then_cancellation_propagates(standin: St
     async def go() -> None:
         async with httpx.AsyncClient() as client:
             meta = RequestMeta("ngram", 0, "w", 1, False, "cell", 0)
-            task = asyncio.create_task(send_request(client, f"http://127.0.0.1:{standin.port}", CASE,
-                                                    build_body(CASE, "slow", Sampling()), meta, sink.append,
-                                                    timeout_s=10))  # fmt: skip
+            task = asyncio.create_task(
+                send_request(
+                    client,
+                    f"http://127.0.0.1:{standin.port}",
+                    CASE,
+                    build_body(CASE, "slow", Sampling()),
+                    meta,
+                    sink.append,
+                    timeout_s=10,
+                )
+            )
             await asyncio.sleep(0.3)
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
@@ -200,13 +256,21 @@ def test_cancelled_request_is_journaled_then_cancellation_propagates(standin: St
     assert len(sink) == 1 and sink[0].error_kind == "cancelled"
 
 
-TOOLS = [{"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
-         for name in ("book_meeting", "cancel")]  # fmt: skip
-TOOL_CASE = parse_case({
-    "id": "t", "max_tokens": 32, "messages": [{"role": "user", "content": "book it"}], "tools": TOOLS,
-    "tool_choice": {"type": "function", "function": {"name": "book_meeting"}},
-    "check": {"type": "tool_call", "values": {"room": "Linden", "attendees[1]": "Ruth Okafor", "minutes": 45}},
-}, "t")  # fmt: skip
+TOOLS = [
+    {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+    for name in ("book_meeting", "cancel")
+]
+TOOL_CASE = parse_case(
+    {
+        "id": "t",
+        "max_tokens": 32,
+        "messages": [{"role": "user", "content": "book it"}],
+        "tools": TOOLS,
+        "tool_choice": {"type": "function", "function": {"name": "book_meeting"}},
+        "check": {"type": "tool_call", "values": {"room": "Linden", "attendees[1]": "Ruth Okafor", "minutes": 45}},
+    },
+    "t",
+)
 
 
 def test_streamed_tool_call_is_assembled_counted_and_checked(standin: StandInServer) -> None:
@@ -225,16 +289,25 @@ def test_streamed_tool_call_is_assembled_counted_and_checked(standin: StandInSer
 
 def test_parallel_tool_calls_are_kept_apart_by_index(standin: StandInServer) -> None:
     rec, _ = call(standin.port, "two_calls", case=TOOL_CASE)
-    assert rec.tool_calls == [{"name": "book_meeting", "arguments": '{"room": "Amber", "minutes": 30}'},
-                              {"name": "cancel", "arguments": "{}"}]  # fmt: skip
+    assert rec.tool_calls == [
+        {"name": "book_meeting", "arguments": '{"room": "Amber", "minutes": 30}'},
+        {"name": "cancel", "arguments": "{}"},
+    ]
     assert rec.verdict == "complete" and rec.correct is False
     assert rec.check_detail == 'arguments value at room is "Amber", expected "Linden"'
 
 
 def test_schema_rejected_by_the_server_is_an_http_error(standin: StandInServer) -> None:
-    case = parse_case({"id": "j", "max_tokens": 8, "messages": [{"role": "user", "content": "json"}],
-                       "response_format": {"type": "json_schema", "json_schema": {"name": "r", "schema": {}}},
-                       "check": {"type": "json_schema"}}, "t")  # fmt: skip
+    case = parse_case(
+        {
+            "id": "j",
+            "max_tokens": 8,
+            "messages": [{"role": "user", "content": "json"}],
+            "response_format": {"type": "json_schema", "json_schema": {"name": "r", "schema": {}}},
+            "check": {"type": "json_schema"},
+        },
+        "t",
+    )
     rec, sink = call(standin.port, "schema400", case=case)
     assert sink == [rec] and rec.error_kind == "http_error" and rec.http_status == 400 and rec.verdict == "failed"
     assert "not supported by xgrammar" in (rec.error or "") and not rec.useful and rec.tool_calls == []

@@ -17,8 +17,11 @@ from hypothesis import strategies as st
 from specharness.cli import main
 
 _json_scalars = st.none() | st.booleans() | st.integers(-5, 20) | st.floats(allow_nan=False) | st.text(max_size=8)
-_json = st.recursive(_json_scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
-                     max_leaves=6)  # fmt: skip
+_json = st.recursive(
+    _json_scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=6,
+)
 _spec_dicts = st.fixed_dictionaries(
     {},
     optional={
@@ -27,7 +30,7 @@ _spec_dicts = st.fixed_dictionaries(
         "prompt_lookup_min": st.integers(-2, 10) | _json_scalars,
         "prompt_lookup_max": st.integers(-2, 10) | _json_scalars,
     },
-)  # fmt: skip
+)
 _SPEC_FIELDS = ("speculative config", "--speculative-config")
 
 
@@ -47,19 +50,41 @@ def _base(tmp: Path) -> list[str]:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=_spec_dicts | _json)
-def test_any_speculative_config_is_valid_or_named(spec: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_any_speculative_config_is_valid_or_named(
+    spec: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     line = _one_error_line(capsys, [*_base(tmp_path), f"--speculative-config={json.dumps(spec)}"])
     assert any(f in line for f in _SPEC_FIELDS) or "no-such-model.gguf" in line, line
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(flag=st.sampled_from(["--blocks", "--requests", "--warmups", "--max-tokens-cap", "--num-speculative-tokens",
-                             "--prompt-lookup-min", "--prompt-lookup-max", "--min-correct", "--equivalence-margin",
-                             "--temperature", "--request-timeout", "--start-timeout", "--max-model-len",
-                             "--kv-cache-gib", "--gpu-memory-utilization", "--port", "--seed"]),
-       value=st.integers(-3, 6) | st.floats(-2, 3, allow_nan=False) | st.sampled_from(["nan", "inf", "-inf"]))  # fmt: skip
-def test_any_numeric_flag_is_valid_or_named(flag: str, value: object, tmp_path: Path,
-                                            capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+@given(
+    flag=st.sampled_from(
+        [
+            "--blocks",
+            "--requests",
+            "--warmups",
+            "--max-tokens-cap",
+            "--num-speculative-tokens",
+            "--prompt-lookup-min",
+            "--prompt-lookup-max",
+            "--min-correct",
+            "--equivalence-margin",
+            "--temperature",
+            "--request-timeout",
+            "--start-timeout",
+            "--max-model-len",
+            "--kv-cache-gib",
+            "--gpu-memory-utilization",
+            "--port",
+            "--seed",
+        ]
+    ),
+    value=st.integers(-3, 6) | st.floats(-2, 3, allow_nan=False) | st.sampled_from(["nan", "inf", "-inf"]),
+)
+def test_any_numeric_flag_is_valid_or_named(
+    flag: str, value: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     text = str(value)
     try:
         line = _one_error_line(capsys, [*_base(tmp_path), f"{flag}={text}"])

@@ -36,8 +36,12 @@ def test_parse_sums_label_sets_and_keeps_positions() -> None:
 
 def test_delta_and_figures() -> None:
     before = parse_prometheus(SAMPLE)
-    after = parse_prometheus(SAMPLE.replace(" 31.0", " 41.0").replace(" 124.0", " 164.0").replace(" 110.0", " 140.0")
-                             .replace('position="1"} 28.0', 'position="1"} 30.0'))  # fmt: skip
+    after = parse_prometheus(
+        SAMPLE.replace(" 31.0", " 41.0")
+        .replace(" 124.0", " 164.0")
+        .replace(" 110.0", " 140.0")
+        .replace('position="1"} 28.0', 'position="1"} 30.0')
+    )
     delta = after.minus(before)
     assert delta.totals[DRAFTS] == 10 and delta.accepted_per_position == [0.0, 2.0]
     figs = acceptance_figures(delta.totals)

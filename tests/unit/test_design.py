@@ -56,10 +56,28 @@ def test_arms_separate_speculation_from_scheduling() -> None:
         ({"arms": ("baseline", "eagle")}, "'eagle' is unknown"),
         ({"min_correct_fraction": 1.5}, "--min-correct"),
         ({"speculative": {"method": "eagle"}}, "method 'eagle'"),
-        ({"speculative": {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 5,
-                          "prompt_lookup_max": 2}}, "min must not exceed max"),
-        ({"speculative": {"method": "ngram", "num_speculative_tokens": "4", "prompt_lookup_min": 1,
-                          "prompt_lookup_max": 2}}, "num_speculative_tokens"),
+        (
+            {
+                "speculative": {
+                    "method": "ngram",
+                    "num_speculative_tokens": 4,
+                    "prompt_lookup_min": 5,
+                    "prompt_lookup_max": 2,
+                }
+            },
+            "min must not exceed max",
+        ),
+        (
+            {
+                "speculative": {
+                    "method": "ngram",
+                    "num_speculative_tokens": "4",
+                    "prompt_lookup_min": 1,
+                    "prompt_lookup_max": 2,
+                }
+            },
+            "num_speculative_tokens",
+        ),
     ],
 )
 def test_bad_design_names_the_option(changes: dict, fragment: str) -> None:

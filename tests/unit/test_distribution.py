@@ -38,9 +38,15 @@ def top_token(top: float, tokens: int = 6) -> np.ndarray:
     return np.concatenate([[top], (1.0 - top) * rest / rest.sum()])
 
 
-def synthetic_stream(rng: np.random.Generator, samples: int, token_probs: Sequence[np.ndarray],
-                     length_mean: float = 40.0, pass_rate: float = 0.7, cases: int = CASES,
-                     max_tokens: int = 48) -> list[Sample]:  # fmt: skip
+def synthetic_stream(
+    rng: np.random.Generator,
+    samples: int,
+    token_probs: Sequence[np.ndarray],
+    length_mean: float = 40.0,
+    pass_rate: float = 0.7,
+    cases: int = CASES,
+    max_tokens: int = 48,
+) -> list[Sample]:
     """``samples`` synthetic requests per case: categorical first token (ids offset per case), Poisson length
     truncated at ``max_tokens`` (ties, as a token limit gives), Bernoulli rubric result on the rubric cases."""
     out: list[Sample] = []
@@ -49,8 +55,10 @@ def synthetic_stream(rng: np.random.Generator, samples: int, token_probs: Sequen
         lengths = np.minimum(rng.poisson(length_mean, size=samples), max_tokens)
         passed = rng.random(samples) < pass_rate
         rubric = case < RUBRIC_CASES
-        out += [Sample(f"case{case}", int(t), int(n), bool(p) if rubric else None)
-                for t, n, p in zip(tokens, lengths, passed, strict=True)]  # fmt: skip
+        out += [
+            Sample(f"case{case}", int(t), int(n), bool(p) if rubric else None)
+            for t, n, p in zip(tokens, lengths, passed, strict=True)
+        ]
     return out
 
 
@@ -136,8 +144,10 @@ def test_synthetic_first_token_power_at_the_mde_matches_the_request() -> None:
     """Two equally likely tokens per case (no merging); a shift of exactly the reported MDE w is detected at about
     the requested power, and for equal streams the total-variation restatement equals w."""
     rng = np.random.default_rng(6)
-    probe = compare_streams(synthetic_stream(rng, 48, [np.array([0.5, 0.5])] * CASES),
-                            synthetic_stream(rng, 48, [np.array([0.5, 0.5])] * CASES))  # fmt: skip
+    probe = compare_streams(
+        synthetic_stream(rng, 48, [np.array([0.5, 0.5])] * CASES),
+        synthetic_stream(rng, 48, [np.array([0.5, 0.5])] * CASES),
+    )
     w = probe.first_token.mde
     assert probe.first_token.df == CASES
     assert probe.first_token.mde_total_variation == pytest.approx(w)
@@ -207,8 +217,9 @@ def test_empty_input_gives_nan_and_no_difference() -> None:
 
 def test_cases_in_one_stream_only_and_missing_fields() -> None:
     a = [Sample("shared", i % 2, 10 + i, None) for i in range(20)] + [Sample("only-a", 1, 5, True)]
-    b = [Sample("shared", None, None, None) for _ in range(3)] + [Sample("shared", i % 2, 12 + i, None)
-                                                                   for i in range(20)]  # fmt: skip
+    b = [Sample("shared", None, None, None) for _ in range(3)] + [
+        Sample("shared", i % 2, 12 + i, None) for i in range(20)
+    ]
     result = compare_streams(a, b)
     assert (result.cases_compared, result.cases_only_a, result.cases_only_b) == (1, 1, 0)
     assert result.first_token.samples_b == 20 and result.length.samples_b == 20
@@ -223,8 +234,14 @@ def test_bad_level_is_rejected() -> None:
 # --- the cell test: samples that are not independent within a (case, stream, repetition) cell -----------------------
 
 
-def clustered_stream(rng: np.random.Generator, world: list[dict], repetitions: int, samples: int, cell_sd: float,
-                     logit_shift: float = 0.0) -> list[Sample]:  # fmt: skip
+def clustered_stream(
+    rng: np.random.Generator,
+    world: list[dict],
+    repetitions: int,
+    samples: int,
+    cell_sd: float,
+    logit_shift: float = 0.0,
+) -> list[Sample]:
     """Cases that differ from each other (first-token distribution, pass rate from 5% to 90%, length) and cells that
     differ from each other: each (case, repetition) cell of a stream draws its own first-token distribution around
     the case's, its own pass logit and mean length (sd ``cell_sd``), as a batch or a shared random state would give
@@ -238,15 +255,22 @@ def clustered_stream(rng: np.random.Generator, world: list[dict], repetitions: i
             tokens = rng.choice(len(probs), size=samples, p=probs / probs.sum())
             lengths = np.minimum(rng.poisson(max(mean_length, 1.0), size=samples), 48)
             passed = rng.random(samples) < 1.0 / (1.0 + math.exp(-logit))
-            out += [Sample(f"case{c}", int(t), int(n), bool(p), repetition=rep)
-                    for t, n, p in zip(tokens, lengths, passed, strict=True)]  # fmt: skip
+            out += [
+                Sample(f"case{c}", int(t), int(n), bool(p), repetition=rep)
+                for t, n, p in zip(tokens, lengths, passed, strict=True)
+            ]
     return out
 
 
 def clustered_world(rng: np.random.Generator, cases: int = 4) -> list[dict]:
-    return [{"tokens": rng.dirichlet(np.full(int(rng.integers(3, 12)), 0.5)) + 1e-3,
-             "logit": float(rng.uniform(-3.0, 2.2)), "length": float(rng.uniform(20, 45))}
-            for _ in range(cases)]  # fmt: skip
+    return [
+        {
+            "tokens": rng.dirichlet(np.full(int(rng.integers(3, 12)), 0.5)) + 1e-3,
+            "logit": float(rng.uniform(-3.0, 2.2)),
+            "length": float(rng.uniform(20, 45)),
+        }
+        for _ in range(cases)
+    ]
 
 
 def aa_rates(seed: int, runs: int, cell_sd: float, logit_shift: float = 0.0) -> tuple[float, float]:

@@ -13,9 +13,11 @@ import pytest
 from specharness._errors import EngineDied
 from specharness.engines.server import ArmSpec, EngineServer, EngineSettings, warm_start_env
 
-ULIMIT_WARNING = ("(APIServer pid=1) WARNING 12-03 12:42:42 [system_utils.py:255] Found ulimit of 20000 and failed to "
-                  "automatically increase with error current limit exceeds maximum limit. This can cause fd limit "
-                  "errors like `OSError: [Errno 24] Too many open files`.")  # fmt: skip
+ULIMIT_WARNING = (
+    "(APIServer pid=1) WARNING 12-03 12:42:42 [system_utils.py:255] Found ulimit of 20000 and failed to "
+    "automatically increase with error current limit exceeds maximum limit. This can cause fd limit "
+    "errors like `OSError: [Errno 24] Too many open files`."
+)
 
 
 def server_with_log(tmp_path: Path, *lines: str) -> EngineServer:
@@ -46,10 +48,13 @@ def test_a_warning_that_mentions_an_error_is_not_the_cause(tmp_path: Path) -> No
 
 
 def test_the_last_error_record_or_exception_is_preferred(tmp_path: Path) -> None:
-    server = server_with_log(tmp_path, ULIMIT_WARNING,
-                             "(EngineCore pid=2) ERROR 12-03 12:42:44 [core.py:7] EngineCore failed to start.",
-                             "RuntimeError: out of KV cache blocks",
-                             "(APIServer pid=1) INFO 12-03 12:42:45 [launcher.py:3] Shutting down")  # fmt: skip
+    server = server_with_log(
+        tmp_path,
+        ULIMIT_WARNING,
+        "(EngineCore pid=2) ERROR 12-03 12:42:44 [core.py:7] EngineCore failed to start.",
+        "RuntimeError: out of KV cache blocks",
+        "(APIServer pid=1) INFO 12-03 12:42:45 [launcher.py:3] Shutting down",
+    )
     assert server.log_tail() == "RuntimeError: out of KV cache blocks"
     assert server.log_tail(2).startswith("(EngineCore pid=2) ERROR")
 

@@ -91,10 +91,19 @@ def test_token_spread_needs_twenty_samples_for_p95() -> None:
 
 
 def test_prompts_from_manifest_reads_raw_and_chat_cases() -> None:
-    manifest = {"workloads": {"w": {"cases": [
-        {"id": "raw", "prompt": "copy this"},
-        {"id": "chat", "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]},
-    ]}}}  # fmt: skip
+    manifest = {
+        "workloads": {
+            "w": {
+                "cases": [
+                    {"id": "raw", "prompt": "copy this"},
+                    {
+                        "id": "chat",
+                        "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}],
+                    },
+                ]
+            }
+        }
+    }
     assert prompts_from_manifest(manifest) == {("w", "raw"): "copy this", ("w", "chat"): "be brief\nhi"}
 
 
@@ -137,8 +146,16 @@ def _synthetic_cases() -> list[SyntheticCase]:
         for i in range(n):
             words = [f"{group}{i}w{j}" for j in range(20 + 3 * i)]
             output = words if group == "fast" else [f"new{i}x{j}" for j in range(20 + 3 * i)]
-            cases.append(SyntheticCase(f"{group}{i}", group, "Repeat exactly: " + " ".join(words), " ".join(output),
-                                       prompt_tokens=40 + 7 * ((i * 5) % 6), tokens=30 + 4 * ((i * 7) % 6)))  # fmt: skip
+            cases.append(
+                SyntheticCase(
+                    f"{group}{i}",
+                    group,
+                    "Repeat exactly: " + " ".join(words),
+                    " ".join(output),
+                    prompt_tokens=40 + 7 * ((i * 5) % 6),
+                    tokens=30 + 4 * ((i * 7) % 6),
+                )
+            )
     return cases
 
 
@@ -147,8 +164,15 @@ def write_synthetic_grouped_run(out_dir: Path, seed: int = 3) -> Path:
     speedups; per-request draft counts give "fast" 75% acceptance and every other group 10%."""
     rng = random.Random(seed)
     cases = _synthetic_cases()
-    profile = override(get_profile("standard"), workloads=("copy",), clients=(1,), requests_per_cell=len(cases),
-                       warmups_per_cell=0, equivalence_margin=0.10, band_source="synthetic")  # fmt: skip
+    profile = override(
+        get_profile("standard"),
+        workloads=("copy",),
+        clients=(1,),
+        requests_per_cell=len(cases),
+        warmups_per_cell=0,
+        equivalence_margin=0.10,
+        band_source="synthetic",
+    )
     out_dir.mkdir(parents=True, exist_ok=True)
     orders = block_orders(profile.arms, profile.blocks, profile.order_seed)
     saved = [{"id": c.id, "max_tokens": 256, "group": c.group, "prompt": c.prompt} for c in cases]
@@ -169,17 +193,48 @@ def write_synthetic_grouped_run(out_dir: Path, seed: int = 3) -> Path:
                 spec = arm == "ngram"
                 for seq, c in enumerate(sent):
                     e2e = base[c.id] / (SYNTHETIC_GROUPS[c.group][1] if spec else 1.0) * rng.uniform(0.97, 1.03)
-                    journal.write(RequestRecord(
-                        arm=arm, block=block, workload="copy", group=c.group, case_id=c.id, clients=1, warmup=False,
-                        cell=cell, seq=seq, started_unix_s=0.0, send_s=0.0, chunk_arrival_s=[0.05, e2e],
-                        chunk_tokens=[1, c.tokens - 1], ttft_s=0.05, e2e_s=e2e, completion_tokens=c.tokens,
-                        prompt_tokens=c.prompt_tokens, finish_reason="stop", text=c.output, saw_done=True,
-                        verdict="complete", correct=True, check_detail="synthetic", output_digest=f"case-{c.id}",
-                        spec_draft_tokens=40 if spec else None,
-                        spec_accepted_tokens=(30 if c.group == "fast" else 4) if spec else None,
-                    ))  # fmt: skip
-                journal.write(CellRecord(arm=arm, block=block, workload="copy", clients=1, cell=cell, wall_s=10.0,
-                                         requests=len(sent), order_index=order_index))  # fmt: skip
+                    journal.write(
+                        RequestRecord(
+                            arm=arm,
+                            block=block,
+                            workload="copy",
+                            group=c.group,
+                            case_id=c.id,
+                            clients=1,
+                            warmup=False,
+                            cell=cell,
+                            seq=seq,
+                            started_unix_s=0.0,
+                            send_s=0.0,
+                            chunk_arrival_s=[0.05, e2e],
+                            chunk_tokens=[1, c.tokens - 1],
+                            ttft_s=0.05,
+                            e2e_s=e2e,
+                            completion_tokens=c.tokens,
+                            prompt_tokens=c.prompt_tokens,
+                            finish_reason="stop",
+                            text=c.output,
+                            saw_done=True,
+                            verdict="complete",
+                            correct=True,
+                            check_detail="synthetic",
+                            output_digest=f"case-{c.id}",
+                            spec_draft_tokens=40 if spec else None,
+                            spec_accepted_tokens=(30 if c.group == "fast" else 4) if spec else None,
+                        )
+                    )
+                journal.write(
+                    CellRecord(
+                        arm=arm,
+                        block=block,
+                        workload="copy",
+                        clients=1,
+                        cell=cell,
+                        wall_s=10.0,
+                        requests=len(sent),
+                        order_index=order_index,
+                    )
+                )
     return out_dir
 
 

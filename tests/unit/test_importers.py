@@ -75,7 +75,10 @@ def test_openai_batch_bodies_and_envelopes() -> None:
     assert list(cases) == ["req-1", "openai_batch-2", "req-6"]
     assert cases["req-1"].group == "editing" and cases["req-1"].max_tokens == 64  # group from body.metadata
     assert cases["req-1"].messages[0] == {"role": "system", "content": "Be brief."}
-    assert cases["openai_batch-2"].messages == ({"role": "system", "content": "Answer in one word."}, user("Capital of France?"))
+    assert cases["openai_batch-2"].messages == (
+        {"role": "system", "content": "Answer in one word."},
+        user("Capital of France?"),
+    )
     assert cases["openai_batch-2"].max_tokens == 8  # max_completion_tokens
     assert cases["req-6"].prompt == "Once upon a time" and cases["req-6"].messages is None
     assert result.max_tokens_defaulted == 0 and result.group_defaulted == 2
@@ -95,10 +98,14 @@ def test_sharegpt_json_array_first_turn_and_all_turns() -> None:
 
 
 def test_sharegpt_jsonl(tmp_path: Path) -> None:
-    path = write_lines(tmp_path, "chats.jsonl", [
-        {"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}]},
-        {"conversations": [{"from": "USER", "value": "bye"}]},
-    ])  # fmt: skip
+    path = write_lines(
+        tmp_path,
+        "chats.jsonl",
+        [
+            {"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}]},
+            {"conversations": [{"from": "USER", "value": "bye"}]},
+        ],
+    )
     result = import_workload(path)
     assert result.format == "sharegpt"
     assert [c.id for c in result.workload.cases] == ["chats-1", "chats-2"]
@@ -130,7 +137,12 @@ def test_specharness_jsonl_is_delegated_to_the_workload_parser() -> None:
     result = imported("native.jsonl")
     assert result.format == "specharness"
     n1, n2 = result.workload.cases
-    assert (n1.id, n1.group, n1.max_tokens, n1.check.to_dict()) == ("n1", "g1", 8, {"type": "contains", "values": ["hello"]})
+    assert (n1.id, n1.group, n1.max_tokens, n1.check.to_dict()) == (
+        "n1",
+        "g1",
+        8,
+        {"type": "contains", "values": ["hello"]},
+    )
     assert (n2.id, n2.prompt, n2.group) == ("n2", "Once upon", "default")
     assert result.rejections == (f"{DATA / 'native.jsonl'}:3: field 'max_tokens' must be an integer from 1 to 32768",)
     with pytest.raises(ConfigError, match="group_field does not apply to a specharness workload"):
@@ -161,7 +173,9 @@ def test_format_detection_and_forcing(tmp_path: Path) -> None:
     body = write_lines(tmp_path, "bodies.jsonl", [{"messages": [user("x")], "max_tokens": 3}])  # no id: not native
     assert detect_format(body) == "openai"
     odd = write_lines(tmp_path, "odd.jsonl", [{"question": "Why?", "category": "q"}])
-    with pytest.raises(WorkloadError, match=r"cannot tell the format from the first record's keys \(category, question\)"):
+    with pytest.raises(
+        WorkloadError, match=r"cannot tell the format from the first record's keys \(category, question\)"
+    ):
         import_workload(odd)
     forced = import_workload(odd, ImportOptions(format="prompt", prompt_column="question"))
     assert forced.workload.cases[0].messages == (user("Why?"),)
@@ -182,7 +196,9 @@ def test_malformed_records_name_file_line_and_field_and_are_counted() -> None:
     )
     sharegpt = imported("sharegpt.json")
     assert [r.split(": ", 1)[0] for r in sharegpt.rejections] == [
-        f"{DATA / 'sharegpt.json'}[2]", f"{DATA / 'sharegpt.json'}[3]"]  # fmt: skip
+        f"{DATA / 'sharegpt.json'}[2]",
+        f"{DATA / 'sharegpt.json'}[3]",
+    ]
     assert "field 'conversations' must be a list of {from, value} objects" in sharegpt.rejections[0]
     assert "field 'conversations[0].from' is 'narrator'" in sharegpt.rejections[1]
     openai = imported("openai_batch.jsonl")
@@ -212,8 +228,11 @@ def test_only_the_first_rejections_are_kept_but_all_are_counted(tmp_path: Path) 
 
 
 def test_duplicate_ids_are_rejected_with_both_places(tmp_path: Path) -> None:
-    path = write_lines(tmp_path, "dups.jsonl", [
-        {"question_id": 7, "prompt": "a"}, {"question_id": 8, "prompt": "b"}, {"question_id": 7, "prompt": "c"}])  # fmt: skip
+    path = write_lines(
+        tmp_path,
+        "dups.jsonl",
+        [{"question_id": 7, "prompt": "a"}, {"question_id": 8, "prompt": "b"}, {"question_id": 7, "prompt": "c"}],
+    )
     result = import_workload(path)
     assert [c.id for c in result.workload.cases] == ["7", "8"]
     assert result.rejections == (f"{path}:3: duplicate id '7' (first at {path}:1); ids must be unique",)
@@ -225,13 +244,17 @@ def test_nothing_imported_raises_one_line_naming_the_file_and_first_problem(tmp_
         import_workload(bad, ImportOptions(format="prompt"))
     message = str(info.value)
     assert "\n" not in message
-    assert message == (f"{bad}: nothing imported: 2 of 2 records rejected, the first: "
-                       f"{bad}:1: field 'prompt' must be a non-empty string, not 1")  # fmt: skip
+    assert message == (
+        f"{bad}: nothing imported: 2 of 2 records rejected, the first: "
+        f"{bad}:1: field 'prompt' must be a non-empty string, not 1"
+    )
     with pytest.raises(WorkloadError) as info:
         import_workload(DATA / "sharegpt.json", ImportOptions(min_prompt_chars=10_000))
-    assert str(info.value).startswith(f"{DATA / 'sharegpt.json'}: nothing imported: 3 of 5 records outside the "
-                                      "prompt-length filter (min_prompt_chars=10000, max_prompt_chars=None; "
-                                      f"characters); 2 of 5 records rejected, the first: {DATA / 'sharegpt.json'}[2]: ")
+    assert str(info.value).startswith(
+        f"{DATA / 'sharegpt.json'}: nothing imported: 3 of 5 records outside the "
+        "prompt-length filter (min_prompt_chars=10000, max_prompt_chars=None; "
+        f"characters); 2 of 5 records rejected, the first: {DATA / 'sharegpt.json'}[2]: "
+    )
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n\n")
     with pytest.raises(WorkloadError, match=r"empty\.jsonl: nothing imported: the file has no records"):
@@ -440,8 +463,12 @@ def test_reference_scoring_reaches_no_network() -> None:
 
 
 def test_reference_check_to_dict_round_trips() -> None:
-    for check in (ref("a", "exact"), ref(["a b", "c"], "normalised-contains"), ref("x y", "rouge-l", threshold=0.4),
-                  ref(["x y", "z"], "chrf", threshold=0.5)):  # fmt: skip
+    for check in (
+        ref("a", "exact"),
+        ref(["a b", "c"], "normalised-contains"),
+        ref("x y", "rouge-l", threshold=0.4),
+        ref(["x y", "z"], "chrf", threshold=0.5),
+    ):
         assert parse_reference_check(check.to_dict(), "t") == check
 
 
@@ -485,12 +512,17 @@ def test_packaged_dataset_path_finds_the_installed_file(tmp_path: Path, monkeypa
     from specharness.traffic.importers import PACKAGED_DATASETS
 
     result = import_workload(data, PACKAGED_DATASETS["writingbench"].options)
-    assert result.workload.cases[0] == Case(id="1", max_tokens=512, group="Education", messages=(user("Plan a lesson."),))
+    assert result.workload.cases[0] == Case(
+        id="1", max_tokens=512, group="Education", messages=(user("Plan a lesson."),)
+    )
 
 
 def test_packaged_dataset_path_says_how_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "path", [str(tmp_path)])
-    with pytest.raises(WorkloadError, match=r"inspect-evals, which is not installed; run: pip install --no-deps inspect-evals==0\.26\.0"):
+    with pytest.raises(
+        WorkloadError,
+        match=r"inspect-evals, which is not installed; run: pip install --no-deps inspect-evals==0\.26\.0",
+    ):
         packaged_dataset_path()
     with pytest.raises(WorkloadError, match="unknown packaged dataset 'nope'"):
         packaged_dataset_path("nope")

@@ -38,16 +38,35 @@ from specharness.records import (
 
 
 def request(**kw: object) -> RequestRecord:
-    base = dict(arm="ngram", block=0, workload="copy", group="g", case_id="c1", clients=1, warmup=False,
-                cell="b0/copy/c1/ngram#s0", seq=0, started_unix_s=1.0, send_s=2.0)  # fmt: skip
+    base = dict(
+        arm="ngram",
+        block=0,
+        workload="copy",
+        group="g",
+        case_id="c1",
+        clients=1,
+        warmup=False,
+        cell="b0/copy/c1/ngram#s0",
+        seq=0,
+        started_unix_s=1.0,
+        send_s=2.0,
+    )
     base.update(kw)
     return RequestRecord(**base)  # type: ignore[arg-type]
 
 
 def test_round_trip_keeps_every_field_and_nan(tmp_path: Path) -> None:
     path = tmp_path / "j.jsonl"
-    rec = request(chunk_arrival_s=[0.1, 0.2], chunk_tokens=[1, 3], ttft_s=0.1, e2e_s=0.3, completion_tokens=4,
-                  text="héllo", verdict="complete", correct=True)  # fmt: skip
+    rec = request(
+        chunk_arrival_s=[0.1, 0.2],
+        chunk_tokens=[1, 3],
+        ttft_s=0.1,
+        e2e_s=0.3,
+        completion_tokens=4,
+        text="héllo",
+        verdict="complete",
+        correct=True,
+    )
     failed = request(seq=1, error_kind="timeout", error="slow")
     with Journal(path) as journal:
         journal.write(rec)

@@ -9,8 +9,19 @@ import specharness
 
 ROOT = Path(specharness.__file__).parent
 # rank of each room; a module may import rooms of lower or equal rank only (engines sit beside experiment's inputs)
-RANK = {"_errors": 0, "records": 0, "traffic": 1, "engines": 1, "experiment": 2, "analysis": 3, "reporting": 4,
-        "history": 5, "cli": 6, "__main__": 7, "__init__": 7}  # fmt: skip
+RANK = {
+    "_errors": 0,
+    "records": 0,
+    "traffic": 1,
+    "engines": 1,
+    "experiment": 2,
+    "analysis": 3,
+    "reporting": 4,
+    "history": 5,
+    "cli": 6,
+    "__main__": 7,
+    "__init__": 7,
+}
 
 
 def _room(module: str) -> str:
@@ -48,7 +59,9 @@ def test_no_module_imports_downstream() -> None:
 def test_rooms_are_packages() -> None:
     rooms = {p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith("__")}
     assert rooms == {"traffic", "engines", "experiment", "analysis", "reporting", "history"}
-    assert not [p.name for p in ROOT.glob("*.py") if p.stem not in ("__init__", "__main__", "cli", "_errors", "records")]
+    assert not [
+        p.name for p in ROOT.glob("*.py") if p.stem not in ("__init__", "__main__", "cli", "_errors", "records")
+    ]
 
 
 def _string_constants(path: Path) -> set[str]:
@@ -98,7 +111,11 @@ def test_history_rooms_follow_one_way() -> None:
         here = rel.parts[0]
         for target in _imports(path):
             parts = target.split(".")
-            if parts[:2] == ["specharness", "history"] and len(parts) > 2 and HISTORY_RANK[parts[2]] > HISTORY_RANK[here]:
+            if (
+                parts[:2] == ["specharness", "history"]
+                and len(parts) > 2
+                and HISTORY_RANK[parts[2]] > HISTORY_RANK[here]
+            ):
                 bad.append(f"history/{rel} imports {target}")
     assert not bad, bad
     assert {p.name for p in history.iterdir() if p.is_dir() and not p.name.startswith("__")} == set(HISTORY_RANK)

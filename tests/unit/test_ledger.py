@@ -32,12 +32,14 @@ def test_each_commit_pins_its_release_in_release_order(tmp_path: Path) -> None:
     path = tmp_path / "l"
     hashes = build_ledger(path)
     for branch, releases in LEDGER.items():
-        log = subprocess.run(["git", "-C", str(path), "rev-list", "--reverse", branch], capture_output=True, text=True,
-                             check=True).stdout.split()  # fmt: skip
+        log = subprocess.run(
+            ["git", "-C", str(path), "rev-list", "--reverse", branch], capture_output=True, text=True, check=True
+        ).stdout.split()
         assert log == [hashes[r.tag] for r in releases]
         for r in releases:
-            pyproject = subprocess.run(["git", "-C", str(path), "show", f"{r.tag}:pyproject.toml"], capture_output=True,
-                                       text=True, check=True).stdout  # fmt: skip
+            pyproject = subprocess.run(
+                ["git", "-C", str(path), "show", f"{r.tag}:pyproject.toml"], capture_output=True, text=True, check=True
+            ).stdout
             assert f'"{r.dist}=={r.version}"' in pyproject
 
 

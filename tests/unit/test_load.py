@@ -41,11 +41,17 @@ def test_rates_alone_plan_open_loop_cells_only() -> None:
 
 @pytest.mark.parametrize(
     ("changes", "flag"),
-    [({"clients": (), "rates": ()}, "--clients/--rates"), ({"rates": ("0",)}, "--rates"),
-     ({"burstiness": 0.0}, "--burstiness"), ({"max_concurrency": 0}, "--max-concurrency"),
-     ({"slo": {"ttft": 5.0}}, "--slo"), ({"slo": {"ttft_ms": -1.0}}, "--slo"), ({"slo_fraction": 1.5}, "--slo-fraction"),
-     ({"sweep_levels": (0.0,)}, "--levels")],
-)  # fmt: skip
+    [
+        ({"clients": (), "rates": ()}, "--clients/--rates"),
+        ({"rates": ("0",)}, "--rates"),
+        ({"burstiness": 0.0}, "--burstiness"),
+        ({"max_concurrency": 0}, "--max-concurrency"),
+        ({"slo": {"ttft": 5.0}}, "--slo"),
+        ({"slo": {"ttft_ms": -1.0}}, "--slo"),
+        ({"slo_fraction": 1.5}, "--slo-fraction"),
+        ({"sweep_levels": (0.0,)}, "--levels"),
+    ],
+)
 def test_bad_load_settings_name_their_flag(changes: dict, flag: str) -> None:
     with pytest.raises(ConfigError, match=flag.replace("-", r"\-")):
         override(get_profile("quick"), **changes)
@@ -68,10 +74,30 @@ def test_both_arms_of_a_block_get_the_identical_schedule_and_blocks_differ() -> 
 
 
 def _request(**kw: object) -> RequestRecord:
-    base = {"arm": "ngram", "block": 0, "workload": "copy", "group": "g", "case_id": "c", "clients": 0, "warmup": False,
-            "cell": "b0/copy/r2/ngram#s0", "seq": 0, "started_unix_s": 0.0, "send_s": 0.0, "ttft_s": 0.2, "e2e_s": 1.0,
-            "completion_tokens": 33, "verdict": "complete", "correct": True, "check_detail": "ok", "saw_done": True,
-            "finish_reason": "stop", "rate": "2", "scheduled_s": 0.0, "send_lateness_s": 0.0}  # fmt: skip
+    base = {
+        "arm": "ngram",
+        "block": 0,
+        "workload": "copy",
+        "group": "g",
+        "case_id": "c",
+        "clients": 0,
+        "warmup": False,
+        "cell": "b0/copy/r2/ngram#s0",
+        "seq": 0,
+        "started_unix_s": 0.0,
+        "send_s": 0.0,
+        "ttft_s": 0.2,
+        "e2e_s": 1.0,
+        "completion_tokens": 33,
+        "verdict": "complete",
+        "correct": True,
+        "check_detail": "ok",
+        "saw_done": True,
+        "finish_reason": "stop",
+        "rate": "2",
+        "scheduled_s": 0.0,
+        "send_lateness_s": 0.0,
+    }
     return RequestRecord(**{**base, **kw})  # type: ignore[arg-type]
 
 
@@ -94,13 +120,28 @@ def _level(load: str, offered: float, verdict: str, goodput: tuple[float, float]
     def arm(name: str, fraction: float) -> LevelArm:
         return LevelArm(name, 8, 30, 40, 100, offered, offered, 100, offered, fraction, fraction, 1.0, True, 0.02)
 
-    return SweepLevel("copy", load, offered, True, RatioInterval(1.5, 1.2, 1.9, 0.95, 4, 3, "stand-in"), verdict, "holds", 3.0, 0.5,
-                      {"baseline": arm("baseline", goodput[0]), "ngram": arm("ngram", goodput[1])})  # fmt: skip
+    return SweepLevel(
+        "copy",
+        load,
+        offered,
+        True,
+        RatioInterval(1.5, 1.2, 1.9, 0.95, 4, 3, "stand-in"),
+        verdict,
+        "holds",
+        3.0,
+        0.5,
+        {"baseline": arm("baseline", goodput[0]), "ngram": arm("ngram", goodput[1])},
+    )
 
 
 def test_crossover_brackets_where_ngram_stops_helping_and_starts_hurting() -> None:
-    levels = [_level("r1", 1, "helps"), _level("r2", 2, "helps"), _level("r4", 4, "inconclusive"),
-              _level("r8", 8, "hurts"), _level("rinf", math.inf, "hurts")]  # fmt: skip
+    levels = [
+        _level("r1", 1, "helps"),
+        _level("r2", 2, "helps"),
+        _level("r4", 4, "inconclusive"),
+        _level("r8", 8, "hurts"),
+        _level("rinf", math.inf, "hurts"),
+    ]
     stops, hurts, helps_up_to, dips, skipped = crossover(levels)
     assert stops is not None and (stops.below, stops.at) == ("r2", "r4") and dips == []
     assert hurts is not None and (hurts.below, hurts.at) == ("r4", "r8")
@@ -116,8 +157,12 @@ def test_no_crossover_in_range_and_no_help_at_the_lightest_load() -> None:
 
 
 def test_a_dip_below_a_helping_level_is_listed_not_taken_for_the_crossover() -> None:
-    levels = [_level("r4", 4, "helps"), _level("r8", 8, "inconclusive"), _level("r16", 16, "helps"),
-              _level("rinf", math.inf, "inconclusive")]  # fmt: skip
+    levels = [
+        _level("r4", 4, "helps"),
+        _level("r8", 8, "inconclusive"),
+        _level("r16", 16, "helps"),
+        _level("rinf", math.inf, "inconclusive"),
+    ]
     stops, hurts, helps_up_to, dips, _ = crossover(levels)
     assert stops is not None and (stops.below, stops.at) == ("r16", "rinf") and helps_up_to == 16
     assert dips == ["r8"] and hurts is None
@@ -130,8 +175,12 @@ def test_unjudged_levels_are_skipped_not_read_as_a_crossover() -> None:
 
 
 def test_capacity_needs_every_lighter_level_to_hold() -> None:
-    levels = [_level("r1", 1, "helps", (0.95, 0.95)), _level("r2", 2, "helps", (0.80, 0.95)),
-              _level("r4", 4, "helps", (0.95, 0.70)), _level("rinf", math.inf, "helps", (0.95, 0.95))]  # fmt: skip
+    levels = [
+        _level("r1", 1, "helps", (0.95, 0.95)),
+        _level("r2", 2, "helps", (0.80, 0.95)),
+        _level("r4", 4, "helps", (0.95, 0.70)),
+        _level("rinf", math.inf, "helps", (0.95, 0.95)),
+    ]
     c = capacity(levels, ("baseline", "ngram"), 0.9, "goodput")
     assert c.max_load == {"baseline": 1, "ngram": 2}  # baseline's lucky r4 and rinf do not count
     assert c.ratio == 2.0
@@ -144,8 +193,11 @@ def test_capacity_needs_every_lighter_level_to_hold() -> None:
 
 
 def test_capacity_ratio_is_a_bound_when_one_arm_held_every_level() -> None:
-    levels = [_level("r2", 2, "helps", (0.95, 0.95)), _level("r8", 8, "helps", (0.5, 0.95)),
-              _level("rinf", math.inf, "helps", (0.5, 0.95))]  # fmt: skip
+    levels = [
+        _level("r2", 2, "helps", (0.95, 0.95)),
+        _level("r8", 8, "helps", (0.5, 0.95)),
+        _level("rinf", math.inf, "helps", (0.5, 0.95)),
+    ]
     c = capacity(levels, ("baseline", "ngram"), 0.9, "latency")
     assert c.max_load == {"baseline": 2, "ngram": math.inf}
     assert c.censored and c.ratio == 4.0  # at least 8 / 2: ngram's capacity lies beyond the heaviest finite rate
@@ -154,10 +206,19 @@ def test_capacity_ratio_is_a_bound_when_one_arm_held_every_level() -> None:
 def test_load_metrics_stay_finite_when_ngram_helps_nowhere() -> None:
     from specharness.history.asv.metrics import load_metrics
 
-    report = {"sweeps": [{"workload": "copy", "helps_up_to": None, "helps_everywhere": False,
-                          "levels": [{"offered": 4.0}, {"offered": None}],
-                          "goodput_capacity": {"ratio": None}, "latency_capacity": {"ratio": 0.5},
-                          "peak_rps": {"baseline": 10.0, "ngram": 5.0}}]}  # fmt: skip
+    report = {
+        "sweeps": [
+            {
+                "workload": "copy",
+                "helps_up_to": None,
+                "helps_everywhere": False,
+                "levels": [{"offered": 4.0}, {"offered": None}],
+                "goodput_capacity": {"ratio": None},
+                "latency_capacity": {"ratio": 0.5},
+                "peak_rps": {"baseline": 10.0, "ngram": 5.0},
+            }
+        ]
+    }
     m = load_metrics(report)
     assert m["copy/load/crossover_gap_s"] == 0.5  # twice the lightest level's gap (1/4 s)
     assert m["copy/load/capacity_loss_latency"] == 2.0 and m["copy/load/peak_rate_loss"] == 2.0

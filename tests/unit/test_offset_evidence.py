@@ -18,8 +18,21 @@ def aa_record(runs: int, tau: float, se: float, rng: np.random.Generator, cells:
         offset = rng.normal(0, tau)
         for c in range(cells):
             est = math.exp(offset + rng.normal(0, se))
-            out.append(ControlCell(f"run{r}", "w", c, "baseline-b", est, est * math.exp(-t * se), est * math.exp(t * se),
-                                   "inconclusive", "holds", 4, df=3))  # fmt: skip
+            out.append(
+                ControlCell(
+                    f"run{r}",
+                    "w",
+                    c,
+                    "baseline-b",
+                    est,
+                    est * math.exp(-t * se),
+                    est * math.exp(t * se),
+                    "inconclusive",
+                    "holds",
+                    4,
+                    df=3,
+                )
+            )
     return out
 
 

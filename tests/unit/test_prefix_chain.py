@@ -41,8 +41,20 @@ def test_rekeyed_chains_keep_common_prefixes_and_hide_the_public_chain() -> None
 
 def test_policy_rekeys_the_chain_under_hash_and_none_only() -> None:
     chain = _chain([[11, 12, 13]])
-    r = RequestRecord(arm="a", block=0, workload="w", group="g", case_id="c", clients=1, warmup=False, cell="x",
-                      seq=0, started_unix_s=0.0, send_s=0.0, prefix_chain=chain)  # fmt: skip
+    r = RequestRecord(
+        arm="a",
+        block=0,
+        workload="w",
+        group="g",
+        case_id="c",
+        clients=1,
+        warmup=False,
+        cell="x",
+        seq=0,
+        started_unix_s=0.0,
+        send_s=0.0,
+        prefix_chain=chain,
+    )
     assert TextPolicy("full").request(r).prefix_chain == chain
     for mode in ("hash", "none"):
         kept = TextPolicy(mode, b"s").request(r).prefix_chain

@@ -24,8 +24,17 @@ def chain(ids: list[int]) -> str:
     return state.prefix_chain
 
 
-def req(arm: str, block: int, case: int, ids: list[int], per_token_s: float, *, finish: str = "stop",
-        error: str | None = None, chained: bool = True) -> RequestRecord:  # fmt: skip
+def req(
+    arm: str,
+    block: int,
+    case: int,
+    ids: list[int],
+    per_token_s: float,
+    *,
+    finish: str = "stop",
+    error: str | None = None,
+    chained: bool = True,
+) -> RequestRecord:
     """One request writing ``ids`` one token per chunk, ``per_token_s`` apart (ttft one token's time)."""
     n = len(ids)
     arrivals = [per_token_s * (i + 1) for i in range(n)]
@@ -33,14 +42,32 @@ def req(arm: str, block: int, case: int, ids: list[int], per_token_s: float, *, 
     ok = error is None
     verdict = ("complete" if finish == "stop" else "truncated") if ok else "failed"
     return RequestRecord(
-        arm=arm, block=block, workload="w", group="g", case_id=f"c{case}", clients=1, warmup=False,
-        cell=f"b{block}/w/c1/{arm}#s0", seq=case, started_unix_s=0.0, send_s=0.0,
-        chunk_arrival_s=arrivals if ok or timed_out else [], chunk_tokens=[1] * n if ok or timed_out else [],
-        ttft_s=arrivals[0] if n else math.nan, e2e_s=arrivals[-1] + 0.001 if ok and n else math.nan,
-        completion_tokens=n if ok else None, finish_reason=finish if ok else None, text=" ".join(map(str, ids)),
-        error_kind=error, verdict=verdict, saw_done=ok, correct=ok, check_detail="ok",
-        output_digest=str(hash(tuple(ids))), prefix_chain=chain(ids) if chained else "",
-    )  # fmt: skip
+        arm=arm,
+        block=block,
+        workload="w",
+        group="g",
+        case_id=f"c{case}",
+        clients=1,
+        warmup=False,
+        cell=f"b{block}/w/c1/{arm}#s0",
+        seq=case,
+        started_unix_s=0.0,
+        send_s=0.0,
+        chunk_arrival_s=arrivals if ok or timed_out else [],
+        chunk_tokens=[1] * n if ok or timed_out else [],
+        ttft_s=arrivals[0] if n else math.nan,
+        e2e_s=arrivals[-1] + 0.001 if ok and n else math.nan,
+        completion_tokens=n if ok else None,
+        finish_reason=finish if ok else None,
+        text=" ".join(map(str, ids)),
+        error_kind=error,
+        verdict=verdict,
+        saw_done=ok,
+        correct=ok,
+        check_detail="ok",
+        output_digest=str(hash(tuple(ids))),
+        prefix_chain=chain(ids) if chained else "",
+    )
 
 
 def compare(a: list[RequestRecord], b: list[RequestRecord], rules: ComparisonRules = RULES) -> PairedComparison:
@@ -53,8 +80,9 @@ def outputs(case: int, n: int = 100) -> list[int]:
     return [100_000 + case * 1000 + i for i in range(n)]
 
 
-def arms(cases: int = 8, blocks: int = 4, speed: float = 2.0, diverge_at: int | None = None, seed: int = 0,
-         **kw: bool) -> tuple[list[RequestRecord], list[RequestRecord]]:  # fmt: skip
+def arms(
+    cases: int = 8, blocks: int = 4, speed: float = 2.0, diverge_at: int | None = None, seed: int = 0, **kw: bool
+) -> tuple[list[RequestRecord], list[RequestRecord]]:
     """Baseline at 10 ms a token, ngram ``speed`` times faster (noise 3% per request); with ``diverge_at`` the ngram
     output parts from the baseline's there (different tokens after it)."""
     rng = np.random.default_rng(seed)
@@ -131,12 +159,23 @@ def test_loops_to_the_cap_are_shown_with_the_estimate_without_them() -> None:
     a, b = arms(speed=1.0)
     loops = {2, 5}  # identical loops to the cap, ngram 3x faster on them
     a = [replace(r, finish_reason="length", verdict="truncated") if r.seq in loops else r for r in a]
-    b = [replace(r, finish_reason="length", verdict="truncated",
-                 chunk_arrival_s=[t / 3 for t in r.chunk_arrival_s], e2e_s=r.e2e_s / 3) if r.seq in loops else r
-         for r in b]  # fmt: skip
+    b = [
+        replace(
+            r,
+            finish_reason="length",
+            verdict="truncated",
+            chunk_arrival_s=[t / 3 for t in r.chunk_arrival_s],
+            e2e_s=r.e2e_s / 3,
+        )
+        if r.seq in loops
+        else r
+        for r in b
+    ]
     c = compare(a, b)
     assert c.work is not None and c.work.capped_time_share == pytest.approx(0.25, abs=0.03)
-    assert c.speedup.estimate == pytest.approx(1.2, abs=0.03) and c.work.without_capped.estimate == pytest.approx(1.0, abs=0.03)
+    assert c.speedup.estimate == pytest.approx(1.2, abs=0.03) and c.work.without_capped.estimate == pytest.approx(
+        1.0, abs=0.03
+    )
 
 
 def test_the_offset_variance_widens_the_interval() -> None:

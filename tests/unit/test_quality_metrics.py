@@ -51,9 +51,22 @@ def test_h200_structured_run_only_answers_cut_at_the_cap_are_invalid(tmp_path: P
 
 
 def _record(**fields: Any) -> RequestRecord:
-    base: dict[str, Any] = {"arm": "ngram", "block": 0, "workload": "w", "group": "g", "case_id": "c", "clients": 1,
-                            "warmup": False, "cell": "b0/w/c1/ngram#s0", "seq": 0, "started_unix_s": 0.0,
-                            "send_s": 0.0, "verdict": "complete", "saw_done": True, "finish_reason": "stop"}  # fmt: skip
+    base: dict[str, Any] = {
+        "arm": "ngram",
+        "block": 0,
+        "workload": "w",
+        "group": "g",
+        "case_id": "c",
+        "clients": 1,
+        "warmup": False,
+        "cell": "b0/w/c1/ngram#s0",
+        "seq": 0,
+        "started_unix_s": 0.0,
+        "send_s": 0.0,
+        "verdict": "complete",
+        "saw_done": True,
+        "finish_reason": "stop",
+    }
     return RequestRecord(**{**base, **fields})
 
 
@@ -62,29 +75,58 @@ def _judged(result: CheckResult, tool_calls: list[dict[str, Any]] | None = None)
 
 
 def test_stages_read_the_wording_of_the_checks_themselves() -> None:
-    schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"],
-              "additionalProperties": False}  # fmt: skip
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}},
+        "required": ["name"],
+        "additionalProperties": False,
+    }
     answer = parse_structured_check({"type": "json_schema", "schema": schema, "values": {"name": "Mara"}}, "t")
-    for text, stage in (("Sure: {}", "not_json"), ('{"name": 3}', "schema_invalid"), ('{"name": "Bob"}', "wrong_values"),
-                        ('{"name": "Mara"}', "valid")):  # fmt: skip
+    for text, stage in (
+        ("Sure: {}", "not_json"),
+        ('{"name": 3}', "schema_invalid"),
+        ('{"name": "Bob"}', "wrong_values"),
+        ('{"name": "Mara"}', "valid"),
+    ):
         assert validity_stage(_judged(answer.evaluate(text)), "json_schema") == stage, text
-    tools = parse_tools([{"type": "function", "function": {"name": "book", "parameters": schema}},
-                         {"type": "function", "function": {"name": "cancel"}}], "t")  # fmt: skip
+    tools = parse_tools(
+        [
+            {"type": "function", "function": {"name": "book", "parameters": schema}},
+            {"type": "function", "function": {"name": "cancel"}},
+        ],
+        "t",
+    )
     choice = parse_tool_choice({"type": "function", "function": {"name": "book"}}, tools, "t")
-    call = bind_check(parse_structured_check({"type": "tool_call", "values": {"name": "Mara"}}, "t"),
-                      response_format=None, tools=tools, tool_choice=choice, where="t")  # fmt: skip
-    for calls, stage in (([], "no_tool_call"), ([{"name": "cancel", "arguments": "{}"}], "no_tool_call"),
-                         ([{"name": "book", "arguments": '{"name": '}], "not_json"),
-                         ([{"name": "book", "arguments": '{"who": "Mara"}'}], "schema_invalid"),
-                         ([{"name": "book", "arguments": '{"name": "Ann"}'}], "wrong_values"),
-                         ([{"name": "book", "arguments": '{"name": "Mara"}'}], "valid")):  # fmt: skip
+    call = bind_check(
+        parse_structured_check({"type": "tool_call", "values": {"name": "Mara"}}, "t"),
+        response_format=None,
+        tools=tools,
+        tool_choice=choice,
+        where="t",
+    )
+    for calls, stage in (
+        ([], "no_tool_call"),
+        ([{"name": "cancel", "arguments": "{}"}], "no_tool_call"),
+        ([{"name": "book", "arguments": '{"name": '}], "not_json"),
+        ([{"name": "book", "arguments": '{"who": "Mara"}'}], "schema_invalid"),
+        ([{"name": "book", "arguments": '{"name": "Ann"}'}], "wrong_values"),
+        ([{"name": "book", "arguments": '{"name": "Mara"}'}], "valid"),
+    ):
         assert validity_stage(_judged(call.evaluate_response("", calls), calls), "tool_call") == stage, calls
 
 
 def test_rejections_failures_and_unkept_details_move_the_right_values() -> None:
-    manifest = {"workloads": {"w": {"cases": [{"id": "j", "check": {"type": "json_schema"}},
-                                              {"id": "t", "check": {"type": "tool_call"}},
-                                              {"id": "x", "check": {"type": "contains"}}]}}}  # fmt: skip
+    manifest = {
+        "workloads": {
+            "w": {
+                "cases": [
+                    {"id": "j", "check": {"type": "json_schema"}},
+                    {"id": "t", "check": {"type": "tool_call"}},
+                    {"id": "x", "check": {"type": "contains"}},
+                ]
+            }
+        }
+    }
     records = [
         _record(case_id="j", error_kind="http_error", http_status=400, verdict="failed", saw_done=False),
         _record(case_id="j", error_kind="timeout", verdict="failed", saw_done=False),
@@ -92,7 +134,7 @@ def test_rejections_failures_and_unkept_details_move_the_right_values() -> None:
         _record(case_id="j", correct=False, check_detail="not JSON (Expecting value at char 0)"),
         _record(case_id="t", correct=False, check_detail="failed"),  # --keep-text hash: no tool call came back
         _record(case_id="x", correct=False, check_detail="missing 'y'"),  # not a structured case
-    ]  # fmt: skip
+    ]
     rows = {v.check: v for v in structured_validity(records, manifest)}
     assert sorted(rows) == ["json_schema", "tool_call"]
     j = rows["json_schema"]
@@ -111,9 +153,11 @@ def test_rejections_failures_and_unkept_details_move_the_right_values() -> None:
 
 def test_check_type_is_read_off_the_record_when_the_manifest_keeps_only_ids() -> None:
     manifest = {"workloads": {"w": {"cases": ["j", "t"]}}}  # specharness sampled keeps case ids only
-    records = [_record(case_id="j", correct=False, check_detail="schema: (root): [] is not of type 'object'"),
-               _record(case_id="t", correct=False, check_detail="no tool call"),
-               _record(case_id="u", correct=True, check_detail="all present")]  # fmt: skip
+    records = [
+        _record(case_id="j", correct=False, check_detail="schema: (root): [] is not of type 'object'"),
+        _record(case_id="t", correct=False, check_detail="no tool call"),
+        _record(case_id="u", correct=True, check_detail="all present"),
+    ]
     rows = {v.check: v for v in structured_validity(records, manifest)}
     assert rows["json_schema"].schema_invalid == 1 and rows["tool_call"].no_tool_call == 1 and len(rows) == 2
 
@@ -134,9 +178,15 @@ def test_a_missed_control_and_a_comparison_that_did_not_happen() -> None:
     def overall(verdict: str, differs_on: list[str], mde: float | None = 3.0) -> dict[str, Any]:
         return {"overall": {"verdict": verdict, "differs_on": differs_on, "length": {"mde": mde}}}
 
-    sampled = {"workloads": {"copy": {"ngram": overall("not compared", [], None),
-                                      "baseline-aa": overall("no difference detected", []),
-                                      "baseline-t": overall("no difference detected", [])}}}  # fmt: skip
+    sampled = {
+        "workloads": {
+            "copy": {
+                "ngram": overall("not compared", [], None),
+                "baseline-aa": overall("no difference detected", []),
+                "baseline-t": overall("no difference detected", []),
+            }
+        }
+    }
     metrics = distribution_metrics(sampled)
     assert math.isnan(metrics["copy/statistics_differing"])  # nothing compared: n/a, never a reassuring 0
     assert math.isnan(metrics["copy/detectable_length_difference_tokens"])
@@ -155,8 +205,10 @@ def test_every_track_method_reads_a_key_the_metrics_produce(tmp_path: Path, monk
     monkeypatch.setenv("SPECHARNESS_ASV_NOTES", str(tmp_path / "notes"))
     structured = structured_metrics(structured_report(unpack("cpu-structured/20261204", tmp_path / "s")))
     sampled = distribution_metrics(write_sampled_report(unpack("cpu-sampled/20261204", tmp_path / "d")))
-    caches = {StructuredOutput: {"metrics": structured, "prefix": STRUCTURED_PREFIX, "run_dir": "s"},
-              SampledDistribution: {"metrics": sampled, "run_dir": "d"}}  # fmt: skip
+    caches = {
+        StructuredOutput: {"metrics": structured, "prefix": STRUCTURED_PREFIX, "run_dir": "s"},
+        SampledDistribution: {"metrics": sampled, "run_dir": "d"},
+    }
     for cls, cache in caches.items():
         bench = cls()
         tracks = [f for name, f in inspect.getmembers(cls, inspect.isfunction) if name.startswith("track_")]

@@ -45,7 +45,10 @@ def test_a_greedy_run_without_structured_or_refusal_cases_says_what_it_did_not_m
     assert "Not measured" not in greedy
     cases = {(c["workload"], c["clients"]): len(c["identity"]["by_case"]) for c in report["comparisons"]}
     n, k = pairs[("copy", 1)], cases[("copy", 1)]
-    assert f"| copy | 1 client | ngram vs baseline | {n}/{n} (100%) | {k}/{k} | 0 | 0 | 0 | no A/A arm in this run |" in greedy
+    assert (
+        f"| copy | 1 client | ngram vs baseline | {n}/{n} (100%) | {k}/{k} | 0 | 0 | 0 | no A/A arm in this run |"
+        in greedy
+    )
     for heading in SUBSECTIONS[1:]:
         assert "Not measured in this run" in _subsection(q, heading), heading
     assert "`specharness sampled`" in _subsection(q, "### Sampled distribution")
@@ -66,9 +69,17 @@ def test_structured_validity_rows_of_the_committed_cpu_run(tmp_path: Path) -> No
     write_report(run, plots=False)
     q = quality((run / "report.md").read_text())
     structured = _subsection(q, "### Structured validity")
-    assert "| structured | 1 client | baseline | forced tool call | 16 | 0 / 0 | 0 | 6 | 10 | **16** (100%) | 0 | 0 | 0 | 8 |" in structured
-    assert "| structured | 1 client | ngram | JSON answer | 16 | 0 / 0 | n/a | 4 | 0 | **4** (25%) | 10 | 2 | 0 | 4 |" in structured
-    assert "| structured | 1 client | ngram vs baseline | 24/32 (75%) | 12/16 | 8 | 0 | 0 |" in _subsection(q, "### Greedy identity")
+    assert (
+        "| structured | 1 client | baseline | forced tool call | 16 | 0 / 0 | 0 | 6 | 10 | **16** (100%) | 0 | 0 | 0 | 8 |"
+        in structured
+    )
+    assert (
+        "| structured | 1 client | ngram | JSON answer | 16 | 0 / 0 | n/a | 4 | 0 | **4** (25%) | 10 | 2 | 0 | 4 |"
+        in structured
+    )
+    assert "| structured | 1 client | ngram vs baseline | 24/32 (75%) | 12/16 | 8 | 0 | 0 |" in _subsection(
+        q, "### Greedy identity"
+    )
     assert "Not measured in this run" in _subsection(q, "### Refusal agreement")
 
 
@@ -112,14 +123,35 @@ def test_a_sampled_run_of_structured_cases_shows_validity_per_stream(tmp_path: P
         for stream in STREAMS:
             for i in range(4):
                 broken = stream == "ngram" and i == 0
-                journal.write(RequestRecord(
-                    arm=stream, block=0, workload="structured", group="g", case_id="t", clients=8, warmup=False,
-                    cell=f"rep0/structured/{stream}#s0", seq=i, started_unix_s=0.0, send_s=0.0, completion_tokens=20,
-                    verdict="complete", finish_reason="tool_calls", saw_done=True, correct=not broken,
-                    check_detail="no tool call" if broken else "arguments valid JSON, 1 value match",
-                    tool_calls=[] if broken else [{"name": "book", "arguments": "{}"}], first_token_id=5,
-                ))  # fmt: skip
+                journal.write(
+                    RequestRecord(
+                        arm=stream,
+                        block=0,
+                        workload="structured",
+                        group="g",
+                        case_id="t",
+                        clients=8,
+                        warmup=False,
+                        cell=f"rep0/structured/{stream}#s0",
+                        seq=i,
+                        started_unix_s=0.0,
+                        send_s=0.0,
+                        completion_tokens=20,
+                        verdict="complete",
+                        finish_reason="tool_calls",
+                        saw_done=True,
+                        correct=not broken,
+                        check_detail="no tool call" if broken else "arguments valid JSON, 1 value match",
+                        tool_calls=[] if broken else [{"name": "book", "arguments": "{}"}],
+                        first_token_id=5,
+                    )
+                )
     write_sampled_report(run)
     structured = _subsection(quality((run / "sampled.md").read_text()), "### Structured validity")
-    assert "| structured | 8 clients | ngram | forced tool call | 4 | 0 / 0 | 1 | 0 | 0 | **1** (25%) | 0 | 3 | 0 | 0 |" in structured
-    assert "| structured | 8 clients | baseline-t | forced tool call | 4 | 0 / 0 | 0 | 0 | 0 | **0** (0%) |" in structured
+    assert (
+        "| structured | 8 clients | ngram | forced tool call | 4 | 0 / 0 | 1 | 0 | 0 | **1** (25%) | 0 | 3 | 0 | 0 |"
+        in structured
+    )
+    assert (
+        "| structured | 8 clients | baseline-t | forced tool call | 4 | 0 / 0 | 0 | 0 | 0 | **0** (0%) |" in structured
+    )

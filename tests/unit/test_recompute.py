@@ -14,12 +14,19 @@ from specharness.reporting.report import write_report
 def test_values_follow_the_report_cell_by_cell_and_absent_cells_stay_not_applicable(tmp_path: Path) -> None:
     report = write_report(write_synthetic_run(tmp_path / "run", records=480), plots=False)
     grid = [["'copy'", "'transform'"], ["1", "4", "8"]]
-    result = {"result_columns": ["result", "params", "version"],
-              "results": {"bench_paired.PairedNgram.track_slowdown": [[9.0] * 6, grid, "v1"],
-                          "bench_paired.PairedNgram.track_tpot_p50_ms_ngram": [[9.0] * 6, grid, "v1"],
-                          "bench_client.ClientParse.time_parse_stream": [[1.0], [], "v2"]}}  # fmt: skip
+    result = {
+        "result_columns": ["result", "params", "version"],
+        "results": {
+            "bench_paired.PairedNgram.track_slowdown": [[9.0] * 6, grid, "v1"],
+            "bench_paired.PairedNgram.track_tpot_p50_ms_ngram": [[9.0] * 6, grid, "v1"],
+            "bench_client.ClientParse.time_parse_stream": [[1.0], [], "v2"],
+        },
+    }
     changed = recompute_paired(result, report)
-    assert sorted(changed) == ["bench_paired.PairedNgram.track_slowdown", "bench_paired.PairedNgram.track_tpot_p50_ms_ngram"]
+    assert sorted(changed) == [
+        "bench_paired.PairedNgram.track_slowdown",
+        "bench_paired.PairedNgram.track_tpot_p50_ms_ngram",
+    ]
     metrics = asv_metrics(report)
     slowdown = result["results"]["bench_paired.PairedNgram.track_slowdown"][0]
     assert slowdown[0] == metrics["copy/c1/slowdown"] and slowdown[2] == metrics["copy/c8/slowdown"]

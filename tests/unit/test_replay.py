@@ -50,8 +50,12 @@ def write_lines(tmp_path: Path, name: str, records: list[Any]) -> Path:
     return path
 
 
-REPLAY = {"id": "chat", "messages": [{"role": "system", "content": "Be brief."}, user("Name a colour.")],
-          "turns": ["Another one?", "And a third?"], "max_tokens": 16}  # fmt: skip
+REPLAY = {
+    "id": "chat",
+    "messages": [{"role": "system", "content": "Be brief."}, user("Name a colour.")],
+    "turns": ["Another one?", "And a third?"],
+    "max_tokens": 16,
+}
 
 
 # --- the turns field -----------------------------------------------------------------------------------------------
@@ -69,20 +73,28 @@ def test_a_replay_case_parses_and_round_trips() -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"messages": None, "prompt": "Once"}, "field 'turns' needs a chat case ('messages'); a raw 'prompt' case "
-                                               "cannot be replayed turn by turn"),
+        (
+            {"messages": None, "prompt": "Once"},
+            "field 'turns' needs a chat case ('messages'); a raw 'prompt' case cannot be replayed turn by turn",
+        ),
         ({"turns": []}, "field 'turns' must be a non-empty list of non-blank strings"),
         ({"turns": "Another one?"}, "field 'turns' must be a non-empty list of non-blank strings"),
         ({"turns": ["ok", "  "]}, "field 'turns' must be a non-empty list of non-blank strings"),
         ({"turns": ["ok", 3]}, "field 'turns' must be a non-empty list of non-blank strings"),
-        ({"messages": [user("hi"), {"role": "assistant", "content": "hello"}]},
-         "field 'turns' needs 'messages' to end with a user message (turn 1), not 'assistant'"),
-        ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]},
-         "field 'turns' cannot go with 'tools' or 'tool_choice'"),
+        (
+            {"messages": [user("hi"), {"role": "assistant", "content": "hello"}]},
+            "field 'turns' needs 'messages' to end with a user message (turn 1), not 'assistant'",
+        ),
+        (
+            {"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]},
+            "field 'turns' cannot go with 'tools' or 'tool_choice'",
+        ),
         ({"id": "chat#t2"}, "field 'id' 'chat#t2' ends in '#t<number>'"),
     ],
-)  # fmt: skip
-def test_bad_turns_give_one_line_naming_file_line_and_field(change: dict[str, Any], message: str, tmp_path: Path) -> None:
+)
+def test_bad_turns_give_one_line_naming_file_line_and_field(
+    change: dict[str, Any], message: str, tmp_path: Path
+) -> None:
     obj = {k: v for k, v in {**REPLAY, **change}.items() if v is not None}
     path = write_lines(tmp_path, "mine.jsonl", [{"id": "ok", "messages": [user("hi")], "max_tokens": 4}, obj])
     with pytest.raises(WorkloadError) as info:
@@ -107,34 +119,65 @@ def test_turn_ids_have_one_format() -> None:
 def test_sharegpt_replay_keeps_every_user_turn_and_drops_the_dataset_answers() -> None:
     result = import_workload(DATA / "sharegpt.json", ImportOptions(turns="replay"))
     cases = {c.id: c for c in result.workload.cases}
-    assert cases["c1"].messages == ({"role": "system", "content": "You answer from the passage."},
-                                    user("Passage: The bridge is painted green every five years. How often is it "
-                                         "painted?"))  # fmt: skip
+    assert cases["c1"].messages == (
+        {"role": "system", "content": "You answer from the passage."},
+        user("Passage: The bridge is painted green every five years. How often is it painted?"),
+    )
     assert cases["c1"].turns == ("What colour?",)
-    assert cases["c2"].turns is None and cases["c2"].messages == (user("Tell me a joke about clocks."),)  # one user turn
+    assert cases["c2"].turns is None and cases["c2"].messages == (
+        user("Tell me a joke about clocks."),
+    )  # one user turn
     assert result.read == result.imported + result.rejected
 
 
 def test_sharegpt_replay_skips_blank_user_turns_and_rejects_a_late_system_turn(tmp_path: Path) -> None:
-    path = write_lines(tmp_path, "chats.jsonl", [
-        {"id": "a", "conversations": [{"from": "human", "value": "one"}, {"from": "gpt", "value": "1"},
-                                      {"from": "human", "value": "  "}, {"from": "human", "value": "two"}]},
-        {"id": "b", "conversations": [{"from": "human", "value": "one"}, {"from": "system", "value": "be rude"},
-                                      {"from": "human", "value": "two"}]},
-    ])  # fmt: skip
+    path = write_lines(
+        tmp_path,
+        "chats.jsonl",
+        [
+            {
+                "id": "a",
+                "conversations": [
+                    {"from": "human", "value": "one"},
+                    {"from": "gpt", "value": "1"},
+                    {"from": "human", "value": "  "},
+                    {"from": "human", "value": "two"},
+                ],
+            },
+            {
+                "id": "b",
+                "conversations": [
+                    {"from": "human", "value": "one"},
+                    {"from": "system", "value": "be rude"},
+                    {"from": "human", "value": "two"},
+                ],
+            },
+        ],
+    )
     result = import_workload(path, ImportOptions(turns="replay"))
     assert [(c.id, c.turns) for c in result.workload.cases] == [("a", ("two",))]
-    assert result.rejections == (f"{path}:2: field 'conversations[1]' is a system turn after the first user turn; "
-                                 "turns=replay replays user turns only",)  # fmt: skip
+    assert result.rejections == (
+        f"{path}:2: field 'conversations[1]' is a system turn after the first user turn; "
+        "turns=replay replays user turns only",
+    )
 
 
 def test_openai_chat_replay_splits_at_the_first_user_message(tmp_path: Path) -> None:
-    body = {"model": "m", "max_tokens": 12, "messages": [
-        {"role": "developer", "content": "Answer in one word."}, user("Capital of France?"),
-        {"role": "assistant", "content": "Paris."}, user("And of Italy?"), {"role": "assistant", "content": "Rome."},
-        user("And of Spain?")]}  # fmt: skip
-    path = write_lines(tmp_path, "bodies.jsonl", [{"custom_id": "r1", "method": "POST", "url": "/v1/chat/completions",
-                                                   "body": body}])  # fmt: skip
+    body = {
+        "model": "m",
+        "max_tokens": 12,
+        "messages": [
+            {"role": "developer", "content": "Answer in one word."},
+            user("Capital of France?"),
+            {"role": "assistant", "content": "Paris."},
+            user("And of Italy?"),
+            {"role": "assistant", "content": "Rome."},
+            user("And of Spain?"),
+        ],
+    }
+    path = write_lines(
+        tmp_path, "bodies.jsonl", [{"custom_id": "r1", "method": "POST", "url": "/v1/chat/completions", "body": body}]
+    )
     (case,) = import_workload(path, ImportOptions(turns="replay")).workload.cases
     assert case.id == "r1" and case.max_tokens == 12
     assert case.messages == ({"role": "system", "content": "Answer in one word."}, user("Capital of France?"))
@@ -154,7 +197,9 @@ def test_imported_replay_cases_round_trip_and_are_detected_as_native(tmp_path: P
 def test_the_length_filter_counts_the_later_turns() -> None:
     short = len("Passage: The bridge is painted green every five years. How often is it painted?")
     system = len("You answer from the passage.")
-    opts = ImportOptions(turns="replay", max_prompt_chars=short + system)  # c1's first turn fits, with turn 2 it does not
+    opts = ImportOptions(
+        turns="replay", max_prompt_chars=short + system
+    )  # c1's first turn fits, with turn 2 it does not
     ids = [c.id for c in import_workload(DATA / "sharegpt.json", opts).workload.cases]
     assert "c1" not in ids and "c2" in ids
 
@@ -168,17 +213,34 @@ def test_an_imported_id_with_a_turn_suffix_is_rejected(tmp_path: Path) -> None:
 # --- the turn-by-turn sender (a stand-in send, no HTTP) --------------------------------------------------------------
 
 
-def answer_record(case: Case, arm: str, text: str, *, error_kind: str | None = None, finish: str = "stop",
-                  seq: int = 0) -> RequestRecord:  # fmt: skip
+def answer_record(
+    case: Case, arm: str, text: str, *, error_kind: str | None = None, finish: str = "stop", seq: int = 0
+) -> RequestRecord:
     saw_done = error_kind is None
     return RequestRecord(
-        arm=arm, block=0, workload="w", group=case.group, case_id=case.id, clients=1, warmup=False, cell="c", seq=seq,
-        started_unix_s=0.0, send_s=0.0, chunk_arrival_s=[0.1], chunk_tokens=[3], ttft_s=0.1, e2e_s=0.5,
-        completion_tokens=3, finish_reason=finish if saw_done else None, text=text if saw_done else "",
-        error_kind=error_kind, saw_done=saw_done,
+        arm=arm,
+        block=0,
+        workload="w",
+        group=case.group,
+        case_id=case.id,
+        clients=1,
+        warmup=False,
+        cell="c",
+        seq=seq,
+        started_unix_s=0.0,
+        send_s=0.0,
+        chunk_arrival_s=[0.1],
+        chunk_tokens=[3],
+        ttft_s=0.1,
+        e2e_s=0.5,
+        completion_tokens=3,
+        finish_reason=finish if saw_done else None,
+        text=text if saw_done else "",
+        error_kind=error_kind,
+        saw_done=saw_done,
         verdict=completeness(error_kind=error_kind, saw_done=saw_done, finish_reason=finish if saw_done else None),
         output_digest=hashlib.sha256(text.encode()).hexdigest()[:32],
-    )  # fmt: skip
+    )
 
 
 class StandinSender:
@@ -249,8 +311,9 @@ def test_a_truncated_answer_is_carried_on() -> None:
 
 
 def test_a_skipped_turn_is_a_failed_record_with_its_check_evaluated() -> None:
-    case = replace(parse_case(REPLAY, "w"), id="chat#t3", turns=None,
-                   check=parse_check({"type": "contains", "values": ["x"]}, "w"))  # fmt: skip
+    case = replace(
+        parse_case(REPLAY, "w"), id="chat#t3", turns=None, check=parse_check({"type": "contains", "values": ["x"]}, "w")
+    )
     meta = RequestMeta(arm="ngram", block=1, workload="w", clients=2, warmup=False, cell="b1/w/c2/ngram#s0", seq=4)
     r = skipped_record(case, meta)
     assert r.error_kind == SKIPPED_AFTER_FAILURE and r.verdict == "failed" and not r.saw_done
@@ -265,8 +328,9 @@ def test_a_skipped_turn_is_a_failed_record_with_its_check_evaluated() -> None:
 
 def standin_context(tmp_path: Path, cases: tuple[Case, ...], progress: list[int]) -> RunContext:
     """A run context whose one engine is a stand-in (no server): only its arm and base URL are read."""
-    profile = override(get_profile("quick"), workloads=("w",), clients=(2,), requests_per_cell=len(cases),
-                       warmups_per_cell=0, blocks=2)  # fmt: skip
+    profile = override(
+        get_profile("quick"), workloads=("w",), clients=(2,), requests_per_cell=len(cases), warmups_per_cell=0, blocks=2
+    )
     config = RunConfig(profile=profile, out_dir=tmp_path)
     journal = Journal(tmp_path / "journal.jsonl", fsync=False)
     standin_engine = SimpleNamespace(arm=SimpleNamespace(client_slowdown=1.0), base_url="http://standin")
@@ -276,29 +340,39 @@ def standin_context(tmp_path: Path, cases: tuple[Case, ...], progress: list[int]
 
 
 @pytest.mark.parametrize("load", [Load(2), Load(0, "inf")], ids=["closed-loop", "open-loop"])
-def test_the_driver_sends_each_conversation_turn_by_turn(load: Load, tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_the_driver_sends_each_conversation_turn_by_turn(
+    load: Load, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     events: list[tuple[str, str, int]] = []
     bodies: dict[str, list[dict[str, str]]] = {}
 
-    async def standin_send_request(client: Any, base_url: str, case: Case, body: dict[str, Any], meta: RequestMeta,
-                                   sink: Any, **_: Any) -> RequestRecord:  # fmt: skip
+    async def standin_send_request(
+        client: Any, base_url: str, case: Case, body: dict[str, Any], meta: RequestMeta, sink: Any, **_: Any
+    ) -> RequestRecord:
         """A stand-in for the HTTP client: answers at once, fails turn 1 of conversation b."""
         events.append(("start", case.id, meta.seq))
         bodies[case.id] = body["messages"]
         await asyncio.sleep(0.001)
         events.append(("end", case.id, meta.seq))
         failed = case.id == "b#t1"
-        record = replace(answer_record(case, meta.arm, f"{meta.arm}:{case.id}", error_kind="http_error" if failed else None,
-                                       seq=meta.seq), block=meta.block, cell=meta.cell,
-                         scheduled_s=meta.scheduled_s, send_lateness_s=meta.send_lateness_s)  # fmt: skip
+        record = replace(
+            answer_record(
+                case, meta.arm, f"{meta.arm}:{case.id}", error_kind="http_error" if failed else None, seq=meta.seq
+            ),
+            block=meta.block,
+            cell=meta.cell,
+            scheduled_s=meta.scheduled_s,
+            send_lateness_s=meta.send_lateness_s,
+        )
         sink(record)
         return record
 
     monkeypatch.setattr(sending, "send_request", standin_send_request)
-    cases = (parse_case({"id": "a", "messages": [user("a1")], "turns": ["a2", "a3"], "max_tokens": 8}, "w"),
-             parse_case({"id": "b", "messages": [user("b1")], "turns": ["b2"], "max_tokens": 8}, "w"),
-             parse_case({"id": "c", "messages": [user("c1")], "max_tokens": 8}, "w"))  # fmt: skip
+    cases = (
+        parse_case({"id": "a", "messages": [user("a1")], "turns": ["a2", "a3"], "max_tokens": 8}, "w"),
+        parse_case({"id": "b", "messages": [user("b1")], "turns": ["b2"], "max_tokens": 8}, "w"),
+        parse_case({"id": "c", "messages": [user("c1")], "max_tokens": 8}, "w"),
+    )
     progress: list[int] = []
     ctx = standin_context(tmp_path, cases, progress)
     plan = CellPlan(block=1, workload="w", load=load, arm_order=("baseline", "ngram"))
@@ -311,8 +385,13 @@ def test_the_driver_sends_each_conversation_turn_by_turn(load: Load, tmp_path: P
     assert {r.seq for r in records if r.case_id.startswith("a")} == {0} and by_id["c"].seq == 2
     assert {by_id["b#t1"].seq, by_id["b#t2"].seq} == {1}
     assert by_id["b#t2"].error_kind == SKIPPED_AFTER_FAILURE and "b#t2" not in bodies  # never sent
-    assert bodies["a#t3"] == [user("a1"), {"role": "assistant", "content": "ngram:a#t1"}, user("a2"),
-                              {"role": "assistant", "content": "ngram:a#t2"}, user("a3")]  # fmt: skip
+    assert bodies["a#t3"] == [
+        user("a1"),
+        {"role": "assistant", "content": "ngram:a#t1"},
+        user("a2"),
+        {"role": "assistant", "content": "ngram:a#t2"},
+        user("a3"),
+    ]
     for k in (1, 2):  # within a conversation: the next turn starts after the previous one ended
         assert events.index(("end", f"a#t{k}", 0)) < events.index(("start", f"a#t{k + 1}", 0))
     assert progress == [1, 1, 1]  # one per case, as the profile counts requests
@@ -327,21 +406,39 @@ def test_the_driver_sends_each_conversation_turn_by_turn(load: Load, tmp_path: P
 # --- the pairing rule for diverging histories ------------------------------------------------------------------------
 
 
-def rec(arm: str, block: int, case_id: str, out: str, *, seq: int = 0, error_kind: str | None = None,
-        e2e_s: float = 1.0) -> RequestRecord:  # fmt: skip
+def rec(
+    arm: str, block: int, case_id: str, out: str, *, seq: int = 0, error_kind: str | None = None, e2e_s: float = 1.0
+) -> RequestRecord:
     done = error_kind is None
     return RequestRecord(
-        arm=arm, block=block, workload="w", group="g", case_id=case_id, clients=1, warmup=False,
-        cell=f"b{block}/w/c1/{arm}#s0", seq=seq, started_unix_s=0.0, send_s=0.0, chunk_arrival_s=[0.1],
-        chunk_tokens=[4], ttft_s=0.1, e2e_s=e2e_s if done else math.nan, completion_tokens=4 if done else None,
-        finish_reason="stop" if done else None, text=out, error_kind=error_kind, saw_done=done,
+        arm=arm,
+        block=block,
+        workload="w",
+        group="g",
+        case_id=case_id,
+        clients=1,
+        warmup=False,
+        cell=f"b{block}/w/c1/{arm}#s0",
+        seq=seq,
+        started_unix_s=0.0,
+        send_s=0.0,
+        chunk_arrival_s=[0.1],
+        chunk_tokens=[4],
+        ttft_s=0.1,
+        e2e_s=e2e_s if done else math.nan,
+        completion_tokens=4 if done else None,
+        finish_reason="stop" if done else None,
+        text=out,
+        error_kind=error_kind,
+        saw_done=done,
         verdict=completeness(error_kind=error_kind, saw_done=done, finish_reason="stop" if done else None),
         output_digest=hashlib.sha256(out.encode()).hexdigest()[:32] if done else None,
-    )  # fmt: skip
+    )
 
 
-def conversation(arm: str, block: int, outputs: list[str], *, seq: int = 0, name: str = "c",
-                 failed_from: int | None = None) -> list[RequestRecord]:  # fmt: skip
+def conversation(
+    arm: str, block: int, outputs: list[str], *, seq: int = 0, name: str = "c", failed_from: int | None = None
+) -> list[RequestRecord]:
     out = []
     for k, text in enumerate(outputs, start=1):
         kind = None
@@ -353,8 +450,9 @@ def conversation(arm: str, block: int, outputs: list[str], *, seq: int = 0, name
 
 def classify(a: list[RequestRecord], b: list[RequestRecord], greedy: bool = True) -> tuple[dict[int, list], PairCounts]:
     by_block, counts = _classify(pair_requests(a, b), greedy)
-    assert counts.pairs == (counts.same_work + counts.unstable + counts.divergent + counts.failed
-                            + counts.history_diverged)  # fmt: skip
+    assert counts.pairs == (
+        counts.same_work + counts.unstable + counts.divergent + counts.failed + counts.history_diverged
+    )
     return by_block, counts
 
 

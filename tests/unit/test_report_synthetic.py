@@ -26,8 +26,15 @@ def test_report_from_a_synthetic_journal(tmp_path: Path) -> None:
     assert all(c["speed"]["verdict"] == "helps" and c["quality"]["verdict"] == "holds" for c in comps.values())
     assert all(row["ok"] for row in report["reconciliation"])
     md = (run / "report.md").read_text()
-    for heading in ("## Decision", "## Speed: time for the same work", "## Quality", "## Per arm",
-                    "## Counter reconciliation", "## Validity", "## Manifest"):
+    for heading in (
+        "## Decision",
+        "## Speed: time for the same work",
+        "## Quality",
+        "## Per arm",
+        "## Counter reconciliation",
+        "## Validity",
+        "## Manifest",
+    ):
         assert heading in md
     metrics = asv_metrics(report)
     assert metrics["copy/c1/slowdown"] == pytest.approx(1 / comps[("copy", 1)]["speedup"]["estimate"])
@@ -61,4 +68,3 @@ def test_partial_status_is_shown(tmp_path: Path) -> None:
     (run / "manifest.json").write_bytes(orjson.dumps(manifest))
     write_report(run, plots=False)
     assert "PARTIAL REPORT" in (run / "report.md").read_text()
-

@@ -22,20 +22,39 @@ def _synthetic_run(path: Path) -> Path:
     manifest = Manifest(kind="sampled", design=asdict(design), status="complete", config={}, workloads=workloads)
     write_manifest(path, manifest)
     rng = np.random.default_rng(7)
-    probs = {"baseline": [0.5, 0.3, 0.2], "ngram": [0.5, 0.3, 0.2], "baseline-aa": [0.5, 0.3, 0.2],
-             "baseline-t": [0.2, 0.3, 0.5]}  # fmt: skip
+    probs = {
+        "baseline": [0.5, 0.3, 0.2],
+        "ngram": [0.5, 0.3, 0.2],
+        "baseline-aa": [0.5, 0.3, 0.2],
+        "baseline-t": [0.2, 0.3, 0.5],
+    }
     with Journal(path / "journal.jsonl", fsync=False) as journal:
         for rep in range(design.repetitions):
             for stream in STREAMS:
                 for case in range(design.cases_per_workload):
                     for i in range(design.samples):
                         token = int(rng.choice(3, p=probs[stream]))
-                        journal.write(RequestRecord(
-                            arm=stream, block=rep, workload="copy", group="g", case_id=f"c{case}", clients=8,
-                            warmup=False, cell=f"rep{rep}/copy/{stream}#s0", seq=i, started_unix_s=0.0, send_s=0.0,
-                            completion_tokens=int(rng.poisson(30)), verdict="truncated", finish_reason="length",
-                            saw_done=True, check_detail="unchecked", first_token_id=100 + token,
-                        ))  # fmt: skip
+                        journal.write(
+                            RequestRecord(
+                                arm=stream,
+                                block=rep,
+                                workload="copy",
+                                group="g",
+                                case_id=f"c{case}",
+                                clients=8,
+                                warmup=False,
+                                cell=f"rep{rep}/copy/{stream}#s0",
+                                seq=i,
+                                started_unix_s=0.0,
+                                send_s=0.0,
+                                completion_tokens=int(rng.poisson(30)),
+                                verdict="truncated",
+                                finish_reason="length",
+                                saw_done=True,
+                                check_detail="unchecked",
+                                first_token_id=100 + token,
+                            )
+                        )
     return path
 
 

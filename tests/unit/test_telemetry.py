@@ -16,10 +16,25 @@ SECRET_OUTPUT = "Ines Faro, record 4471-B: acute tide-clock syndrome."
 
 
 def _request(**kw: object) -> RequestRecord:
-    base = {"arm": "ngram", "block": 0, "workload": "w", "group": "g", "case_id": "c", "clients": 1, "warmup": False,
-            "cell": "b0/w/c1/ngram#s0", "seq": 0, "started_unix_s": 0.0, "send_s": 0.0, "text": SECRET_OUTPUT,
-            "verdict": "complete", "correct": True, "check_detail": "missing 'Ines Faro'", "error": None,
-            "tool_calls": [{"name": "f", "arguments": '{"who": "Ines Faro"}'}]}  # fmt: skip
+    base = {
+        "arm": "ngram",
+        "block": 0,
+        "workload": "w",
+        "group": "g",
+        "case_id": "c",
+        "clients": 1,
+        "warmup": False,
+        "cell": "b0/w/c1/ngram#s0",
+        "seq": 0,
+        "started_unix_s": 0.0,
+        "send_s": 0.0,
+        "text": SECRET_OUTPUT,
+        "verdict": "complete",
+        "correct": True,
+        "check_detail": "missing 'Ines Faro'",
+        "error": None,
+        "tool_calls": [{"name": "f", "arguments": '{"who": "Ines Faro"}'}],
+    }
     return RequestRecord(**{**base, **kw})  # type: ignore[arg-type]
 
 
@@ -28,8 +43,16 @@ def test_no_text_reaches_the_journal(tmp_path: Path, mode: str) -> None:
     policy = TextPolicy(mode)
     with Journal(tmp_path / "j.jsonl", fsync=False, policy=policy) as journal:
         journal.write(_request())
-        journal.write(_request(check_detail="unchecked", correct=None, error="HTTP 400: Ines Faro", error_kind="http_error",
-                               http_status=400, verdict="failed"))  # fmt: skip
+        journal.write(
+            _request(
+                check_detail="unchecked",
+                correct=None,
+                error="HTTP 400: Ines Faro",
+                error_kind="http_error",
+                http_status=400,
+                verdict="failed",
+            )
+        )
     raw = (tmp_path / "j.jsonl").read_text()
     assert "Ines" not in raw and "4471" not in raw and "tide-clock" not in raw
     first, second = read_journal(tmp_path / "j.jsonl").requests
@@ -47,8 +70,13 @@ def test_hashes_match_within_a_run_and_not_across_salts() -> None:
 
 
 def test_manifest_cases_keep_ids_and_check_types_only() -> None:
-    case = {"id": "q1", "group": "g", "max_tokens": 8, "messages": [{"role": "user", "content": SECRET_PROMPT}],
-            "check": {"type": "contains", "values": ["Ines Faro"]}}  # fmt: skip
+    case = {
+        "id": "q1",
+        "group": "g",
+        "max_tokens": 8,
+        "messages": [{"role": "user", "content": SECRET_PROMPT}],
+        "check": {"type": "contains", "values": ["Ines Faro"]},
+    }
     kept = TextPolicy("hash").case(case)
     assert "Ines" not in str(kept) and kept["id"] == "q1" and kept["check"] == {"type": "contains"}
     assert "prompt" not in kept and "messages" not in kept

@@ -21,8 +21,16 @@ from specharness.analysis.simulation import (
 RUNS = 600
 SEED = 20261204
 SCENARIOS = {sc.name: sc for sc in traffic_scenarios()}
-AA = ["aa-clean", "aa-divergent", "aa-drift-order", "aa-heavy-tails", "aa-offset-sd6%", "aa-failures-2%",
-      "aa-sequential", "aa-no-offset"]  # fmt: skip
+AA = [
+    "aa-clean",
+    "aa-divergent",
+    "aa-drift-order",
+    "aa-heavy-tails",
+    "aa-offset-sd6%",
+    "aa-failures-2%",
+    "aa-sequential",
+    "aa-no-offset",
+]
 EDGES = ["edge-0.84", "edge-0.84-sequential", "edge-0.91-no-offset", "edge-0.91-no-offset-sequential"]
 
 

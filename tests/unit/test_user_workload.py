@@ -46,12 +46,31 @@ def test_the_benchmark_exists_only_with_the_variable(tmp_path: Path, monkeypatch
 
 
 def test_group_metrics_rise_when_a_group_gets_worse() -> None:
-    report = {"group_decisions": [
-        {"arm_a": "baseline", "arm_b": "ngram", "workload": "mine", "load": "c4", "group": "a",
-         "speedup": {"estimate": 2.0}, "acceptance_rate": 0.75, "correct_fraction_b": 0.9},
-        {"arm_a": "baseline", "arm_b": "baseline-b", "workload": "mine", "load": "c4", "group": "a",
-         "speedup": {"estimate": 1.0}, "acceptance_rate": None, "correct_fraction_b": 0.9},
-    ]}  # fmt: skip
+    report = {
+        "group_decisions": [
+            {
+                "arm_a": "baseline",
+                "arm_b": "ngram",
+                "workload": "mine",
+                "load": "c4",
+                "group": "a",
+                "speedup": {"estimate": 2.0},
+                "acceptance_rate": 0.75,
+                "correct_fraction_b": 0.9,
+            },
+            {
+                "arm_a": "baseline",
+                "arm_b": "baseline-b",
+                "workload": "mine",
+                "load": "c4",
+                "group": "a",
+                "speedup": {"estimate": 1.0},
+                "acceptance_rate": None,
+                "correct_fraction_b": 0.9,
+            },
+        ]
+    }
     m = group_metrics(report)
-    assert m == pytest.approx({"mine/c4/a/slowdown": 0.5, "mine/c4/a/rejection_rate": 0.25,
-                               "mine/c4/a/incorrect_fraction": 0.1})  # fmt: skip
+    assert m == pytest.approx(
+        {"mine/c4/a/slowdown": 0.5, "mine/c4/a/rejection_rate": 0.25, "mine/c4/a/incorrect_fraction": 0.1}
+    )

@@ -32,12 +32,15 @@ def write(tmp_path: Path, lines: list[str]) -> str:
 
 
 def test_user_workload_with_groups_prompt_and_unchecked_cases(tmp_path: Path) -> None:
-    spec = write(tmp_path, [
-        '{"id": "a", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "group": "g1",'
-        ' "check": {"type": "contains", "values": ["x"]}}',
-        "",
-        '{"id": "b", "prompt": "Once upon", "max_tokens": 4}',
-    ])  # fmt: skip
+    spec = write(
+        tmp_path,
+        [
+            '{"id": "a", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "group": "g1",'
+            ' "check": {"type": "contains", "values": ["x"]}}',
+            "",
+            '{"id": "b", "prompt": "Once upon", "max_tokens": 4}',
+        ],
+    )
     workload = load_workload(spec)
     assert workload.name == "mine"
     assert [c.id for c in workload.cases] == ["a", "b"]
@@ -85,21 +88,41 @@ _json_values = st.recursive(
 )
 _schemas = _json_values | st.just({"type": "object", "properties": {"n": {"type": "integer"}}})
 _case_like = st.fixed_dictionaries(
-    {}, optional={"id": _json_values | st.text(min_size=1, max_size=5), "prompt": _json_values | st.just("p"),
-                  "messages": _json_values | st.just([{"role": "user", "content": "x"}]),
-                  "max_tokens": _json_values | st.integers(1, 10), "group": _json_values,
-                  "check": _json_values | st.just({"type": "contains", "values": ["x"]})
-                  | st.fixed_dictionaries({"type": st.sampled_from(["json_schema", "tool_call"])},
-                                          optional={"schema": _schemas, "values": _json_values, "name": _json_values}),
-                  "response_format": _json_values | st.fixed_dictionaries({
-                      "type": st.sampled_from(["json_schema", "json_object"]),
-                      "json_schema": st.fixed_dictionaries({"name": st.just("r"), "schema": _schemas})}),
-                  "tools": _json_values | st.lists(st.fixed_dictionaries({
-                      "type": st.just("function"),
-                      "function": st.fixed_dictionaries({"name": st.sampled_from(["f", "g"])},
-                                                        optional={"parameters": _schemas})}), max_size=2),
-                  "tool_choice": _json_values | st.sampled_from(["auto", {"type": "function", "function": {"name": "f"}}])},
-)  # fmt: skip
+    {},
+    optional={
+        "id": _json_values | st.text(min_size=1, max_size=5),
+        "prompt": _json_values | st.just("p"),
+        "messages": _json_values | st.just([{"role": "user", "content": "x"}]),
+        "max_tokens": _json_values | st.integers(1, 10),
+        "group": _json_values,
+        "check": _json_values
+        | st.just({"type": "contains", "values": ["x"]})
+        | st.fixed_dictionaries(
+            {"type": st.sampled_from(["json_schema", "tool_call"])},
+            optional={"schema": _schemas, "values": _json_values, "name": _json_values},
+        ),
+        "response_format": _json_values
+        | st.fixed_dictionaries(
+            {
+                "type": st.sampled_from(["json_schema", "json_object"]),
+                "json_schema": st.fixed_dictionaries({"name": st.just("r"), "schema": _schemas}),
+            }
+        ),
+        "tools": _json_values
+        | st.lists(
+            st.fixed_dictionaries(
+                {
+                    "type": st.just("function"),
+                    "function": st.fixed_dictionaries(
+                        {"name": st.sampled_from(["f", "g"])}, optional={"parameters": _schemas}
+                    ),
+                }
+            ),
+            max_size=2,
+        ),
+        "tool_choice": _json_values | st.sampled_from(["auto", {"type": "function", "function": {"name": "f"}}]),
+    },
+)
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -115,13 +138,16 @@ def test_any_file_loads_or_fails_with_a_located_workload_error(tmp_path: Path, l
 def test_structured_fields_are_chat_only_and_round_trip(tmp_path: Path) -> None:
     from specharness.traffic.workloads import case_to_dict
 
-    spec = write(tmp_path, [
-        '{"id": "a", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, '
-        '"tools": [{"type": "function", "function": {"name": "f"}}], '
-        '"tool_choice": {"type": "function", "function": {"name": "f"}}, "check": {"type": "tool_call"}}',
-        '{"id": "b", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, '
-        '"response_format": {"type": "json_object"}}',
-    ])  # fmt: skip
+    spec = write(
+        tmp_path,
+        [
+            '{"id": "a", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, '
+            '"tools": [{"type": "function", "function": {"name": "f"}}], '
+            '"tool_choice": {"type": "function", "function": {"name": "f"}}, "check": {"type": "tool_call"}}',
+            '{"id": "b", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, '
+            '"response_format": {"type": "json_object"}}',
+        ],
+    )
     a, b = load_workload(spec).cases
     assert a.tools == ({"type": "function", "function": {"name": "f"}},) and a.response_format is None
     assert b.response_format == {"type": "json_object"} and b.tools is None and b.tool_choice is None

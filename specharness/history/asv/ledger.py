@@ -55,8 +55,12 @@ _EPOCH = 1767225600  # 2026-01-01T00:00:00Z; commit i of a branch is dated i hou
 # Each branch starts a year after the one before, so that ASV's revision axis (commit dates across branches) holds the
 # CPU releases first and the CUDA ones after: one machine's graph never spans the other branch's releases.
 _BRANCH_START = {branch: _EPOCH + 365 * 86400 * i for i, branch in enumerate(LEDGER)}
-_IDENTITY = {"GIT_AUTHOR_NAME": "specharness ledger", "GIT_AUTHOR_EMAIL": "ledger@specharness.invalid",
-             "GIT_COMMITTER_NAME": "specharness ledger", "GIT_COMMITTER_EMAIL": "ledger@specharness.invalid"}  # fmt: skip
+_IDENTITY = {
+    "GIT_AUTHOR_NAME": "specharness ledger",
+    "GIT_AUTHOR_EMAIL": "ledger@specharness.invalid",
+    "GIT_COMMITTER_NAME": "specharness ledger",
+    "GIT_COMMITTER_EMAIL": "ledger@specharness.invalid",
+}
 
 
 def tag_release(tag: str) -> Release | None:
@@ -114,8 +118,15 @@ def build_ledger(path: Path) -> dict[str, str]:
             (path / "RELEASE").write_text(f"{r.dist}=={r.version}\n")
             _git(path, "add", "-A")
             stamp = f"@{_stamp(branch, i)} +0000"
-            _git(path, "commit", "-q", "--no-gpg-sign", "-m", f"{r.dist} {r.version}",
-                 env={**_IDENTITY, "GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp})  # fmt: skip
+            _git(
+                path,
+                "commit",
+                "-q",
+                "--no-gpg-sign",
+                "-m",
+                f"{r.dist} {r.version}",
+                env={**_IDENTITY, "GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp},
+            )
             _git(path, "tag", r.tag)
             hashes[r.tag] = _git(path, "rev-parse", "HEAD")
     return hashes

@@ -52,8 +52,13 @@ def _gpus() -> list[dict[str, str]]:
                 h = pynvml.nvmlDeviceGetHandleByIndex(i)
                 name = pynvml.nvmlDeviceGetName(h)
                 mem = pynvml.nvmlDeviceGetMemoryInfo(h).total / 2**30
-                out.append({"name": name if isinstance(name, str) else name.decode(), "memory": f"{mem:.0f} GiB",
-                            "driver": driver if isinstance(driver, str) else driver.decode()})  # fmt: skip
+                out.append(
+                    {
+                        "name": name if isinstance(name, str) else name.decode(),
+                        "memory": f"{mem:.0f} GiB",
+                        "driver": driver if isinstance(driver, str) else driver.decode(),
+                    }
+                )
             return out
         finally:
             pynvml.nvmlShutdown()
@@ -71,12 +76,16 @@ def machine_info(name: str | None = None) -> dict[str, Any]:
     if name is None:
         name = (f"gpu-{len(gpus)}x-{_slug(gpus[0]['name'])}" if gpus else f"cpu-{cores}core-{_slug(cpu)}")[:64]
     return {
-        "machine": name, "os": _os(), "arch": platform.machine(), "cpu": cpu, "num_cpu": str(cores),
+        "machine": name,
+        "os": _os(),
+        "arch": platform.machine(),
+        "cpu": cpu,
+        "num_cpu": str(cores),
         "ram": f"{_ram_gib()} GiB",
         "gpu": ", ".join(g["name"] for g in gpus) or "none",
         "gpu_memory": ", ".join(g["memory"] for g in gpus) or "none",
         "gpu_driver": gpus[0]["driver"] if gpus else "none",
-    }  # fmt: skip
+    }
 
 
 _HARDWARE = ("cpu", "num_cpu", "gpu", "gpu_memory")

@@ -60,11 +60,17 @@ def asv_metrics(report: dict[str, Any], candidate: str = "ngram", reference: str
         if arm not in (candidate, reference):
             continue
         for name, value in (
-            ("tpot_p50_ms", s["tpot_ms"]["p50"]), ("tpot_p95_ms", s["tpot_ms"]["p95"]),
-            ("ttft_p50_ms", s["ttft_ms"]["p50"]), ("ttft_p95_ms", s["ttft_ms"]["p95"]),
-            ("ms_per_token", 1000.0 * _inv(s["output_tok_s"])), ("incorrect_fraction", 1.0 - _num(s["correct_fraction"])),
-            ("peak_memory_mib", s["peak_memory_mib"].get("peak_gpu_used_mib", s["peak_memory_mib"].get("peak_rss_mib"))),
-        ):  # fmt: skip
+            ("tpot_p50_ms", s["tpot_ms"]["p50"]),
+            ("tpot_p95_ms", s["tpot_ms"]["p95"]),
+            ("ttft_p50_ms", s["ttft_ms"]["p50"]),
+            ("ttft_p95_ms", s["ttft_ms"]["p95"]),
+            ("ms_per_token", 1000.0 * _inv(s["output_tok_s"])),
+            ("incorrect_fraction", 1.0 - _num(s["correct_fraction"])),
+            (
+                "peak_memory_mib",
+                s["peak_memory_mib"].get("peak_gpu_used_mib", s["peak_memory_mib"].get("peak_rss_mib")),
+            ),
+        ):
             out[asv_key(k, f"{name}_{arm}")] = _num(value)
         if arm == candidate:
             out[asv_key(k, "rejection_rate")] = 1.0 - _num(s["acceptance"].get("acceptance_rate"))
@@ -103,10 +109,15 @@ def asv_intervals(report: dict[str, Any], candidate: str = "ngram", reference: s
         low, high = _inv(s["high"]), _inv(s["low"])
         if math.isfinite(low) and math.isfinite(high):
             blocks = tuple(_inv(v) for v in c.get("block_speedups") or ())
-            out[asv_key(k, "slowdown")] = Interval(low, high, float(s.get("confidence", 0.95)), int(s.get("blocks", 0)),
-                                            tuple(b for b in blocks if math.isfinite(b)),
-                                            str(c.get("speed", {}).get("verdict", "")),
-                                            str(c.get("quality", {}).get("verdict", "")))  # fmt: skip
+            out[asv_key(k, "slowdown")] = Interval(
+                low,
+                high,
+                float(s.get("confidence", 0.95)),
+                int(s.get("blocks", 0)),
+                tuple(b for b in blocks if math.isfinite(b)),
+                str(c.get("speed", {}).get("verdict", "")),
+                str(c.get("quality", {}).get("verdict", "")),
+            )
     return out
 
 
@@ -128,8 +139,9 @@ def load_metrics(report: dict[str, Any]) -> dict[str, float]:
     for sw in report.get("sweeps", []):
         k = asv_key(sw["workload"], "load")
         helps = _num(sw.get("helps_up_to"))
-        lightest = min((_num(lv["offered"]) for lv in sw.get("levels", []) if math.isfinite(_num(lv["offered"]))),
-                       default=math.nan)  # fmt: skip
+        lightest = min(
+            (_num(lv["offered"]) for lv in sw.get("levels", []) if math.isfinite(_num(lv["offered"]))), default=math.nan
+        )
         if sw.get("helps_everywhere") or helps == math.inf:
             gap = 0.0
         elif math.isfinite(helps):

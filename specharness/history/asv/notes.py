@@ -85,17 +85,38 @@ class Note:
     harness: str = ""  # the harness version (and its commit) that measured the value
 
 
-def value_note(benchmark: str, params: tuple[Any, ...], commit: str | None, interval: Interval | None, *,
-               source: str = "", failed: str | None = None, harness: str = "") -> Note:
+def value_note(
+    benchmark: str,
+    params: tuple[Any, ...],
+    commit: str | None,
+    interval: Interval | None,
+    *,
+    source: str = "",
+    failed: str | None = None,
+    harness: str = "",
+) -> Note:
     """The note of one tracked value: ASV's parameter strings (``repr`` of each value) and, where the value has an
     interval, its ends, level, block count, per-block values and verdicts."""
-    note = Note(benchmark=benchmark, params=tuple(repr(p) for p in params), commit=commit, failed=failed,
-                source=source, harness=harness)  # fmt: skip
+    note = Note(
+        benchmark=benchmark,
+        params=tuple(repr(p) for p in params),
+        commit=commit,
+        failed=failed,
+        source=source,
+        harness=harness,
+    )
     if interval is None:
         return note
-    return replace(note, ci_low=interval.low, ci_high=interval.high, ci_level=interval.confidence, n=interval.blocks,
-                   block_values=tuple(interval.block_values), speed_verdict=interval.speed_verdict,
-                   quality_verdict=interval.quality_verdict)  # fmt: skip
+    return replace(
+        note,
+        ci_low=interval.low,
+        ci_high=interval.high,
+        ci_level=interval.confidence,
+        n=interval.blocks,
+        block_values=tuple(interval.block_values),
+        speed_verdict=interval.speed_verdict,
+        quality_verdict=interval.quality_verdict,
+    )
 
 
 def params_label(params: Sequence[object]) -> str:
@@ -323,7 +344,9 @@ def update_companion(result_file: Path, fresh: list[Note], remeasured: Collectio
     """Put ``fresh`` notes into a result's companion: an older note stays only where no fresh note has its benchmark
     and parameters and its benchmark was not measured again (``remeasured``: a save with a new ``started_at``)."""
     keys = {(n.benchmark, n.params) for n in fresh}
-    kept = [n for n in read_companion(result_file) if (n.benchmark, n.params) not in keys and n.benchmark not in remeasured]
+    kept = [
+        n for n in read_companion(result_file) if (n.benchmark, n.params) not in keys and n.benchmark not in remeasured
+    ]
     write_companion(result_file, kept + fresh)
 
 

@@ -42,8 +42,9 @@ def _num(v: Any) -> float:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan
 
 
-def structured_metrics(report: Mapping[str, Any], candidate: str = "ngram",
-                       reference: str = "baseline") -> dict[str, float]:  # fmt: skip
+def structured_metrics(
+    report: Mapping[str, Any], candidate: str = "ngram", reference: str = "baseline"
+) -> dict[str, float]:
     """The structured-validity values of one paired run. ``report["structured_validity"]`` holds one
     :meth:`~specharness.analysis.structured_validity.StructuredValidity.to_dict` per (workload, load, arm, check type)
     (:func:`specharness.history.asv.quality_suite.structured_report` builds it from a run folder); the fractions are
@@ -70,7 +71,9 @@ def distribution_metrics(sampled: Mapping[str, Any]) -> dict[str, float]:
     case in common, e.g. every request of a stream failed) gives NaN, never a reassuring 0."""
     out: dict[str, float] = {}
     for workload, entry in sampled.get("workloads", {}).items():
-        verdicts = {stream: (entry.get(stream) or {}).get("overall") or {} for stream in ("ngram", "baseline-aa", "baseline-t")}
+        verdicts = {
+            stream: (entry.get(stream) or {}).get("overall") or {} for stream in ("ngram", "baseline-aa", "baseline-t")
+        }
 
         def differing(overall: Mapping[str, Any]) -> float:
             compared = overall.get("verdict") in ("differs", "no difference detected")

