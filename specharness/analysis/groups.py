@@ -31,7 +31,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from scipy import stats as sps
 
-from specharness.analysis.comparison import PairCounts, PairedComparison, _classify, compare_arms, pair_requests
+from specharness.analysis.comparison import (
+    ComparisonRules,
+    PairCounts,
+    PairedComparison,
+    _classify,
+    compare_arms,
+    pair_requests,
+    prefix_work,
+)
 from specharness.analysis.copyability import LOOKUP_MAX, LOOKUP_MIN, copyability
 from specharness.analysis.stats import RatioInterval, min_samples_for
 from specharness.analysis.summary import ratio, summarise_arm
@@ -194,12 +202,22 @@ def _request_speedup(x: RequestRecord, y: RequestRecord, greedy: bool) -> float:
     return ratio(ratio(x.e2e_s, x.output_tokens), ratio(y.e2e_s, y.output_tokens))
 
 
-def _same_work(
-    a_req: Sequence[RequestRecord], b_req: Sequence[RequestRecord], greedy: bool
-) -> tuple[list[tuple[RequestRecord, RequestRecord]], int, PairCounts]:
-    """Same-work pairs by the comparison's own rule, the blocks they are in, and how all pairs split."""
-    by_block, counts = _classify(pair_requests(a_req, b_req), greedy)
-    return [p for block in sorted(by_block) for p in by_block[block]], len(by_block), counts
+def _estimate_pairs(
+    a_req: Sequence[RequestRecord], b_req: Sequence[RequestRecord], rules: ComparisonRules
+) -> tuple[list[tuple[RequestRecord, float]], int]:
+    """The pairs in the speed estimate by the comparison's own rule, each as (arm A's request, A's time over B's
+    for the pair's common work), and the blocks they are in. Greedy: every pair's common prefix
+    (:func:`~specharness.analysis.comparison.prefix_work`); sampled: pairs both finished, time per output token."""
+    pairs = pair_requests(a_req, b_req)
+    if rules.greedy:
+        work = prefix_work(pairs, rules)
+        request_a = {(x.block, x.case_id): x for x, _ in reversed(pairs)}
+        return [(request_a[(w.block, w.case_id)], ratio(w.time_a_s, w.time_b_s)) for w in work.pairs], len(
+            {w.block for w in work.pairs}
+        )
+    by_block, _ = _classify(pairs, False)
+    same = [p for block in sorted(by_block) for p in by_block[block]]
+    return [(x, _request_speedup(x, y, False)) for x, y in same], len(by_block)
 
 
 def _acceptance(b_req: Sequence[RequestRecord], k: int | None) -> tuple[float, float]:
@@ -234,16 +252,15 @@ Pair = tuple[RequestRecord, RequestRecord]
 def _traffic(
     a_req: Sequence[RequestRecord],
     b_req: Sequence[RequestRecord],
-    pairs: Sequence[Pair],
+    estimate: Sequence[tuple[RequestRecord, float]],
     prompts: dict[tuple[str, str], str],
     manifest: dict[str, Any],
-    greedy: bool,
 ) -> dict[str, Any]:
     lo, hi, k = _lookup_sizes(manifest)
     done = [r for r in a_req if _finished(r)]
     copy = _copy_values(a_req, prompts, (lo, hi))
     rate, length = _acceptance(b_req, k)
-    speedups = [s for x, y in pairs if math.isfinite(s := _request_speedup(x, y, greedy))]
+    speedups = [s for _, s in estimate if math.isfinite(s)]
     return {
         "acceptance_rate": rate,
         "mean_acceptance_length": length,
@@ -268,12 +285,11 @@ def group_decisions(a: Analysis, prompts: dict[tuple[str, str], str]) -> list[Gr
     workload has two or more groups, one row per group judged by the pooled cell's functions and rules.
     ``prompts`` maps (workload, case id) to the prompt text (:func:`prompts_from_manifest`)."""
     timeout_s = float(a.manifest["config"].get("request_timeout_s", 300.0))
-    greedy = a.rules.greedy
     out: list[GroupDecision] = []
     for c in a.comparisons:
         order, kept = c.order_a_first, set(c.blocks)
         a_req, b_req = _requests(a, c, kept)
-        pairs, blocks, _ = _same_work(a_req, b_req, greedy)
+        estimate, blocks = _estimate_pairs(a_req, b_req, a.rules)
         out.append(
             GroupDecision(
                 workload=c.workload,
@@ -290,7 +306,7 @@ def group_decisions(a: Analysis, prompts: dict[tuple[str, str], str]) -> list[Gr
                 quality=c.quality,
                 correct_fraction_a=c.correct_fraction_a,
                 correct_fraction_b=c.correct_fraction_b,
-                **_traffic(a_req, b_req, pairs, prompts, a.manifest, greedy),
+                **_traffic(a_req, b_req, estimate, prompts, a.manifest),
             )
         )
         names = sorted({r.group for r in (*a_req, *b_req)})
@@ -302,14 +318,16 @@ def group_decisions(a: Analysis, prompts: dict[tuple[str, str], str]) -> list[Gr
             sa = summarise_arm(c.arm_a, c.workload, c.clients, ga, [], failed_at_s=timeout_s, rate=c.rate)
             sb = summarise_arm(c.arm_b, c.workload, c.clients, gb, [], failed_at_s=timeout_s, rate=c.rate)
             gc = compare_arms(sa, sb, ga, gb, order, a.rules, valid=valid, invalid_reason=c.speed.reason)
-            gpairs, gblocks, counts = _same_work(ga, gb, greedy)
-            small = counts.same_work < MIN_GROUP_PAIRS or gblocks < MIN_GROUP_BLOCKS
+            gestimate, gblocks = _estimate_pairs(ga, gb, a.rules)
+            counts = gc.pair_counts
+            n = len(gestimate)
+            small = n < MIN_GROUP_PAIRS or gblocks < MIN_GROUP_BLOCKS
             speed, quality = gc.speed, gc.quality
             if small:
                 speed = _withheld(
                     speed,
-                    f"{counts.same_work} pairs",
-                    f"{counts.same_work} same-work pairs in {gblocks} blocks; "
+                    f"{n} pairs",
+                    f"{n} pairs in the speed estimate in {gblocks} blocks; "
                     f"a speed verdict needs {MIN_GROUP_PAIRS} in at least {MIN_GROUP_BLOCKS} blocks",
                 )
             cases = gc.completion.n_cases
@@ -335,7 +353,7 @@ def group_decisions(a: Analysis, prompts: dict[tuple[str, str], str]) -> list[Gr
                     quality=quality,
                     correct_fraction_a=gc.correct_fraction_a,
                     correct_fraction_b=gc.correct_fraction_b,
-                    **_traffic(ga, gb, gpairs, prompts, a.manifest, greedy),
+                    **_traffic(ga, gb, gestimate, prompts, a.manifest),
                 )
             )
     return out
@@ -428,14 +446,12 @@ def feature_correlations(a: Analysis, prompts: dict[tuple[str, str], str]) -> li
     time also depends on what ran beside it, which adds noise but no bias to the correlation.
     """
     lo, hi, _ = _lookup_sizes(a.manifest)
-    greedy = a.rules.greedy
     out: list[FeatureCorrelations] = []
     for c in a.comparisons:
         a_req, b_req = _requests(a, c, set(c.blocks))
-        pairs, _, _ = _same_work(a_req, b_req, greedy)
+        estimate, _ = _estimate_pairs(a_req, b_req, a.rules)
         by_case: dict[str, list[tuple[float, float, float, float]]] = {}
-        for x, y in pairs:
-            s = _request_speedup(x, y, greedy)
+        for x, s in estimate:
             if not (s > 0 and math.isfinite(s)):
                 continue
             prompt = prompts.get((x.workload, x.case_id))

@@ -45,10 +45,15 @@ def _by_comparison(decisions: Sequence[GroupDecision]) -> dict[Key, list[GroupDe
     return out
 
 
+def _in_estimate(d: GroupDecision) -> int:
+    """Pairs in the speed estimate: greedy, those whose common prefix counts; sampled, those both finished."""
+    return d.pair_counts.in_estimate or d.pair_counts.same_work
+
+
 def _row(d: GroupDecision) -> str:
     r = d.speedup
     name = f"**{d.group}**" if d.pooled else d.group
-    pairs = f"{d.pair_counts.same_work}/{d.pair_counts.pairs}"
+    pairs = f"{_in_estimate(d)}/{d.pair_counts.pairs}"
     return (
         f"| {name} | {pairs} | {_f(r.estimate)} [{_f(r.low)}, {_f(r.high)}] | **{d.speed.verdict}** | "
         f"**{d.quality.verdict}** | {_pct(d.acceptance_rate)} | {_f(d.mean_acceptance_length)} | "
@@ -72,14 +77,14 @@ def groups_markdown(
         "## Per-group decisions",
         "",
         f"Each group is judged by the pooled cell's rules over its own requests. A group with fewer than "
-        f"{MIN_GROUP_PAIRS} same-work pairs, or pairs in fewer than {MIN_GROUP_BLOCKS} blocks, shows its estimate "
+        f"{MIN_GROUP_PAIRS} pairs in the speed estimate (greedy: common prefixes of at least the declared length), or pairs in fewer than {MIN_GROUP_BLOCKS} blocks, shows its estimate "
         "and interval and claims no speed verdict. Quality is tested over the group's cases (each case's blocks "
         f"summarised first); a group with fewer than {MIN_GROUP_CASES} cases claims no quality verdict (over k "
         "cases the smallest p is 2^-k). Group intervals are not adjusted for the number of groups, so the "
         "pooled row is the decision. Acceptance is from arm B's per-request draft counts; token lengths are the "
         "engine's counts over arm A's finished requests (p50/p95, a p95 needs 20 requests); copyability is the "
         "share of arm A's output words a prompt-lookup draft would have guessed from the prompt and the output "
-        "so far; per-request speedup is A's time over B's for one same-work pair.",
+        "so far; per-request speedup is A's time over B's for one pair's common work.",
         "",
     ]
     found = {_key(c): c for c in correlations}
@@ -88,7 +93,7 @@ def groups_markdown(
         lines += [
             f"### {workload}, {load_text(load)}: {arm_b} vs {arm_a}",
             "",
-            "| group | same-work pairs / pairs | speedup [CI] | speed | quality | acceptance | mean accept len | "
+            "| group | pairs in estimate / pairs | speedup [CI] | speed | quality | acceptance | mean accept len | "
             "correct A / B | input tokens p50/p95 | output tokens p50/p95 | copyability | "
             "per-request speedup p50 |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -179,7 +184,7 @@ def groups_chart(decisions: Sequence[GroupDecision], path: Path, *, margin: floa
         ticks = [t for t in TICKS if left <= t <= right]
         ax.set_xticks(ticks, [f"{t:g}" for t in ticks], fontsize=8)
         ax.set_xlim(left, right)
-        ax.set_yticks(ys, [f"{d.group} (n={d.pair_counts.same_work})" for d in rows], fontsize=8)
+        ax.set_yticks(ys, [f"{d.group} (n={_in_estimate(d)})" for d in rows], fontsize=8)
         ax.set_ylim(-0.7, len(rows) - 0.3)
         ax.set_title(f"{workload}, {load}: {arm_b} vs {arm_a}", fontsize=9)
         rates = [d.acceptance_rate if math.isfinite(d.acceptance_rate) else 0.0 for d in rows]
