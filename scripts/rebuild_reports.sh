@@ -8,7 +8,8 @@ ROOT="${1:-reports}"
 find "$ROOT" -name journal.jsonl.xz | sort | while read -r packed; do
   dir="$(dirname "$packed")"
   [ -f "$dir/manifest.json" ] || { echo "skip $dir (no manifest.json)"; continue; }
-  tmp="$(mktemp -d)"
+  tmp=/tmp/specharness-rebuild  # a fixed place: a partial report names its run folder in the resume hint
+  rm -rf "$tmp" && mkdir -p "$tmp"
   work="$tmp/$(basename "$dir")"  # the report is titled by its folder's name
   mkdir "$work"
   cp "$dir/manifest.json" "$work/"
