@@ -245,7 +245,7 @@ class _progress:
 def cmd_sampled(args: argparse.Namespace) -> int:
     from specharness.experiment.config import RunConfig
     from specharness.experiment.design import get_profile
-    from specharness.experiment.sampled import SampledDesign, run_sampled
+    from specharness.experiment.sampled_run import SampledDesign, run_sampled
     from specharness.reporting.sampled_report import write_sampled_report
 
     design = SampledDesign(

@@ -25,7 +25,7 @@ from specharness.analysis.stats import RatioInterval
 from specharness.analysis.structured_validity import StructuredValidity, structured_validity
 from specharness.analysis.sweep import Capacity, WorkloadSweep, offered_text
 from specharness.analysis.verdict import band_edges
-from specharness.reporting.groups import groups_markdown
+from specharness.reporting.group_tables import groups_markdown
 
 __all__ = ["STRUCTURED_RULE", "render_markdown", "validity_text"]
 

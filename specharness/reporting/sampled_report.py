@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from specharness.analysis.distribution import DistributionComparison, Sample, compare_streams, detection_rates
+from specharness.analysis.sampled_stats import DistributionComparison, Sample, compare_streams, detection_rates
 from specharness.analysis.structured_validity import structured_validity
 from specharness.experiment.rundir import read_manifest, read_run_journal
 from specharness.records import RequestRecord
@@ -158,7 +158,7 @@ def write_sampled_report(run_dir: Path) -> dict[str, Any]:
         out["workloads"][workload] = entry
         lines.append("")
     lines += [
-        "Methods: see `specharness/analysis/distribution.py` (first token: chi-square homogeneity with sparse "
+        "Methods: see `specharness/analysis/sampled_stats.py` (first token: chi-square homogeneity with sparse "
         "tokens merged, pooled over cases; length: Mann-Whitney per case, combined; pass rate: Cochran-Mantel-"
         "Haenszel over cases; the three share α = 0.05 by Bonferroni). All repetitions: each statistic's "
         "p-value comes from swapping the two streams' samples of whole (case, repetition) cells, so samples "

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from specharness.analysis.distribution import (
+from specharness.analysis.sampled_stats import (
     DistributionComparison,
     Sample,
     compare_streams,

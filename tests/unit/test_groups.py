@@ -28,7 +28,7 @@ from specharness.experiment.design import block_orders, get_profile, override
 from specharness.experiment.journal import Journal
 from specharness.experiment.rundir import read_manifest, write_manifest
 from specharness.records import CellRecord, Manifest, RequestRecord, cell_id, cell_key, load_label
-from specharness.reporting.groups import groups_chart, groups_markdown
+from specharness.reporting.group_tables import groups_chart, groups_markdown
 
 # ---------------------------------------------------------------------------------------------------- copyability
 

@@ -110,7 +110,7 @@ def test_a_sampled_run_of_structured_cases_shows_validity_per_stream(tmp_path: P
 
     from specharness.experiment.journal import Journal
     from specharness.experiment.rundir import write_manifest
-    from specharness.experiment.sampled import STREAMS, SampledDesign
+    from specharness.experiment.sampled_run import STREAMS, SampledDesign
     from specharness.records import Manifest, RequestRecord
 
     run = tmp_path / "run"

@@ -10,7 +10,7 @@ import numpy as np
 
 from specharness.experiment.journal import Journal
 from specharness.experiment.rundir import write_manifest
-from specharness.experiment.sampled import STREAMS, SampledDesign, request_seed
+from specharness.experiment.sampled_run import STREAMS, SampledDesign, request_seed
 from specharness.records import Manifest, RequestRecord
 from specharness.reporting.sampled_report import write_sampled_report
 

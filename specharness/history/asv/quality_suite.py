@@ -14,7 +14,7 @@ or warm up is a result (``failed``: every value reads "failed" in ASV), not an e
     reports/gpu-h200-vllm0.26.0/20261204/structured), so their values are this benchmark's for those releases. One
     client: validity does not depend on load, and a single stream keeps the CPU run short. Standard (the GPU) runs 4
     blocks; smoke (CI) 4 cases per block at max_tokens 64.
-``sampled_experiment``  a distribution check (``specharness sampled``; :mod:`specharness.experiment.sampled`): the
+``sampled_experiment``  a distribution check (``specharness sampled``; :mod:`specharness.experiment.sampled_run`): the
     quick profile sends the 4 first cases of ``copy``, 16 samples per case and stream, 2 repetitions, temperature 0.8,
     top-p 0.95, positive control at 1.2, max_tokens 48, 8 in flight: 512 requests. At the committed CPU run's pace
     (reports/cpu-sampled/20261204: each repetition of 512 requests took 327 to 406 s, after 2 min 03 s of engine
@@ -43,7 +43,7 @@ from specharness.experiment.config import RunConfig
 from specharness.experiment.design import Profile, get_profile, override
 from specharness.experiment.driver import run_experiment
 from specharness.experiment.rundir import read_manifest
-from specharness.experiment.sampled import SampledDesign, run_sampled
+from specharness.experiment.sampled_run import SampledDesign, run_sampled
 from specharness.history.asv.metrics import asv_key
 from specharness.history.asv.quality_metrics import ALL_CHECKS, distribution_metrics, structured_metrics
 from specharness.history.asv.suite import _engine_options, experiment_cache, run_folder

@@ -10,7 +10,7 @@ touches every stream alike):
     baseline-t    the baseline engine at ``control_temperature``          (positive control: must be flagged)
 
 Every request is journaled like any other (arm = the stream, block = the repetition); the first generated token id
-comes from the streamed token ids. :mod:`specharness.analysis.distribution` compares the streams per repetition and
+comes from the streamed token ids. :mod:`specharness.analysis.sampled_stats` compares the streams per repetition and
 over all of them; the repetitions give the positive control's detection rate and the A/A false-alarm rate.
 """
 
