@@ -195,10 +195,9 @@ def _requests(a: Analysis, c: PairedComparison, kept: set[int]) -> tuple[list[Re
     return pick[0], pick[1]
 
 
-def _request_speedup(x: RequestRecord, y: RequestRecord, greedy: bool) -> float:
-    """A's time over B's for one same-work pair (sampled runs: time per output token, as the pooled basis)."""
-    if greedy:
-        return ratio(x.e2e_s, y.e2e_s)
+def _per_token_speedup(x: RequestRecord, y: RequestRecord) -> float:
+    """A's time per output token over B's for one pair (the sampled runs' basis; greedy pairs use their common
+    prefix, :func:`_estimate_pairs`)."""
     return ratio(ratio(x.e2e_s, x.output_tokens), ratio(y.e2e_s, y.output_tokens))
 
 
@@ -217,7 +216,7 @@ def _estimate_pairs(
         )
     by_block, _ = _classify(pairs, False)
     same = [p for block in sorted(by_block) for p in by_block[block]]
-    return [(x, _request_speedup(x, y, False)) for x, y in same], len(by_block)
+    return [(x, _per_token_speedup(x, y)) for x, y in same], len(by_block)
 
 
 def _acceptance(b_req: Sequence[RequestRecord], k: int | None) -> tuple[float, float]:

@@ -34,7 +34,6 @@ __all__ = [
     "case_resampled_interval",
     "look_confidence",
     "min_samples_for",
-    "paired_binary_test",
     "percentile_table",
     "ratio_change",
 ]
@@ -212,39 +211,6 @@ def look_confidence(confidence: float, looks: int) -> float:
     """Per-look confidence for a sequential design with up to ``looks`` looks (Bonferroni): the chance that any look
     gives a wrong verdict stays at most 1 - ``confidence``, however the looks depend on each other."""
     return 1.0 - (1.0 - confidence) / max(looks, 1)
-
-
-@dataclass(frozen=True, slots=True)
-class PairedBinaryTest:
-    """Paired yes/no outcomes of two arms: discordant counts and the exact one-sided test that B is worse."""
-
-    pairs: int
-    a_only: int  # A succeeded where B did not (a loss for B)
-    b_only: int  # B succeeded where A did not
-    pvalue_b_worse: float
-    loss_upper: float  # one-sided 95% upper bound on (rate A - rate B)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def paired_binary_test(a: Sequence[bool], b: Sequence[bool]) -> PairedBinaryTest:
-    """Exact McNemar test (``scipy.stats.binomtest`` on the discordant pairs, one-sided: B loses more than it gains).
-
-    The loss bound is the one-sided 95% Clopper-Pearson upper bound on P(A right and B wrong), which bounds the net
-    loss rate(A) - rate(B) from above; with no discordant pair it is still not 0 (0 of 16 pairs: 17%).
-    """
-    n = len(a)
-    a_only = sum(1 for x, y in zip(a, b, strict=True) if x and not y)
-    b_only = sum(1 for x, y in zip(a, b, strict=True) if y and not x)
-    d = a_only + b_only
-    if n == 0:
-        return PairedBinaryTest(0, 0, 0, 1.0, math.nan)
-    bound = float(sps.binomtest(a_only, n).proportion_ci(confidence_level=0.90, method="exact").high)
-    if d == 0:
-        return PairedBinaryTest(n, 0, 0, 1.0, bound)
-    test = sps.binomtest(a_only, d, 0.5, alternative="greater")
-    return PairedBinaryTest(n, a_only, b_only, float(test.pvalue), bound)
 
 
 def min_samples_for(pct: float) -> int:

@@ -13,7 +13,6 @@ from specharness.analysis.stats import (
     block_ratio_interval,
     look_confidence,
     min_samples_for,
-    paired_binary_test,
     percentile_table,
     ratio_change,
 )
@@ -164,15 +163,6 @@ def test_percentiles_keep_failures_and_refuse_small_samples() -> None:
     assert math.isinf(table["p95"]) and math.isnan(table["p99"])  # the 19th of 20 is a failure: p95 "fail"
     assert percentile_table([0.1] * 18 + [0.2], failed=1)["p95"] == pytest.approx(200.0)
     assert math.isnan(percentile_table([])["p50"])
-
-
-def test_paired_binary_test_is_exact_mcnemar() -> None:
-    a = [True] * 16
-    b = [s >= 6 for s in range(16)]
-    t = paired_binary_test(a, b)
-    assert (t.a_only, t.b_only) == (6, 0) and t.pvalue_b_worse == pytest.approx(1 / 64)
-    assert paired_binary_test(a, [s != 0 for s in range(16)]).pvalue_b_worse == pytest.approx(0.5)
-    assert paired_binary_test(a, a).pvalue_b_worse == 1.0
 
 
 def test_a_real_speedup_helps_and_identical_arms_are_equivalent() -> None:
