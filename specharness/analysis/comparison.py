@@ -62,6 +62,7 @@ from specharness.analysis.stats import NO_INTERVAL, RatioInterval, block_ratio_i
 from specharness.analysis.summary import ArmSummary, ratio
 from specharness.analysis.throughput import steady_throughput
 from specharness.analysis.verdict import Verdict, quality_verdict, speed_verdict
+from specharness.experiment.design import MAX_EXCLUDED_TIME, MIN_PREFIX_TOKENS
 from specharness.records import RequestRecord
 from specharness.traffic.client import common_prefix_tokens
 from specharness.traffic.workloads import split_turn_id
@@ -87,7 +88,8 @@ Pair = tuple[RequestRecord, RequestRecord]
 
 @dataclass(frozen=True, slots=True)
 class ComparisonRules:
-    """The declared rules a comparison is judged by (from the run's profile)."""
+    """The declared rules a comparison is judged by (from the run's profile: ``--min-prefix-tokens``,
+    ``--max-excluded-time`` and the others, :func:`specharness.analysis.analyse.rules_for`)."""
 
     margin: float = 0.10
     confidence: float = 0.95
@@ -95,8 +97,8 @@ class ComparisonRules:
     tolerance: float = 0.0
     min_same_work: float = 0.5  # share of the baseline's output tokens the common prefixes must cover
     greedy: bool = True
-    min_prefix_tokens: int = 8  # a pair whose common prefix is shorter counts apart
-    max_excluded_time: float = 0.10  # baseline time share in failed pairs above which speed is inconclusive
+    min_prefix_tokens: int = MIN_PREFIX_TOKENS  # a pair whose common prefix is shorter counts apart
+    max_excluded_time: float = MAX_EXCLUDED_TIME  # failed pairs' baseline time share above which: inconclusive
     timeout_s: float = 300.0  # the run's request timeout: where a timed-out request's time is counted
     offset_var: float = 0.0  # engine-instance offset variance (log scale), at its upper confidence limit
     offset_source: str = ""  # where offset_var and the band come from (the machine's A/A record)
