@@ -23,6 +23,7 @@ from specharness.analysis.refusals import RefusalControl, refusal_controls
 from specharness.analysis.stats import look_confidence
 from specharness.analysis.summary import ArmSummary, summarise_arm
 from specharness.analysis.verdict import DEFAULT_MARGIN
+from specharness.experiment.aa_identity import aa_identity_for
 from specharness.experiment.bands import band_for
 from specharness.experiment.design import MAX_EXCLUDED_TIME, MIN_PREFIX_TOKENS, Load, Profile, possible_looks
 from specharness.experiment.journal import JournalContents
@@ -201,8 +202,9 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
                     )
                 )
 
-    if rules.greedy:  # greedy identity judged against its own control: the A/A twin at the same load
-        result.comparisons = with_identity_controls(result.comparisons, arms)
+    if rules.greedy:  # greedy identity judged against its own control: the A/A twin, else the machine's A/A record
+        records = aa_identity_for(manifest.get("hardware") or {})
+        result.comparisons = with_identity_controls(result.comparisons, arms, records)
     groups: dict[tuple[str, str, str], list[RequestRecord]] = {}
     for r in measured:
         groups.setdefault((r.workload, r.group, r.arm), []).append(r)
