@@ -43,9 +43,9 @@ time over its summed output tokens, per block) pair by pair as greedy runs do (:
 arms finished by themselves enters; a failure removes only its own pair (its baseline time counted, the same
 excluded-time rule); a timeout keeps its pair, the timed-out arm at the timeout with the tokens it had written by
 then (censored, flagged); a pair cut at the cap in either arm (a loop, mostly) is counted apart, never timed per
-token. The "not comparable" gate reads the share of the baseline's output tokens in the pairs timed. System throughput (steady-state output
-tokens per wall-clock second) gets the same block interval and is shown beside the speedup; the verdict does not use
-it, since it counts tokens and an arm that writes more (a loop) would look faster.
+token. The "not comparable" gate reads the share of the baseline's output tokens in the pairs timed. System
+throughput (steady-state output tokens per wall-clock second) gets the same block interval and is shown beside the
+speedup; the verdict does not use it, since it counts tokens and an arm that writes more (a loop) would look faster.
 """
 
 from __future__ import annotations
@@ -248,9 +248,9 @@ def _history_intact(pairs: Sequence[Pair]) -> list[bool]:
 def _classify(pairs: Sequence[Pair], greedy: bool) -> tuple[dict[int, list[Pair]], PairCounts]:
     """The counts of every kind of pair, and the *old* rule's same-work pairs by block (only the simulation's "old
     rules" read them): a case that is not same work in every block where it ran (it diverged, failed or followed a
-    diverged history somewhere) leaves every block. Sampled runs: "same work" is both arms finishing by themselves (complete); a
-    truncated answer is a loop or a longer answer, and its time per token is not compared. Replayed turns after
-    the two arms' histories differed are counted apart (the module docstring gives the rule)."""
+    diverged history somewhere) leaves every block. Sampled runs: "same work" is both arms finishing by themselves
+    (complete); a truncated answer is a loop or a longer answer, and its time per token is not compared. Replayed
+    turns after the two arms' histories differed are counted apart (the module docstring gives the rule)."""
     intact = _history_intact(pairs)
     done = [_finished(x) and _finished(y) for x, y in pairs]
     finished = [p for p, ok, same_history in zip(pairs, done, intact, strict=True) if ok and same_history]
@@ -352,7 +352,6 @@ class _Work:
     covered_token_share: float
     identical_share: float
     excluded_time_share: float
-    cut_at_cap: int = 0  # sampled: pairs both finished, one cut at the cap (counted apart, not timed per token)
 
 
 def prefix_work(pairs: Sequence[Pair], rules: ComparisonRules) -> _Work:
@@ -432,7 +431,7 @@ def sampled_work(pairs: Sequence[Pair], rules: ComparisonRules) -> _Work:
     counted); a pair cut at the cap in either arm is counted apart (a loop's time per token is not compared)."""
     intact = _history_intact(pairs)
     out: list[PairWork] = []
-    failed = diverged_history = identical = cut = 0
+    failed = diverged_history = identical = 0
     base_tokens = covered = excluded_time = total_time = 0.0
     for (x, y), same_history in zip(pairs, intact, strict=True):
         base_tokens += x.output_tokens
@@ -461,9 +460,7 @@ def sampled_work(pairs: Sequence[Pair], rules: ComparisonRules) -> _Work:
                     tokens_b=tok_b,
                 )
             )
-        elif _finished(x) and _finished(y):
-            cut += 1
-        else:
+        elif not (_finished(x) and _finished(y)):  # cut at the cap in an arm: counted apart (PairCounts.divergent)
             failed += 1
             excluded_time += t_base
     return _Work(
@@ -475,7 +472,6 @@ def sampled_work(pairs: Sequence[Pair], rules: ComparisonRules) -> _Work:
         covered_token_share=min(1.0, ratio(covered, base_tokens)) if base_tokens else math.nan,
         identical_share=ratio(identical, len(pairs)),
         excluded_time_share=ratio(excluded_time, total_time) if total_time else 0.0,
-        cut_at_cap=cut,
     )
 
 

@@ -341,14 +341,14 @@ TWIN = "baseline-b"  # the A/A arm: a second engine identical to the baseline
 def with_identity_controls(
     comparisons: Sequence[PairedComparison], arms: Sequence[str], records: Mapping[int, AAIdentity] | None = None
 ) -> list[PairedComparison]:
-    """Every comparison against ``baseline`` (the A/A twin's own excepted) with its identity judged against the twin's
-    at the same (workload, load); where the run has no twin, against ``records`` (client count -> the machine's
-    recorded A/A, :func:`specharness.experiment.aa_identity.aa_identity_for`) at the same client count; an open-loop
-    load or a client count with no record says "no A/A record at this load"."""
+    """Every comparison (the A/A twin's own excepted) with its identity judged against the twin's at the same
+    (workload, load); where the run has no twin, against ``records`` (client count -> the machine's recorded A/A,
+    :func:`specharness.experiment.aa_identity.aa_identity_for`) at the same client count; an open-loop load or a
+    client count with no record says "no A/A record at this load"."""
     twins = {(c.workload, c.load): c for c in comparisons if c.arm_a == "baseline" and c.arm_b == TWIN}
     out = []
     for c in comparisons:
-        if c.arm_a == "baseline" and c.arm_b != TWIN:
+        if not (c.arm_a == "baseline" and c.arm_b == TWIN):
             twin = twins.get((c.workload, c.load))
             control: IdentityControl | None = None
             if twin is not None:

@@ -157,8 +157,9 @@ def _speed(a: Analysis) -> list[str]:
             work = f"{n.same_work} (0) | — | — | — | — | — | {n.failed} | {n.history_diverged} | — "
         elif not a.rules.greedy:  # sampled: time per output token, pair by pair
             work = (
-                f"{n.in_estimate} ({n.censored}) | — | {_pct(w.covered_token_share)} | {_pct(w.identical_share)} | — | "
-                f"{n.divergent} pairs, not timed | {n.failed} ({_pct(w.excluded_time_share)}) | "
+                f"{n.in_estimate} ({n.censored}) | — | {_pct(w.covered_token_share)} | "
+                f"{_pct(w.identical_share)} | — | {n.divergent} pairs, not timed | {n.failed} "
+                f"({_pct(w.excluded_time_share)}) | "
                 f"{n.history_diverged} | — "
             )
         else:
@@ -262,10 +263,10 @@ def _greedy_identity(a: Analysis) -> list[str]:
         *head,
         "Under greedy decoding both arms should write the same tokens, yet two identical engines under "
         "load need not (batch-dependent numerics). Identical = both finished alike with the same output token "
-        "ids (a digest of them). Each comparison against the baseline is judged against its own control: the "
-        "per-case identical share against that of the A/A arm (baseline-b vs baseline) at the same load, by a "
-        "one-sided paired permutation test over cases (p < 0.05: diverges more). A run without an A/A arm is "
-        "judged against the machine's recorded A/A at the same client count (two identical engines on committed "
+        "ids (a digest of them). Each comparison (the A/A arm's own excepted) is judged against its own "
+        "control: the per-case identical share against that of the A/A arm (baseline-b vs baseline) at the same "
+        "load, by a one-sided paired permutation test over cases (p < 0.05: diverges more). A run without an A/A "
+        "arm is judged against the machine's recorded A/A at the same client count (two identical engines on committed "
         "A/A runs, named with their source): the record's prompts are others, so each side's per-case shares go "
         "into a one-sided two-sample permutation test over cases; where no record exists at the load, the table "
         "says so.",
@@ -347,10 +348,10 @@ def _rules(a: Analysis) -> list[str]:
         + (
             ""
             if r.greedy
-            else "Sampled (this run): time per output token, each arm's summed time over its summed tokens per block, "
-            "over every pair both arms finished by themselves, pair by pair (a failure or timeout never removes its "
-            "case from other blocks); a timed-out arm counts the timeout over the tokens it had written, and a pair "
-            "cut at the cap in either arm is not timed per token. "
+            else "Sampled (this run): time per output token, each arm's summed time over its summed tokens per "
+            "block, over every pair both arms finished by themselves, pair by pair (a failure or timeout never "
+            "removes its case from other blocks); a timed-out arm counts the timeout over the tokens it had written, "
+            "and a pair cut at the cap in either arm is not timed per token. "
         )
         + "One log ratio per block; "
         f"{conf:.1%} CI by Student t over the blocks (n − 1 degrees of freedom; from 6 blocks a fit with an order "

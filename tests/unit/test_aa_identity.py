@@ -124,6 +124,9 @@ def test_an_a_a_arm_in_the_run_is_its_own_control_and_open_loop_has_no_record() 
     judged = with_identity_controls([c, twin], ("baseline", "ngram", "baseline-b"), AA_IDENTITY["cpu"])
     assert judged[0].identity.control is not None and judged[0].identity.control.twin == "baseline-b"
     assert judged[1].identity.control is None  # the A/A comparison itself
+    sync = replace(c, arm_a="baseline-sync")  # no A/A twin in the run: the record, whatever the reference arm
+    control = with_identity_controls([sync], ("baseline-sync", "ngram"), AA_IDENTITY["cpu"])[0].identity.control
+    assert control is not None and control.text.startswith("diverges no more than two identical engines (recorded")
     open_loop = replace(c, load="r2", rate="2")
     control = with_identity_controls([open_loop], ("baseline", "ngram"), AA_IDENTITY["cpu"])[0].identity.control
     assert control is not None and control.text.startswith("no A/A record at this load (open loop")

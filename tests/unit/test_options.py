@@ -113,3 +113,13 @@ def test_declared_speed_rules_reach_the_manifest_and_the_analysis(tmp_path: Path
 def test_bad_declared_speed_rules_name_the_flag_and_the_fix(tmp_path: Path, flag: str, value: str, shown: str) -> None:
     with pytest.raises(ConfigError, match=rf"^{shown}: give .*e\.g\. "):
         run_config(parse("run", flag, value, "--out", str(tmp_path / "r")), "run")
+
+
+def test_the_cli_gives_one_line_for_a_bad_declared_rule(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """In-process (this checkout's code): exit 2 and one error line naming the flag, no traceback."""
+    from specharness.cli import main
+
+    assert main(["run", "--min-prefix-tokens=-2", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("specharness: error:") == 1 and "--min-prefix-tokens -2: give 0 or more" in err
+    assert "Traceback" not in err
