@@ -182,7 +182,8 @@ def _add_design_options(r: argparse.ArgumentParser) -> None:
     r.add_argument(
         "--min-same-work",
         type=float,
-        help="smallest share of pairs with identical outputs for a speed verdict (default 0.5)",
+        help="smallest share of the baseline's output tokens the common prefixes must cover for a speed verdict "
+        "(default 0.5)",
     )
     r.add_argument(
         "--min-prefix-tokens",
