@@ -300,39 +300,82 @@ def _independent_pvalue(run: np.ndarray, record: np.ndarray) -> float:
     return float(min(res.pvalue, 1.0))
 
 
-def identity_against_record(arm: CaseIdentity, record: AAIdentity | None, clients: int) -> IdentityControl:
+def _agree_within(
+    arm: CaseIdentity, prefixes: Sequence[tuple[str, int, bool]], tokens: int
+) -> dict[str, tuple[int, int]]:
+    """Per case: pairs whose outputs would be identical cut at ``tokens`` (identical, or the same first ``tokens``
+    tokens by the prefix chains), over the case's pairs. ``prefixes``: (case id, common-prefix tokens, identical)
+    of each pair with a common prefix (the comparison's pair work; a pair not in it agrees on nothing)."""
+    agree: dict[str, int] = {}
+    for case, common, identical in prefixes:
+        if identical or common >= tokens:
+            agree[case_key(case)] = agree.get(case_key(case), 0) + 1
+    return {k: (agree.get(k, 0), total) for k, (_, total) in arm.by_case.items()}
+
+
+def identity_against_record(
+    arm: CaseIdentity,
+    record: AAIdentity | None,
+    clients: int,
+    prefixes: Sequence[tuple[str, int, bool]] | None = None,
+) -> IdentityControl:
     """Arm B's identical share against the machine's recorded A/A at the same client count, for a run without an
     A/A arm. The record's prompts are not the run's, so the cases are not paired: each side's per-case shares (a
     case's blocks summarised first, the unit both times) go into a one-sided two-sample permutation test that B's
     cases are identical less often than the record's (both are samples of cases; the record's uncertainty is its
-    number of prompts). The record's outputs are short (its cap is named): outputs longer than its longest diverge
-    more even between two identical engines, and the text says when this comparison's are."""
+    number of prompts). The record's outputs are short (at most ``record.max_output_tokens``), and longer outputs
+    diverge more even between two identical engines: when this comparison's are longer and ``prefixes`` (case id,
+    common-prefix tokens from the prefix chains, identical) are given, identity is taken over the first
+    ``record.max_output_tokens`` tokens, as if both arms had been cut there like the record's; without them the
+    whole outputs are compared and the text says the test leans toward *diverges more*."""
     if record is None:
         plural = "s" if clients != 1 else ""
         return IdentityControl("", text=f"no A/A record at this load ({clients} client{plural}) for this machine kind")
-    shares = [same / total for same, total in arm.by_case.values() if total]
+    longer = arm.max_output_tokens > record.max_output_tokens
+    by_case = _agree_within(arm, prefixes, record.max_output_tokens) if longer and prefixes is not None else arm.by_case
+    shares = [same / total for same, total in by_case.values() if total]
     recorded = record.case_shares()
     if not shares or not recorded:
         return IdentityControl("", text="no case to compare with the recorded A/A", source=record.source)
     x, y = np.asarray(shares), np.asarray(recorded)
     p = _independent_pvalue(x, y)
-    said = f"identical {x.mean():.0%} per case over {len(x)} cases vs {y.mean():.0%} over the record's {len(y)} prompts"
+    cut = f" over the first {record.max_output_tokens} tokens" if by_case is not arm.by_case else ""
+    said = (
+        f"identical{cut} {x.mean():.0%} per case over {len(x)} cases vs {y.mean():.0%} over the record's "
+        f"{len(y)} prompts"
+    )
     where = (
         f"recorded A/A at {clients} client{'s' if clients != 1 else ''}, {record.identical_pairs}/{record.pairs} "
         f"pairs identical, source: {record.source}"
     )
-    longer = (
-        f"; outputs here reach {arm.max_output_tokens} tokens, the record's {record.max_output_tokens}: longer "
-        "outputs diverge more between identical engines too, so a run with an A/A arm is the fairer control"
-        if arm.max_output_tokens > record.max_output_tokens
-        else ""
-    )
+    note = ""
+    if cut:
+        note = (
+            f"; outputs here reach {arm.max_output_tokens} tokens, the record's {record.max_output_tokens}: both "
+            f"compared as if cut at {record.max_output_tokens} (prefix chains)"
+        )
+    elif longer:
+        note = (
+            f"; outputs here reach {arm.max_output_tokens} tokens, the record's {record.max_output_tokens}, and this "
+            "journal has no prefix chains to cut them there: longer outputs diverge more between identical engines "
+            "too, so this leans toward diverges more"
+        )
     text = (
-        f"diverges more than two identical engines (p = {p:.3g}; {where}; {said}{longer})"
+        f"diverges more than two identical engines (p = {p:.3g}; {where}; {said}{note})"
         if p < 0.05
-        else f"diverges no more than two identical engines ({where}; {said}, p = {p:.2g}{longer})"
+        else f"diverges no more than two identical engines ({where}; {said}, p = {p:.2g}{note})"
     )
     return IdentityControl("", len(x), float(x.mean()), float(y.mean()), p, text, record.source, len(y))
+
+
+def _prefixes(c: PairedComparison, tokens: int) -> list[tuple[str, int, bool]] | None:
+    """(case id, common-prefix tokens, identical) of the comparison's pairs with a common prefix, when the prefix
+    chains gave them and every pair sharing ``tokens`` is among them (greedy pair work; None for older journals,
+    sampled runs, or a declared minimum prefix above ``tokens``)."""
+    w = c.work
+    if w is None or not w.basis.startswith("prefix chains") or w.min_prefix_tokens > tokens:
+        return None
+    return [(p.case_id, p.tokens, p.identical) for p in w.pairs if not p.censored]
 
 
 TWIN = "baseline-b"  # the A/A arm: a second engine identical to the baseline
@@ -358,7 +401,9 @@ def with_identity_controls(
                     "", text="no A/A record at this load (open loop: records are per client count)"
                 )
             elif TWIN not in arms:
-                control = identity_against_record(c.identity, (records or {}).get(c.clients), c.clients)
+                record = (records or {}).get(c.clients)
+                prefixes = _prefixes(c, record.max_output_tokens) if record is not None else None
+                control = identity_against_record(c.identity, record, c.clients, prefixes)
             if control is not None:
                 c = replace(c, identity=replace(c.identity, control=control))
         out.append(c)

@@ -11,8 +11,10 @@ repeats the same prompts, so the record keeps, per prompt, its identical pairs a
 stored as a histogram ``(identical, pairs, prompts)``. A record at one load says nothing about another: at a client
 count with no record the report says so. Each entry names its runs;
 :func:`~specharness.analysis.aa_identity_record.measure_aa_identity` and ``format_records`` give the figures for a
-new one. The record's outputs are short (the A/A runs capped them at 48 tokens): a run whose outputs are longer is
-told so beside its judgement, since longer outputs diverge more between identical engines too.
+new one. The record's outputs are short (the A/A runs capped them at 48 tokens) and longer outputs diverge more
+between identical engines too: a run whose outputs are longer is compared over the record's length (its pairs'
+common prefixes from the prefix chains), or, in a journal without them, told that the comparison leans toward
+"diverges more".
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ _CPU_SOURCE = (
 _GPU_SOURCE = (
     "H200 A/A, vLLM 0.26.0, workloads copy, transform, free, abstain at max_tokens 48 (control-run1, control-run2: "
     "4 blocks each; control-12blocks: copy, transform at 1 client, 12 blocks) (2026-12-04, "
-    "reports/gpu-h200-vllm0.26.0/20261204); the WritingBench A/A (writingbench-c8-aa) has no journal and is not in it"
+    "reports/gpu-h200-vllm0.26.0/20261204, not its WritingBench A/A, which has no journal)"
 )
 _CPU_RUNS = tuple(f"reports/cpu-aa/20261204/run{k}" for k in range(1, 6))
 _GPU_RUNS = tuple(

@@ -268,8 +268,9 @@ def _greedy_identity(a: Analysis) -> list[str]:
         "load, by a one-sided paired permutation test over cases (p < 0.05: diverges more). A run without an A/A "
         "arm is judged against the machine's recorded A/A at the same client count (two identical engines on committed "
         "A/A runs, named with their source): the record's prompts are others, so each side's per-case shares go "
-        "into a one-sided two-sample permutation test over cases; where no record exists at the load, the table "
-        "says so.",
+        "into a one-sided two-sample permutation test over cases; outputs longer than the record's are compared "
+        "over its length (identical as if both arms had been cut there, from the prefix chains); where no record "
+        "exists at the load, the table says so.",
         "",
         "| workload | load | comparison | identical | cases always identical | differing | failed in either arm | "
         "after a diverged turn | against two identical engines |",

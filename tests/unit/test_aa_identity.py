@@ -130,3 +130,26 @@ def test_an_a_a_arm_in_the_run_is_its_own_control_and_open_loop_has_no_record() 
     open_loop = replace(c, load="r2", rate="2")
     control = with_identity_controls([open_loop], ("baseline", "ngram"), AA_IDENTITY["cpu"])[0].identity.control
     assert control is not None and control.text.startswith("no A/A record at this load (open loop")
+
+
+@pytest.mark.parametrize(
+    ("diverge_at", "chained", "starts", "says"),
+    [
+        (60, True, "diverges no more", "identical over the first 48 tokens 100% per case"),
+        (20, True, "diverges more", "identical over the first 48 tokens 0% per case"),
+        (60, False, "diverges more", "no prefix chains to cut them there"),
+    ],
+)
+def test_outputs_longer_than_the_records_are_compared_over_its_length(
+    diverge_at: int, chained: bool, starts: str, says: str
+) -> None:
+    """Outputs of 100 tokens against the CPU record (outputs of at most 48): parting at token 60 is identity
+    over the record's length (two engines cut at 48 would agree), parting at token 20 is not; without prefix chains
+    the whole outputs are compared, and the text says which way that leans."""
+    from tests.unit.test_prefix_speed import arms, compare
+
+    a, b = arms(diverge_at=diverge_at, chained=chained)
+    c = with_identity_controls([compare(a, b)], ("baseline", "ngram"), AA_IDENTITY["cpu"])[0]
+    control = c.identity.control
+    assert control is not None and control.text.startswith(starts + " than two identical engines")
+    assert says in control.text and "outputs here reach 100 tokens, the record's 48" in control.text
