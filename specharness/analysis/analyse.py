@@ -23,8 +23,9 @@ from specharness.analysis.refusals import RefusalControl, refusal_controls
 from specharness.analysis.stats import look_confidence
 from specharness.analysis.summary import ArmSummary, summarise_arm
 from specharness.analysis.verdict import DEFAULT_MARGIN
+from specharness.experiment.aa_identity import aa_identity_for
 from specharness.experiment.bands import band_for
-from specharness.experiment.design import Load, Profile, possible_looks
+from specharness.experiment.design import MAX_EXCLUDED_TIME, MIN_PREFIX_TOKENS, Load, Profile, possible_looks
 from specharness.experiment.journal import JournalContents
 from specharness.experiment.rundir import read_run_journal
 from specharness.records import CellRecord, RequestRecord, SweepPlanEvent, base_key, cell_key
@@ -55,7 +56,8 @@ def sequential_looks(profile: dict[str, Any]) -> int:
 def rules_for(
     profile: dict[str, Any], sampling: dict[str, Any], hardware: dict[str, Any] | None = None, timeout_s: float = 300.0
 ) -> ComparisonRules:
-    """The declared rules of a run, from its saved profile and sampling (older manifests get today's defaults); the
+    """The declared rules of a run, from its saved profile and sampling (older manifests get today's defaults: no
+    ``min_prefix_tokens`` reads 8, no ``max_excluded_time`` 0.10); the
     engine-instance offset from the A/A record of the run's kind of machine (``hardware``, :func:`band_for`)."""
     band = band_for(hardware or {})
     return ComparisonRules(
@@ -67,6 +69,8 @@ def rules_for(
         min_correct=float(profile["min_correct_fraction"]),
         tolerance=float(profile["quality_tolerance"]),
         min_same_work=float(profile.get("min_same_work_fraction", 0.5)),
+        min_prefix_tokens=int(profile.get("min_prefix_tokens", MIN_PREFIX_TOKENS)),
+        max_excluded_time=float(profile.get("max_excluded_time", MAX_EXCLUDED_TIME)),
         greedy=sampling["temperature"] == 0,
     )
 
@@ -198,8 +202,9 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
                     )
                 )
 
-    if rules.greedy:  # greedy identity judged against its own control: the A/A twin at the same load
-        result.comparisons = with_identity_controls(result.comparisons, arms)
+    if rules.greedy:  # greedy identity judged against its own control: the A/A twin, else the machine's A/A record
+        records = aa_identity_for(manifest.get("hardware") or {})
+        result.comparisons = with_identity_controls(result.comparisons, arms, records)
     groups: dict[tuple[str, str, str], list[RequestRecord]] = {}
     for r in measured:
         groups.setdefault((r.workload, r.group, r.arm), []).append(r)

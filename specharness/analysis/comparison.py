@@ -16,10 +16,10 @@ and position) gave identical outputs in both arms (no error in either, identical
 outputs are identical; once the histories differ the prompts differ, so later turns are *history diverged* whatever
 their outputs (their times are not for the same work). An earlier turn missing from the pairs counts as differing.
 The rule is the same in sampled runs, where histories seldom match, so there mostly first turns are compared.
-A case that did the same work in some blocks but not in others (it diverged or failed somewhere) is *unstable* and
-left out of every block, so each block's ratio is over the same cases. Greedy runs compare same-work pairs; sampled
-runs (temperature > 0), whose outputs differ by design, compare time per output token over pairs that both finished
-by themselves (a truncated answer, a loop, never enters), and say so.
+An identical pair of a case that differs in some other block is counted as *unstable* (greedy runs: a count shown
+in the identity tables; it leaves nothing out). The old rule, which left such a case out of every block so that one
+failure or timeout removed a case everywhere, is :func:`_classify` with :func:`_block_log_speedups`, kept for the
+simulation's "old rules" (:mod:`specharness.analysis.simulation`); no verdict uses it.
 
 Headline (greedy runs): the time for the same work over the *common prefix* of every pair. Two arms that part at
 some token still wrote the tokens before it identically; each arm's time for that work is from send to the arrival
@@ -38,10 +38,14 @@ failed pairs (over the declared share the verdict is inconclusive), pairs cut at
 estimate without them), and, with 20 cases or more, a second interval that also resamples the cases: the first is
 about these prompts, the second about traffic like them.
 
-Sampled runs (temperature > 0), whose outputs differ by design, compare time per output token over pairs that both
-finished by themselves (a truncated answer, a loop, never enters), and say so. System throughput (steady-state output
-tokens per wall-clock second) gets the same block interval and is shown beside the speedup; the verdict does not use
-it, since it counts tokens and an arm that writes more (a loop) would look faster.
+Sampled runs (temperature > 0), whose outputs differ by design, compare time per output token (each arm's summed
+time over its summed output tokens, per block) pair by pair as greedy runs do (:func:`sampled_work`): a pair both
+arms finished by themselves enters; a failure removes only its own pair (its baseline time counted, the same
+excluded-time rule); a timeout keeps its pair, the timed-out arm at the timeout with the tokens it had written by
+then (censored, flagged); a pair cut at the cap in either arm (a loop, mostly) is counted apart, never timed per
+token. The "not comparable" gate reads the share of the baseline's output tokens in the pairs timed. System
+throughput (steady-state output tokens per wall-clock second) gets the same block interval and is shown beside the
+speedup; the verdict does not use it, since it counts tokens and an arm that writes more (a loop) would look faster.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ from specharness.analysis.stats import NO_INTERVAL, RatioInterval, block_ratio_i
 from specharness.analysis.summary import ArmSummary, ratio
 from specharness.analysis.throughput import steady_throughput
 from specharness.analysis.verdict import Verdict, quality_verdict, speed_verdict
+from specharness.experiment.design import MAX_EXCLUDED_TIME, MIN_PREFIX_TOKENS
 from specharness.records import RequestRecord
 from specharness.traffic.client import common_prefix_tokens
 from specharness.traffic.workloads import split_turn_id
@@ -71,6 +76,7 @@ __all__ = [
     "compare_arms",
     "pair_requests",
     "prefix_work",
+    "sampled_work",
     "speed_from_pairs",
     "time_to_token_s",
 ]
@@ -82,7 +88,8 @@ Pair = tuple[RequestRecord, RequestRecord]
 
 @dataclass(frozen=True, slots=True)
 class ComparisonRules:
-    """The declared rules a comparison is judged by (from the run's profile)."""
+    """The declared rules a comparison is judged by (from the run's profile: ``--min-prefix-tokens``,
+    ``--max-excluded-time`` and the others, :func:`specharness.analysis.analyse.rules_for`)."""
 
     margin: float = 0.10
     confidence: float = 0.95
@@ -90,8 +97,8 @@ class ComparisonRules:
     tolerance: float = 0.0
     min_same_work: float = 0.5  # share of the baseline's output tokens the common prefixes must cover
     greedy: bool = True
-    min_prefix_tokens: int = 8  # a pair whose common prefix is shorter counts apart
-    max_excluded_time: float = 0.10  # baseline time share in failed pairs above which speed is inconclusive
+    min_prefix_tokens: int = MIN_PREFIX_TOKENS  # a pair whose common prefix is shorter counts apart
+    max_excluded_time: float = MAX_EXCLUDED_TIME  # failed pairs' baseline time share above which: inconclusive
     timeout_s: float = 300.0  # the run's request timeout: where a timed-out request's time is counted
     offset_var: float = 0.0  # engine-instance offset variance (log scale), at its upper confidence limit
     offset_source: str = ""  # where offset_var and the band come from (the machine's A/A record)
@@ -129,6 +136,14 @@ class PairWork:
     identical: bool
     capped: bool  # the common work runs to the max_tokens cap of an arm that was cut there (a loop, mostly)
     censored: bool  # an arm timed out; its time is the timeout
+    tokens_b: int | None = None  # sampled: arm B's own output tokens (``tokens`` is arm A's); greedy: None (same)
+
+    @property
+    def speedup(self) -> float:
+        """A's time over B's for this pair: for the common work (greedy), or per output token (sampled)."""
+        if self.tokens_b is None:
+            return ratio(self.time_a_s, self.time_b_s)
+        return ratio(ratio(self.time_a_s, self.tokens), ratio(self.time_b_s, self.tokens_b))
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,9 +163,14 @@ class SpeedWork:
     cases: int = 0
     offset_sd: float = 0.0  # the engine-instance offset sd in the interval (log scale)
     offset_source: str = ""
+    pairs: tuple[PairWork, ...] = ()  # the pairs in the estimate (groups reuse them; not in report.json)
+
+    @property
+    def blocks_with_pairs(self) -> int:
+        return len({p.block for p in self.pairs})
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
+        out = {f: getattr(self, f) for f in self.__dataclass_fields__ if f != "pairs"}
         for k in ("identical", "without_capped", "over_cases"):
             out[k] = getattr(self, k).to_dict()
         return out
@@ -226,11 +246,11 @@ def _history_intact(pairs: Sequence[Pair]) -> list[bool]:
 
 
 def _classify(pairs: Sequence[Pair], greedy: bool) -> tuple[dict[int, list[Pair]], PairCounts]:
-    """Same-work pairs by block, and the counts of every kind of pair. A case that is not same work in every block
-    where it ran (it diverged, failed or followed a diverged history somewhere) leaves every block, so each block's
-    ratio is over the same cases. Sampled runs: "same work" is both arms finishing by themselves (complete); a
-    truncated answer is a loop or a longer answer, and its time per token is not compared. Replayed turns after
-    the two arms' histories differed are counted apart (the module docstring gives the rule)."""
+    """The counts of every kind of pair, and the *old* rule's same-work pairs by block (only the simulation's "old
+    rules" read them): a case that is not same work in every block where it ran (it diverged, failed or followed a
+    diverged history somewhere) leaves every block. Sampled runs: "same work" is both arms finishing by themselves
+    (complete); a truncated answer is a loop or a longer answer, and its time per token is not compared. Replayed
+    turns after the two arms' histories differed are counted apart (the module docstring gives the rule)."""
     intact = _history_intact(pairs)
     done = [_finished(x) and _finished(y) for x, y in pairs]
     finished = [p for p, ok, same_history in zip(pairs, done, intact, strict=True) if ok and same_history]
@@ -399,6 +419,75 @@ def prefix_work(pairs: Sequence[Pair], rules: ComparisonRules) -> _Work:
     )
 
 
+def _is_identical(x: RequestRecord, y: RequestRecord) -> bool:
+    return _finished(x) and _finished(y) and x.output_identity == y.output_identity and x.verdict == y.verdict
+
+
+def sampled_work(pairs: Sequence[Pair], rules: ComparisonRules) -> _Work:
+    """Every sampled pair's part in the time-per-token estimate (module docstring), pair by pair as in greedy runs:
+    a pair both arms finished by themselves (complete) enters with each arm's own time and tokens; a pair with a
+    timeout keeps its place when the other arm completed or timed out too (the timed-out arm's time is the timeout,
+    its tokens those it had written by then: censored, flagged); a failed pair leaves alone (its baseline time
+    counted); a pair cut at the cap in either arm is counted apart (a loop's time per token is not compared)."""
+    intact = _history_intact(pairs)
+    out: list[PairWork] = []
+    failed = diverged_history = identical = 0
+    base_tokens = covered = excluded_time = total_time = 0.0
+    for (x, y), same_history in zip(pairs, intact, strict=True):
+        base_tokens += x.output_tokens
+        t_base = _base_time_s(x, rules.timeout_s)
+        total_time += t_base
+        if not same_history:
+            diverged_history += 1
+            continue
+        identical += _is_identical(x, y)
+        timed_out = (x.error_kind == "timeout", y.error_kind == "timeout")
+        complete = (_finished(x) and x.verdict == "complete", _finished(y) and y.verdict == "complete")
+        if all(t or c for t, c in zip(timed_out, complete, strict=True)):
+            ta, tok_a = (rules.timeout_s, sum(x.chunk_tokens)) if timed_out[0] else (x.e2e_s, x.output_tokens)
+            tb, tok_b = (rules.timeout_s, sum(y.chunk_tokens)) if timed_out[1] else (y.e2e_s, y.output_tokens)
+            covered += x.output_tokens
+            out.append(
+                PairWork(
+                    x.block,
+                    x.case_id,
+                    tok_a,
+                    ta,
+                    tb,
+                    identical=False,
+                    capped=False,
+                    censored=any(timed_out),
+                    tokens_b=tok_b,
+                )
+            )
+        elif not (_finished(x) and _finished(y)):  # cut at the cap in an arm: counted apart (PairCounts.divergent)
+            failed += 1
+            excluded_time += t_base
+    return _Work(
+        out,
+        0,
+        failed,
+        diverged_history,
+        False,
+        covered_token_share=min(1.0, ratio(covered, base_tokens)) if base_tokens else math.nan,
+        identical_share=ratio(identical, len(pairs)),
+        excluded_time_share=ratio(excluded_time, total_time) if total_time else 0.0,
+    )
+
+
+def _per_token_logs(work: Sequence[PairWork]) -> dict[int, float]:
+    """Sampled: one log speedup per block, A's time per output token over B's (summed times over summed tokens)."""
+    sums: dict[int, list[float]] = {}
+    for w in work:
+        if math.isfinite(w.time_a_s) and math.isfinite(w.time_b_s):
+            row = sums.setdefault(w.block, [0.0, 0.0, 0.0, 0.0])
+            row[0] += w.time_a_s
+            row[1] += w.tokens
+            row[2] += w.time_b_s
+            row[3] += w.tokens_b or 0
+    return {k: math.log((ta / na) / (tb / nb)) for k, (ta, na, tb, nb) in sums.items() if min(ta, na, tb, nb) > 0}
+
+
 def _work_logs(work: Sequence[PairWork]) -> dict[int, float]:
     """One log speedup per block: A's summed time over B's, over the block's pairs."""
     ta: dict[int, float] = {}
@@ -437,42 +526,63 @@ def _basis(w: _Work) -> str:
     return "common prefix of the texts mapped to tokens in proportion, journal without prefix chains"
 
 
-def _greedy_speed(
+SAMPLED_BASIS = (
+    "time per output token, pairs both complete, timeouts at the timeout (sampled: outputs differ by design)"
+)
+
+
+def _speed(
     pairs: Sequence[Pair],
     counts: PairCounts,
     rules: ComparisonRules,
     interval: Callable[[dict[int, float], float], RatioInterval],
 ) -> tuple[RatioInterval, dict[int, float], SpeedWork, PairCounts]:
-    """The greedy speed estimate over the pairs' common prefixes, and what it stands on (module docstring)."""
-    w = prefix_work(pairs, rules)
-    logs = _work_logs(w.pairs)
+    """The speed estimate and what it stands on (module docstring): greedy runs over the pairs' common prefixes,
+    sampled runs per output token; in both, pair by pair (a failure removes its own pair, a timeout is censored)."""
+    greedy = rules.greedy
+    w = prefix_work(pairs, rules) if greedy else sampled_work(pairs, rules)
+    logs = _work_logs(w.pairs) if greedy else _per_token_logs(w.pairs)
     speedup = interval(logs, rules.offset_var)
     in_estimate = [p for p in w.pairs if math.isfinite(p.time_a_s)]
     time_a = sum(p.time_a_s for p in in_estimate)
     cases = len({p.case_id for p in in_estimate})
     over_cases = (
         case_resampled_interval(_by_case(w.pairs), speedup, rules.confidence)
-        if cases >= CASE_INTERVAL_MIN_CASES
+        if greedy and cases >= CASE_INTERVAL_MIN_CASES
         else NO_INTERVAL
     )
     work = SpeedWork(
-        basis=_basis(w),
+        basis=_basis(w) if greedy else SAMPLED_BASIS,
         min_prefix_tokens=rules.min_prefix_tokens,
         covered_token_share=w.covered_token_share,
         identical_share=w.identical_share,
         excluded_time_share=w.excluded_time_share,
         censored_time_share=ratio(sum(p.time_a_s for p in in_estimate if p.censored), time_a),
         capped_time_share=ratio(sum(p.time_a_s for p in in_estimate if p.capped), time_a),
-        identical=interval(_work_logs([p for p in w.pairs if p.identical]), rules.offset_var),
-        without_capped=interval(_work_logs([p for p in w.pairs if not p.capped]), rules.offset_var),
+        identical=interval(_work_logs([p for p in w.pairs if p.identical]), rules.offset_var)
+        if greedy
+        else NO_INTERVAL,
+        without_capped=interval(_work_logs([p for p in w.pairs if not p.capped]), rules.offset_var)
+        if greedy
+        else NO_INTERVAL,
         over_cases=over_cases,
         cases=cases,
         offset_sd=math.sqrt(rules.offset_var),
         offset_source=rules.offset_source,
+        pairs=tuple(w.pairs),
     )
-    counts = replace(
-        counts, in_estimate=len(w.pairs), short_prefix=w.short_prefix, censored=sum(p.censored for p in w.pairs)
-    )
+    censored = sum(p.censored for p in w.pairs)
+    if greedy:
+        counts = replace(counts, in_estimate=len(w.pairs), short_prefix=w.short_prefix, censored=censored)
+    else:  # pair by pair: nothing is unstable, the same work is the pairs both complete
+        counts = replace(
+            counts,
+            same_work=len(w.pairs) - censored,
+            same_work_truncated=0,
+            unstable=0,
+            in_estimate=len(w.pairs),
+            censored=censored,
+        )
     return speedup, logs, work, counts
 
 
@@ -484,8 +594,8 @@ def speed_from_pairs(
     valid: bool = True,
     invalid_reason: str = "",
 ) -> tuple[RatioInterval, Verdict, SpeedWork]:
-    """The greedy speed interval, verdict and evidence from paired requests alone (what :func:`compare_arms` does
-    for speed; the simulation calls it on simulated records)."""
+    """The speed interval, verdict and evidence from paired requests alone (what :func:`compare_arms` does for
+    speed, greedy or sampled by ``rules.greedy``; the simulation calls it on simulated records)."""
 
     def interval(logs: dict[int, float], offset_var: float = 0.0) -> RatioInterval:
         blocks = sorted(logs)
@@ -493,11 +603,11 @@ def speed_from_pairs(
         known = all(k in order_a_first for k in blocks)
         return block_ratio_interval([logs[k] for k in blocks], signs if known else None, rules.confidence, offset_var)
 
-    speedup, _, work, _ = _greedy_speed(pairs, PairCounts(), rules, interval)
-    return speedup, _greedy_verdict(speedup, work, rules, valid, invalid_reason), work
+    speedup, _, work, _ = _speed(pairs, PairCounts(), rules, interval)
+    return speedup, _speed_verdict(speedup, work, rules, valid, invalid_reason), work
 
 
-def _greedy_verdict(
+def _speed_verdict(
     speedup: RatioInterval, work: SpeedWork, rules: ComparisonRules, valid: bool, invalid_reason: str
 ) -> Verdict:
     return speed_verdict(
@@ -509,7 +619,9 @@ def _greedy_verdict(
         min_same_work=rules.min_same_work,
         excluded_time_share=work.excluded_time_share,
         max_excluded_time=rules.max_excluded_time,
-        covered="the baseline's output tokens were written identically by both arms (common prefixes)",
+        covered="the baseline's output tokens were written identically by both arms (common prefixes)"
+        if rules.greedy
+        else "the baseline's output tokens are in pairs timed per token (both complete, or a timeout)",
     )
 
 
@@ -527,7 +639,7 @@ def compare_arms(
 ) -> PairedComparison:
     """Both verdicts for one cell. ``order_a_first[block]`` says whether arm A ran before arm B in that block."""
     pairs = pair_requests(a, b)
-    by_block, counts = _classify(pairs, rules.greedy)
+    _, counts = _classify(pairs, rules.greedy)
 
     def interval(logs: dict[int, float], offset_var: float = 0.0) -> RatioInterval:
         blocks = sorted(logs)
@@ -536,21 +648,8 @@ def compare_arms(
         return block_ratio_interval([logs[k] for k in blocks], signs if known else None, rules.confidence, offset_var)
 
     throughput = interval(_block_log_throughput(a, b, sa.clients))
-    if rules.greedy:
-        speedup, speed_logs, work, counts = _greedy_speed(pairs, counts, rules, interval)
-        speed = _greedy_verdict(speedup, work, rules, valid, invalid_reason)
-    else:
-        speed_logs = _block_log_speedups(by_block, rules.greedy)
-        speedup = interval(speed_logs, rules.offset_var)
-        work = None
-        speed = speed_verdict(
-            speedup,
-            rules.margin,
-            valid=valid,
-            invalid_reason=invalid_reason,
-            same_work_fraction=counts.same_work_fraction,
-            min_same_work=rules.min_same_work,
-        )
+    speedup, speed_logs, work, counts = _speed(pairs, counts, rules, interval)
+    speed = _speed_verdict(speedup, work, rules, valid, invalid_reason)
     per_case = case_quality(pairs, tolerance=rules.tolerance)  # cases as the unit (analysis.quality_tests)
     answers, completion = per_case.answers, per_case.completion
     quality = quality_verdict(
@@ -570,9 +669,7 @@ def compare_arms(
         clients=sa.clients,
         arm_a=sa.arm,
         arm_b=sb.arm,
-        basis=("time for the same work (common prefixes: " + (work.basis if work else "") + ")")
-        if rules.greedy
-        else "time per output token, pairs both complete (sampled: outputs differ by design)",
+        basis=f"time for the same work (common prefixes: {work.basis})" if rules.greedy else work.basis,
         speedup=speedup,
         throughput=throughput,
         pair_counts=counts,

@@ -32,17 +32,14 @@ import numpy as np
 from scipy import stats as sps
 
 from specharness.analysis.comparison import (
-    ComparisonRules,
     PairCounts,
     PairedComparison,
-    _classify,
     compare_arms,
     pair_requests,
-    prefix_work,
 )
 from specharness.analysis.copyability import LOOKUP_MAX, LOOKUP_MIN, copyability
 from specharness.analysis.stats import RatioInterval, min_samples_for
-from specharness.analysis.summary import ratio, summarise_arm
+from specharness.analysis.summary import summarise_arm
 from specharness.analysis.verdict import ALPHA, Verdict
 from specharness.records import RequestRecord
 
@@ -195,28 +192,17 @@ def _requests(a: Analysis, c: PairedComparison, kept: set[int]) -> tuple[list[Re
     return pick[0], pick[1]
 
 
-def _per_token_speedup(x: RequestRecord, y: RequestRecord) -> float:
-    """A's time per output token over B's for one pair (the sampled runs' basis; greedy pairs use their common
-    prefix, :func:`_estimate_pairs`)."""
-    return ratio(ratio(x.e2e_s, x.output_tokens), ratio(y.e2e_s, y.output_tokens))
-
-
 def _estimate_pairs(
-    a_req: Sequence[RequestRecord], b_req: Sequence[RequestRecord], rules: ComparisonRules
+    a_req: Sequence[RequestRecord], b_req: Sequence[RequestRecord], c: PairedComparison
 ) -> tuple[list[tuple[RequestRecord, float]], int]:
-    """The pairs in the speed estimate by the comparison's own rule, each as (arm A's request, A's time over B's
-    for the pair's common work), and the blocks they are in. Greedy: every pair's common prefix
-    (:func:`~specharness.analysis.comparison.prefix_work`); sampled: pairs both finished, time per output token."""
-    pairs = pair_requests(a_req, b_req)
-    if rules.greedy:
-        work = prefix_work(pairs, rules)
-        request_a = {(x.block, x.case_id): x for x, _ in reversed(pairs)}
-        return [(request_a[(w.block, w.case_id)], ratio(w.time_a_s, w.time_b_s)) for w in work.pairs], len(
-            {w.block for w in work.pairs}
-        )
-    by_block, _ = _classify(pairs, False)
-    same = [p for block in sorted(by_block) for p in by_block[block]]
-    return [(x, _per_token_speedup(x, y)) for x, y in same], len(by_block)
+    """The pairs in the speed estimate, as the comparison ``c`` of these requests found them (its
+    :attr:`~specharness.analysis.comparison.SpeedWork.pairs`, computed once by :func:`compare_arms`), each as (arm A's
+    request, A's time over B's for the pair: its common work in greedy runs, per output token in sampled runs), and
+    the blocks they are in."""
+    if c.work is None:
+        return [], 0
+    request_a = {(x.block, x.case_id): x for x, _ in reversed(pair_requests(a_req, b_req))}
+    return [(request_a[(w.block, w.case_id)], w.speedup) for w in c.work.pairs], c.work.blocks_with_pairs
 
 
 def _acceptance(b_req: Sequence[RequestRecord], k: int | None) -> tuple[float, float]:
@@ -288,7 +274,7 @@ def group_decisions(a: Analysis, prompts: dict[tuple[str, str], str]) -> list[Gr
     for c in a.comparisons:
         order, kept = c.order_a_first, set(c.blocks)
         a_req, b_req = _requests(a, c, kept)
-        estimate, blocks = _estimate_pairs(a_req, b_req, a.rules)
+        estimate, blocks = _estimate_pairs(a_req, b_req, c)
         out.append(
             GroupDecision(
                 workload=c.workload,
@@ -317,7 +303,7 @@ def group_decisions(a: Analysis, prompts: dict[tuple[str, str], str]) -> list[Gr
             sa = summarise_arm(c.arm_a, c.workload, c.clients, ga, [], failed_at_s=timeout_s, rate=c.rate)
             sb = summarise_arm(c.arm_b, c.workload, c.clients, gb, [], failed_at_s=timeout_s, rate=c.rate)
             gc = compare_arms(sa, sb, ga, gb, order, a.rules, valid=valid, invalid_reason=c.speed.reason)
-            gestimate, gblocks = _estimate_pairs(ga, gb, a.rules)
+            gestimate, gblocks = _estimate_pairs(ga, gb, gc)
             counts = gc.pair_counts
             n = len(gestimate)
             small = n < MIN_GROUP_PAIRS or gblocks < MIN_GROUP_BLOCKS
@@ -448,7 +434,7 @@ def feature_correlations(a: Analysis, prompts: dict[tuple[str, str], str]) -> li
     out: list[FeatureCorrelations] = []
     for c in a.comparisons:
         a_req, b_req = _requests(a, c, set(c.blocks))
-        estimate, _ = _estimate_pairs(a_req, b_req, a.rules)
+        estimate, _ = _estimate_pairs(a_req, b_req, c)
         by_case: dict[str, list[tuple[float, float, float, float]]] = {}
         for x, s in estimate:
             if not (s > 0 and math.isfinite(s)):

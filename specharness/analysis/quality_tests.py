@@ -26,19 +26,23 @@ its pairs (blocks, positions, turns) in which arm A and arm B had the outcome (r
 
 :func:`identity_control` judges greedy identity against its own control: the per-case share of identical pairs of
 arm B vs A against that of an A/A twin (``baseline-b`` vs ``baseline``) at the same load, by the same paired
-permutation over the cases both have (one-sided: B identical less often than the twin).
+permutation over the cases both have (one-sided: B identical less often than the twin). A run without an A/A arm is
+judged against the machine's recorded A/A at the same client count (:mod:`specharness.experiment.aa_identity`) by
+:func:`identity_against_record`: the record's prompts are other prompts, so the test is a two-sample permutation
+over cases (each side's per-case shares; the record is a sample of prompts too).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy import stats as sps
 
+from specharness.experiment.aa_identity import AAIdentity
 from specharness.records import RequestRecord
 from specharness.traffic.workloads import split_turn_id
 
@@ -54,6 +58,7 @@ __all__ = [
     "case_key",
     "case_paired_test",
     "case_quality",
+    "identity_against_record",
     "identity_control",
     "with_identity_controls",
 ]
@@ -183,9 +188,11 @@ class IdentityControl:
     twin: str  # the A/A arm, or "" when the run has none
     n_cases: int = 0
     identical_share: float = math.nan  # mean per-case share of identical pairs, B vs A (cases both comparisons have)
-    twin_identical_share: float = math.nan  # the same for the twin vs A
+    twin_identical_share: float = math.nan  # the same for the twin vs A (or over the record's prompts)
     pvalue: float = math.nan  # one-sided: B is identical less often than the twin
     text: str = "no A/A arm in this run"
+    source: str = ""  # judged against the machine's recorded A/A (no A/A arm in the run): the record's source
+    record_cases: int = 0  # the record's prompts
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -198,6 +205,7 @@ class CaseIdentity:
 
     by_case: dict[str, tuple[int, int]] = field(default_factory=dict)
     control: IdentityControl | None = None
+    max_output_tokens: int = 0  # the longest output arm A wrote (identity is rarer the longer the outputs)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -245,7 +253,10 @@ def case_quality(pairs: Sequence[Pair], *, tolerance: float = 0.0) -> CaseQualit
         row = by_case.setdefault(case_key(x.case_id), [0, 0])
         row[0] += same
         row[1] += 1
-    return CaseQuality(answers, completion, CaseIdentity({k: (v[0], v[1]) for k, v in by_case.items()}))
+    longest = max((x.output_tokens for x, _ in pairs), default=0)
+    return CaseQuality(
+        answers, completion, CaseIdentity({k: (v[0], v[1]) for k, v in by_case.items()}, max_output_tokens=longest)
+    )
 
 
 def identity_control(arm: CaseIdentity, twin: CaseIdentity | None, twin_name: str = "baseline-b") -> IdentityControl:
@@ -268,19 +279,132 @@ def identity_control(arm: CaseIdentity, twin: CaseIdentity | None, twin_name: st
     return IdentityControl(twin_name, len(common), float(x.mean()), float(y.mean()), p, text)
 
 
+def _independent_pvalue(run: np.ndarray, record: np.ndarray) -> float:
+    """One-sided p that the run's per-case shares are this much lower than the record's when the two sets of cases
+    are exchangeable (``scipy.stats.permutation_test``, ``permutation_type="independent"``, difference of means)."""
+    if np.ptp(np.concatenate([run, record])) == 0:
+        return 1.0
+
+    def statistic(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+        return np.asarray(np.mean(y, axis=axis) - np.mean(x, axis=axis))
+
+    res = sps.permutation_test(
+        (run, record),
+        statistic,
+        permutation_type="independent",
+        vectorized=True,
+        n_resamples=PERMUTATIONS,
+        alternative="greater",
+        rng=np.random.default_rng(SEED),
+    )
+    return float(min(res.pvalue, 1.0))
+
+
+def _agree_within(
+    arm: CaseIdentity, prefixes: Sequence[tuple[str, int, bool]], tokens: int
+) -> dict[str, tuple[int, int]]:
+    """Per case: pairs whose outputs would be identical cut at ``tokens`` (identical, or the same first ``tokens``
+    tokens by the prefix chains), over the case's pairs. ``prefixes``: (case id, common-prefix tokens, identical)
+    of each pair with a common prefix (the comparison's pair work; a pair not in it agrees on nothing)."""
+    agree: dict[str, int] = {}
+    for case, common, identical in prefixes:
+        if identical or common >= tokens:
+            agree[case_key(case)] = agree.get(case_key(case), 0) + 1
+    return {k: (agree.get(k, 0), total) for k, (_, total) in arm.by_case.items()}
+
+
+def identity_against_record(
+    arm: CaseIdentity,
+    record: AAIdentity | None,
+    clients: int,
+    prefixes: Sequence[tuple[str, int, bool]] | None = None,
+) -> IdentityControl:
+    """Arm B's identical share against the machine's recorded A/A at the same client count, for a run without an
+    A/A arm. The record's prompts are not the run's, so the cases are not paired: each side's per-case shares (a
+    case's blocks summarised first, the unit both times) go into a one-sided two-sample permutation test that B's
+    cases are identical less often than the record's (both are samples of cases; the record's uncertainty is its
+    number of prompts). The record's outputs are short (at most ``record.max_output_tokens``), and longer outputs
+    diverge more even between two identical engines: when this comparison's are longer and ``prefixes`` (case id,
+    common-prefix tokens from the prefix chains, identical) are given, identity is taken over the first
+    ``record.max_output_tokens`` tokens, as if both arms had been cut there like the record's; without them the
+    whole outputs are compared and the text says the test leans toward *diverges more*."""
+    if record is None:
+        plural = "s" if clients != 1 else ""
+        return IdentityControl("", text=f"no A/A record at this load ({clients} client{plural}) for this machine kind")
+    longer = arm.max_output_tokens > record.max_output_tokens
+    by_case = _agree_within(arm, prefixes, record.max_output_tokens) if longer and prefixes is not None else arm.by_case
+    shares = [same / total for same, total in by_case.values() if total]
+    recorded = record.case_shares()
+    if not shares or not recorded:
+        return IdentityControl("", text="no case to compare with the recorded A/A", source=record.source)
+    x, y = np.asarray(shares), np.asarray(recorded)
+    p = _independent_pvalue(x, y)
+    cut = f" over the first {record.max_output_tokens} tokens" if by_case is not arm.by_case else ""
+    said = (
+        f"identical{cut} {x.mean():.0%} per case over {len(x)} cases vs {y.mean():.0%} over the record's "
+        f"{len(y)} prompts"
+    )
+    where = (
+        f"recorded A/A at {clients} client{'s' if clients != 1 else ''}, {record.identical_pairs}/{record.pairs} "
+        f"pairs identical, source: {record.source}"
+    )
+    note = ""
+    if cut:
+        note = (
+            f"; outputs here reach {arm.max_output_tokens} tokens, the record's {record.max_output_tokens}: both "
+            f"compared as if cut at {record.max_output_tokens} (prefix chains)"
+        )
+    elif longer:
+        note = (
+            f"; outputs here reach {arm.max_output_tokens} tokens, the record's {record.max_output_tokens}, and this "
+            "journal has no prefix chains to cut them there: longer outputs diverge more between identical engines "
+            "too, so this leans toward diverges more"
+        )
+    text = (
+        f"diverges more than two identical engines (p = {p:.3g}; {where}; {said}{note})"
+        if p < 0.05
+        else f"diverges no more than two identical engines ({where}; {said}, p = {p:.2g}{note})"
+    )
+    return IdentityControl("", len(x), float(x.mean()), float(y.mean()), p, text, record.source, len(y))
+
+
+def _prefixes(c: PairedComparison, tokens: int) -> list[tuple[str, int, bool]] | None:
+    """(case id, common-prefix tokens, identical) of the comparison's pairs with a common prefix, when the prefix
+    chains gave them and every pair sharing ``tokens`` is among them (greedy pair work; None for older journals,
+    sampled runs, or a declared minimum prefix above ``tokens``)."""
+    w = c.work
+    if w is None or not w.basis.startswith("prefix chains") or w.min_prefix_tokens > tokens:
+        return None
+    return [(p.case_id, p.tokens, p.identical) for p in w.pairs if not p.censored]
+
+
 TWIN = "baseline-b"  # the A/A arm: a second engine identical to the baseline
 
 
-def with_identity_controls(comparisons: Sequence[PairedComparison], arms: Sequence[str]) -> list[PairedComparison]:
-    """Every comparison against ``baseline`` (the A/A twin's own excepted) with its identity judged against the twin's
-    at the same (workload, load); "no A/A arm in this run" where the run has none."""
+def with_identity_controls(
+    comparisons: Sequence[PairedComparison], arms: Sequence[str], records: Mapping[int, AAIdentity] | None = None
+) -> list[PairedComparison]:
+    """Every comparison (the A/A twin's own excepted) with its identity judged against the twin's at the same
+    (workload, load); where the run has no twin, against ``records`` (client count -> the machine's recorded A/A,
+    :func:`specharness.experiment.aa_identity.aa_identity_for`) at the same client count; an open-loop load or a
+    client count with no record says "no A/A record at this load"."""
     twins = {(c.workload, c.load): c for c in comparisons if c.arm_a == "baseline" and c.arm_b == TWIN}
     out = []
     for c in comparisons:
-        if c.arm_a == "baseline" and c.arm_b != TWIN:
+        if not (c.arm_a == "baseline" and c.arm_b == TWIN):
             twin = twins.get((c.workload, c.load))
-            if TWIN not in arms or twin is not None:
-                control = identity_control(c.identity, None if twin is None else twin.identity, TWIN)
+            control: IdentityControl | None = None
+            if twin is not None:
+                control = identity_control(c.identity, twin.identity, TWIN)
+            elif TWIN not in arms and c.rate:
+                control = IdentityControl(
+                    "", text="no A/A record at this load (open loop: records are per client count)"
+                )
+            elif TWIN not in arms:
+                record = (records or {}).get(c.clients)
+                prefixes = _prefixes(c, record.max_output_tokens) if record is not None else None
+                control = identity_against_record(c.identity, record, c.clients, prefixes)
+            if control is not None:
                 c = replace(c, identity=replace(c.identity, control=control))
         out.append(c)
     return out

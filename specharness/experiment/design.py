@@ -21,6 +21,8 @@ from specharness.records import cell_key, load_label, rate_text
 __all__ = [
     "ARM_NAMES",
     "BLOCKS_PER_LOOK",
+    "MAX_EXCLUDED_TIME",
+    "MIN_PREFIX_TOKENS",
     "PREFIX_CACHING",
     "PROFILES",
     "SLO_METRICS",
@@ -37,6 +39,8 @@ __all__ = [
 ARM_NAMES = ("baseline", "ngram", "baseline-sync", "baseline-b", "baseline-slow")
 PREFIX_CACHING = ("off", "on", "reset")
 SLO_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms")  # what --slo may bound, per request
+MIN_PREFIX_TOKENS = 8  # --min-prefix-tokens: a pair whose common prefix is shorter counts apart
+MAX_EXCLUDED_TIME = 0.10  # --max-excluded-time: baseline time share in failed pairs above which speed is inconclusive
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +84,8 @@ class Profile:
     equivalence_margin: float | None = None
     band_source: str = ""
     min_same_work_fraction: float = 0.5
+    min_prefix_tokens: int = MIN_PREFIX_TOKENS
+    max_excluded_time: float = MAX_EXCLUDED_TIME
     prefix_caching: str = "off"
     order_seed: int = 0
     until_decided: bool = False
@@ -148,6 +154,8 @@ class Profile:
             "equivalence_margin": self.equivalence_margin,
             "band_source": self.band_source,
             "min_same_work_fraction": self.min_same_work_fraction,
+            "min_prefix_tokens": self.min_prefix_tokens,
+            "max_excluded_time": self.max_excluded_time,
             "prefix_caching": self.prefix_caching,
             "order_seed": self.order_seed,
             "order_plan": order_plan_text(self.arms),
@@ -183,6 +191,8 @@ class Profile:
             equivalence_margin=raw.get("equivalence_margin", 0.10),
             band_source=raw.get("band_source", ""),
             min_same_work_fraction=raw.get("min_same_work_fraction", 0.5),
+            min_prefix_tokens=raw.get("min_prefix_tokens", MIN_PREFIX_TOKENS),
+            max_excluded_time=raw.get("max_excluded_time", MAX_EXCLUDED_TIME),
             prefix_caching=raw.get("prefix_caching", "on"),
             order_seed=raw.get("order_seed", 0),
             until_decided=raw.get("until_decided", False),
@@ -315,6 +325,10 @@ def validate_profile(p: Profile) -> None:
         )
     if not 0.0 <= p.min_same_work_fraction <= 1.0:
         raise ConfigError(f"--min-same-work {p.min_same_work_fraction}: must be a fraction from 0 to 1")
+    if not p.min_prefix_tokens >= 0:
+        raise ConfigError(f"--min-prefix-tokens {p.min_prefix_tokens}: give 0 or more tokens, e.g. 8 (the default)")
+    if not 0.0 < p.max_excluded_time <= 1.0:
+        raise ConfigError(f"--max-excluded-time {p.max_excluded_time}: give a share above 0, at most 1, e.g. 0.1")
     if not p.known_slowdown > 1.0:
         raise ConfigError(f"--known-slowdown {p.known_slowdown}: must be a factor above 1, e.g. 1.25")
     if any(c < 1 for c in p.clients):

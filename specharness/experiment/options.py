@@ -182,7 +182,19 @@ def _add_design_options(r: argparse.ArgumentParser) -> None:
     r.add_argument(
         "--min-same-work",
         type=float,
-        help="smallest share of pairs with identical outputs for a speed verdict (default 0.5)",
+        help="smallest share of the baseline's output tokens the common prefixes must cover for a speed verdict "
+        "(default 0.5)",
+    )
+    r.add_argument(
+        "--min-prefix-tokens",
+        type=int,
+        help="greedy: a pair whose common prefix (tokens both arms wrote identically) is shorter counts apart, "
+        "outside the speed estimate (default 8)",
+    )
+    r.add_argument(
+        "--max-excluded-time",
+        type=float,
+        help="share of the baseline's time in failed pairs above which the speed verdict is inconclusive (default 0.1)",
     )
     r.add_argument("--known-slowdown", type=float, help="the baseline-slow control arm's factor (default 1.25)")
     r.add_argument("--order-seed", type=int, help="seed of the arm orders when there are more than two arms")
@@ -314,6 +326,8 @@ def run_config(args: argparse.Namespace, command: str = "run") -> tuple[RunConfi
         max_blocks=args.max_blocks,
         prefix_caching=args.prefix_caching,
         min_same_work_fraction=args.min_same_work,
+        min_prefix_tokens=args.min_prefix_tokens,
+        max_excluded_time=args.max_excluded_time,
         known_slowdown=args.known_slowdown,
         order_seed=args.order_seed,
         speculative=_speculative(args, profile.speculative),

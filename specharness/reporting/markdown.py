@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from specharness.analysis.analyse import Analysis, sequential_looks
-from specharness.analysis.comparison import PairedComparison
+from specharness.analysis.comparison import PairedComparison, SpeedWork
 from specharness.analysis.slo import slo_text
 from specharness.analysis.stats import RatioInterval
 from specharness.analysis.structured_validity import StructuredValidity, structured_validity
@@ -73,12 +73,30 @@ def _order(c: PairedComparison) -> str:
     return f"{_f(r.order_effect, 3)} [{_f(r.order_effect_low, 3)}, {_f(r.order_effect_high, 3)}]"
 
 
-def _work_text(c: PairedComparison) -> str:
+def _sampled_work_text(c: PairedComparison, w: SpeedWork) -> str:
+    """Sampled runs: what the time-per-token estimate stands on, pair by pair."""
+    n = c.pair_counts
+    parts = [
+        f"Time per output token over {n.in_estimate} of {n.pairs} pairs (both complete, or a timeout), "
+        f"{_pct(w.covered_token_share)} of the baseline's output tokens"
+    ]
+    if n.divergent:
+        parts.append(f"{n.divergent} pairs cut at the cap in an arm are not timed per token")
+    if w.excluded_time_share > 0:
+        parts.append(f"failed pairs hold {_pct(w.excluded_time_share)} of the baseline's time (left out)")
+    if w.censored_time_share > 0:
+        parts.append(f"timeouts counted at the timeout (censored) in {_pct(w.censored_time_share)} of the time")
+    return "; ".join(parts) + f". The interval is about these {w.cases} prompts."
+
+
+def _work_text(c: PairedComparison, greedy: bool = True) -> str:
     """What the speed estimate stands on, beside the verdict: covered and identical shares, the identical-only
     estimate, loops and failures, and the estimand."""
     w = c.work
     if w is None:
         return ""
+    if not greedy:
+        return _sampled_work_text(c, w)
     parts = [
         f"Common prefixes cover {_pct(w.covered_token_share)} of the baseline's output tokens ({w.basis})",
         f"identical outputs {_pct(w.identical_share)} of pairs, over them {_interval(w.identical)}",
@@ -112,7 +130,7 @@ def _decision(a: Analysis) -> list[str]:
         warning = (
             f" **The load was not delivered to {', '.join(undelivered)}** (see Load delivered)." if undelivered else ""
         )
-        work = _work_text(c)
+        work = _work_text(c, a.rules.greedy)
         lines.append(
             f"| {c.workload} | {load_text(c.load)} | {c.arm_b} vs {c.arm_a} | **{c.speed.verdict}** | {_interval(c.speedup)} | "
             f"**{c.quality.verdict}** | {_pct(sb.acceptance['acceptance_rate'])} | "
@@ -135,8 +153,15 @@ def _speed(a: Analysis) -> list[str]:
     for c in a.comparisons:
         n = c.pair_counts
         w = c.work
-        if w is None:  # sampled: time per output token over pairs both complete
+        if w is None:  # no work recorded
             work = f"{n.same_work} (0) | — | — | — | — | — | {n.failed} | {n.history_diverged} | — "
+        elif not a.rules.greedy:  # sampled: time per output token, pair by pair
+            work = (
+                f"{n.in_estimate} ({n.censored}) | — | {_pct(w.covered_token_share)} | "
+                f"{_pct(w.identical_share)} | — | {n.divergent} pairs, not timed | {n.failed} "
+                f"({_pct(w.excluded_time_share)}) | "
+                f"{n.history_diverged} | — "
+            )
         else:
             over = _interval(w.over_cases) if math.isfinite(w.over_cases.low) else f"— ({w.cases} cases, needs 20)"
             work = (
@@ -238,9 +263,14 @@ def _greedy_identity(a: Analysis) -> list[str]:
         *head,
         "Under greedy decoding both arms should write the same tokens, yet two identical engines under "
         "load need not (batch-dependent numerics). Identical = both finished alike with the same output token "
-        "ids (a digest of them). Each comparison against the baseline is judged against its own control: the "
-        "per-case identical share against that of the A/A arm (baseline-b vs baseline) at the same load, by a "
-        "one-sided paired permutation test over cases (p < 0.05: diverges more).",
+        "ids (a digest of them). Each comparison (the A/A arm's own excepted) is judged against its own "
+        "control: the per-case identical share against that of the A/A arm (baseline-b vs baseline) at the same "
+        "load, by a one-sided paired permutation test over cases (p < 0.05: diverges more). A run without an A/A "
+        "arm is judged against the machine's recorded A/A at the same client count (two identical engines on committed "
+        "A/A runs, named with their source): the record's prompts are others, so each side's per-case shares go "
+        "into a one-sided two-sample permutation test over cases; outputs longer than the record's are compared "
+        "over its length (identical as if both arms had been cut there, from the prefix chains); where no record "
+        "exists at the load, the table says so.",
         "",
         "| workload | load | comparison | identical | cases always identical | differing | failed in either arm | "
         "after a diverged turn | against two identical engines |",
@@ -315,7 +345,16 @@ def _rules(a: Analysis) -> list[str]:
         f"more than {r.max_excluded_time:.0%} of the baseline's time the speed verdict is *inconclusive*. "
         "History-diverged pairs (later turns of a replayed conversation after the two arms' answers differed) "
         "are counted apart. Pairs cut at the cap are in the estimate; their time share and the estimate without "
-        "them are shown beside it. One log ratio per block; "
+        "them are shown beside it. "
+        + (
+            ""
+            if r.greedy
+            else "Sampled (this run): time per output token, each arm's summed time over its summed tokens per "
+            "block, over every pair both arms finished by themselves, pair by pair (a failure or timeout never "
+            "removes its case from other blocks); a timed-out arm counts the timeout over the tokens it had written, "
+            "and a pair cut at the cap in either arm is not timed per token. "
+        )
+        + "One log ratio per block; "
         f"{conf:.1%} CI by Student t over the blocks (n − 1 degrees of freedom; from 6 blocks a fit with an order "
         "term, n − 2; the order effect is estimated and shown from 4 blocks)"
         f"{'; ' + str(looks) + ' possible looks (Bonferroni)' if looks > 1 else ''}. "

@@ -32,7 +32,9 @@ REPORT_MD = "report.md"
 # ``short_prefix``, ``censored``; quality is judged over cases: ``answers`` and ``completion`` carry ``pvalue``,
 # ``statistic``, ``n_cases``, ``cases_lost``, ``cases_gained``, ``margin``, ``confidence``, ``method`` (was
 # ``pvalue_b_worse`` per pair), comparisons ``identity`` (``by_case``, ``control``: against the A/A arm); engines
-# ``engine_env`` and ``start_phases_s``.
+# ``engine_env`` and ``start_phases_s``; later within 4: a run without an A/A arm has its identity ``control`` from
+# the machine's recorded A/A (``source``, ``record_cases``), ``identity.max_output_tokens``; sampled runs carry
+# ``work`` too (time per output token, pair by pair).
 REPORT_SCHEMA = 4
 
 

@@ -310,3 +310,41 @@ def test_markdown_and_chart(grouped: Grouped, tmp_path: Path) -> None:
     path = groups_chart(decisions, tmp_path / "plots" / "groups.png", margin=0.10)
     assert path is not None and path.stat().st_size > 1000
     assert groups_chart([], tmp_path / "none.png") is None
+
+
+def test_groups_reuse_the_pair_work_their_comparison_computed(
+    grouped: Grouped, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The common prefixes are computed once per comparison (compare_arms), not again for the group estimate."""
+    import specharness.analysis.comparison as comparison
+
+    run = grouped[0]
+    manifest = read_manifest(run)
+    a = analyse(run, manifest)
+    calls: list[int] = []
+    real = comparison.prefix_work
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(comparison, "prefix_work", counted)
+    decisions = group_decisions(a, prompts_from_manifest(manifest))
+    assert len(calls) == sum(not d.pooled for d in decisions) == 3  # one compare_arms per group, nothing more
+    assert [d.request_speedup_p50 for d in decisions] == [d.request_speedup_p50 for d in grouped[1]]
+
+
+def test_a_sampled_run_gets_group_estimates_pair_by_pair(grouped: Grouped, tmp_path: Path) -> None:
+    """The same SYNTHETIC run read as sampled (temperature 0.8): time per output token, pair by pair."""
+    import shutil
+
+    run = tmp_path / "sampled"
+    shutil.copytree(grouped[0], run)
+    manifest = orjson.loads((run / "manifest.json").read_bytes())
+    manifest["config"]["sampling"]["temperature"] = 0.8
+    (run / "manifest.json").write_bytes(orjson.dumps(manifest))
+    a = analyse(run, read_manifest(run))
+    rows = _by_group(group_decisions(a, prompts_from_manifest(manifest)))
+    assert rows["fast"].speedup.estimate == pytest.approx(2.0, rel=0.05) and rows["fast"].speed.verdict == "helps"
+    assert rows["slow"].request_speedup_p50 == pytest.approx(0.7, rel=0.05) and rows["fast"].blocks_with_pairs == 4
+    assert rows["fast"].pair_counts.in_estimate == 24 and rows["fast"].pair_counts.unstable == 0

@@ -82,3 +82,44 @@ def test_run_option_rules_that_span_flags(tmp_path: Path, monkeypatch: pytest.Mo
 def test_sampled_takes_the_same_engine_options() -> None:
     args = parse("sampled", "--out", "x", "--start-one-by-one", "--kv-cache-gib", "3", "--engine-arg=--enforce-eager")
     assert engine_fields(args) == engine_options(["--start-one-by-one", "--kv-cache-gib", "3", "--enforce-eager"])
+
+
+def test_declared_speed_rules_reach_the_manifest_and_the_analysis(tmp_path: Path) -> None:
+    """--min-prefix-tokens and --max-excluded-time are parsed once, saved in the manifest's profile and read back
+    by the analysis of that run; a manifest without them (older runs) reads the defaults."""
+    from specharness.analysis.analyse import rules_for
+
+    words = ["--min-prefix-tokens", "24", "--max-excluded-time", "0.25", "--out", str(tmp_path / "r")]
+    config, _ = run_config(parse("run", *words), "run")
+    saved = config.to_dict()["profile"]
+    assert (saved["min_prefix_tokens"], saved["max_excluded_time"]) == (24, 0.25)
+    rules = rules_for(saved, {"temperature": 0})
+    assert (rules.min_prefix_tokens, rules.max_excluded_time) == (24, 0.25)
+    old = {k: v for k, v in saved.items() if k not in ("min_prefix_tokens", "max_excluded_time")}
+    default = rules_for(old, {"temperature": 0})
+    assert (default.min_prefix_tokens, default.max_excluded_time) == (8, 0.10)
+    plain, _ = run_config(parse("run", "--out", str(tmp_path / "p")), "run")
+    assert (plain.profile.min_prefix_tokens, plain.profile.max_excluded_time) == (8, 0.10)
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "shown"),
+    [
+        ("--min-prefix-tokens", "-1", "--min-prefix-tokens -1"),
+        ("--max-excluded-time", "0", "--max-excluded-time 0.0"),
+        ("--max-excluded-time", "1.5", "--max-excluded-time 1.5"),
+    ],
+)
+def test_bad_declared_speed_rules_name_the_flag_and_the_fix(tmp_path: Path, flag: str, value: str, shown: str) -> None:
+    with pytest.raises(ConfigError, match=rf"^{shown}: give .*e\.g\. "):
+        run_config(parse("run", flag, value, "--out", str(tmp_path / "r")), "run")
+
+
+def test_the_cli_gives_one_line_for_a_bad_declared_rule(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """In-process (this checkout's code): exit 2 and one error line naming the flag, no traceback."""
+    from specharness.cli import main
+
+    assert main(["run", "--min-prefix-tokens=-2", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("specharness: error:") == 1 and "--min-prefix-tokens -2: give 0 or more" in err
+    assert "Traceback" not in err

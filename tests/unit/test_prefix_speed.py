@@ -207,3 +207,28 @@ def test_report_shows_what_the_speed_estimate_stands_on(tmp_path) -> None:  # ty
     md = (run / "report.md").read_text()
     assert "Common prefixes cover 100% of the baseline's output tokens" in md
     assert "The interval is about these" in md and "engine-instance offset of sd" in md
+
+
+def test_the_declared_minimum_prefix_decides_which_pairs_count_apart() -> None:
+    a, b = arms(diverge_at=20)
+    assert compare(a, b, replace(RULES, min_prefix_tokens=8)).pair_counts.in_estimate == 32
+    strict = compare(a, b, replace(RULES, min_prefix_tokens=30))
+    assert strict.pair_counts.short_prefix == 32 and strict.work is not None and strict.work.min_prefix_tokens == 30
+
+
+def test_a_report_rebuilt_from_the_run_folder_uses_the_declared_rules(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A SYNTHETIC run folder whose manifest declares --min-prefix-tokens 40 and --max-excluded-time 0.25: the
+    rebuilt analysis uses them and report.md states them where the rule is given."""
+    import json
+
+    from specharness.experiment.synthetic import write_synthetic_run
+    from specharness.reporting.report import write_report
+
+    run = write_synthetic_run(tmp_path / "run", records=160)
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["config"]["profile"].update(min_prefix_tokens=40, max_excluded_time=0.25)
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    report = write_report(run, plots=False)
+    assert {c["work"]["min_prefix_tokens"] for c in report["comparisons"]} == {40}
+    md = (run / "report.md").read_text()
+    assert "common prefix is under 40 tokens counts apart" in md and "more than 25% of the baseline's time" in md

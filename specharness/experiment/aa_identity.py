@@ -1,0 +1,88 @@
+"""How often two identical engines write identical greedy outputs, per kind of machine and client count: the A/A
+identity record a run without an A/A arm judges its greedy identity against.
+
+Two identical engines under load need not write the same tokens (batch-dependent numerics), so "ngram's outputs
+differ from the baseline's" means something only against how often two baselines differ at the same load. A run
+with an A/A arm (``baseline-b``) has its own control; a run without one uses this record, measured on committed A/A
+runs of that kind of machine (the ones :mod:`specharness.experiment.bands` names) by
+:func:`specharness.analysis.aa_identity_record.measure_aa_identity`, the project's own pairing and identity rule
+(:func:`specharness.analysis.quality_tests.case_quality`). The case is the unit: every block (and every A/A run)
+repeats the same prompts, so the record keeps, per prompt, its identical pairs and pairs over all runs and blocks,
+stored as a histogram ``(identical, pairs, prompts)``. A record at one load says nothing about another: at a client
+count with no record the report says so. Each entry names its runs;
+:func:`~specharness.analysis.aa_identity_record.measure_aa_identity` and ``format_records`` give the figures for a
+new one. The record's outputs are short (the A/A runs capped them at 48 tokens) and longer outputs diverge more
+between identical engines too: a run whose outputs are longer is compared over the record's length (its pairs'
+common prefixes from the prefix chains), or, in a journal without them, told that the comparison leans toward
+"diverges more".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["AA_IDENTITY", "AAIdentity", "aa_identity_for"]
+
+
+@dataclass(frozen=True, slots=True)
+class AAIdentity:
+    """Identical greedy outputs of baseline-b vs baseline at one client count on one kind of machine."""
+
+    kind: str  # the machine kind, as bands.BANDS keys it ("cpu", "gpu")
+    clients: int
+    identical_pairs: int
+    pairs: int
+    case_counts: tuple[tuple[int, int, int], ...]  # (identical pairs, pairs, prompts with those counts)
+    runs: tuple[str, ...]  # the A/A run folders it came from
+    source: str  # machine, engine, workloads and cap, where the runs are
+    max_output_tokens: int = 0  # the longest baseline output in the record's pairs
+
+    @property
+    def cases(self) -> int:
+        return sum(n for _, _, n in self.case_counts)
+
+    def case_shares(self) -> list[float]:
+        """Each prompt's share of identical pairs (one value per prompt: the unit of the test)."""
+        return [same / total for same, total, n in self.case_counts for _ in range(n) if total]
+
+    @property
+    def identical_share(self) -> float:
+        """Mean per-prompt share of identical pairs."""
+        shares = self.case_shares()
+        return sum(shares) / len(shares) if shares else float("nan")
+
+
+_CPU_SOURCE = (
+    "2-core CPU A/A, vLLM CPU 0.32.0, workloads copy, transform, free, abstain at max_tokens 48, 4 blocks in each "
+    "of 5 runs (2026-12-04, reports/cpu-aa/20261204 run1-run5)"
+)
+_GPU_SOURCE = (
+    "H200 A/A, vLLM 0.26.0, workloads copy, transform, free, abstain at max_tokens 48 (control-run1, control-run2: "
+    "4 blocks each; control-12blocks: copy, transform at 1 client, 12 blocks) (2026-12-04, "
+    "reports/gpu-h200-vllm0.26.0/20261204, not its WritingBench A/A, which has no journal)"
+)
+_CPU_RUNS = tuple(f"reports/cpu-aa/20261204/run{k}" for k in range(1, 6))
+_GPU_RUNS = tuple(
+    f"reports/gpu-h200-vllm0.26.0/20261204/{name}" for name in ("control-run1", "control-run2", "control-12blocks")
+)
+
+# Measured 2026-12-04 by measure_aa_identity on the runs named (tests/unit/test_aa_identity.py recomputes them).
+AA_IDENTITY: dict[str, dict[int, AAIdentity]] = {
+    "cpu": {
+        1: AAIdentity("cpu", 1, 320, 320, ((20, 20, 16),), _CPU_RUNS, _CPU_SOURCE, max_output_tokens=48),
+        4: AAIdentity(
+            "cpu", 4, 317, 320, ((18, 20, 1), (19, 20, 1), (20, 20, 14)), _CPU_RUNS, _CPU_SOURCE, max_output_tokens=48
+        ),
+    },
+    "gpu": {
+        1: AAIdentity("gpu", 1, 448, 448, ((8, 8, 16), (20, 20, 16)), _GPU_RUNS, _GPU_SOURCE, max_output_tokens=48),
+        8: AAIdentity("gpu", 8, 256, 256, ((8, 8, 32),), _GPU_RUNS, _GPU_SOURCE, max_output_tokens=48),
+    },
+}
+
+
+def aa_identity_for(hardware: dict[str, Any]) -> dict[int, AAIdentity]:
+    """Client count -> the A/A identity record for a run's hardware record (``gpus`` non-empty: the GPU record,
+    as :func:`specharness.experiment.bands.band_for` picks the band)."""
+    return AA_IDENTITY.get("gpu" if hardware.get("gpus") else "cpu", {})
