@@ -3,7 +3,10 @@
 ASV imports this module when it starts; it wraps ``asv.results.Results.save`` so that, before writing, the notes
 our lookups left for that environment and commit (:mod:`specharness.history.asv.notes`) become ASV stats (the
 experiment's CI, the block count), absolute values get the machine's measured spread, and a companion
-``.notes.jsonl`` keeps failure reasons. Nothing else in ASV changes; with the plugin absent, results are plain.
+``.notes.jsonl`` keeps failure reasons. As ASV loads a result file (``Results.load``: ``asv show``, ``asv compare``,
+``asv publish``), the release's failure reason from that companion becomes the failed benchmarks' in-memory
+``stderr`` (:func:`specharness.history.asv.notes.failure_stderr`), which ``asv show`` prints under *failed*.
+Nothing else in ASV changes; with the plugin absent, results are plain.
 Tested against the ASV version pinned in ``pyproject.toml`` (its ``Results`` keeps ``_results``, ``_stats`` and
 ``_benchmark_params``).
 """
@@ -17,6 +20,7 @@ from specharness.history.asv.ledger import DEFAULT_PATH, ensure_ledger
 from specharness.history.asv.notes import (
     apply_notes,
     consume_notes,
+    failure_stderr,
     notes_dir,
     read_notes,
     update_companion,
@@ -40,9 +44,9 @@ def _started_at(path: Path) -> dict[str, Any]:
 
 
 def install() -> None:
-    """Wrap ``Results.save`` once (idempotent), and tell benchmark processes where notes go: ASV passes its
-    ``ASV_*`` variables to a virtualenv's processes but not to an existing environment's, whose benchmarks run in
-    a temporary folder; they inherit this process's environment."""
+    """Wrap ``Results.save`` and ``Results.load`` once each (idempotent), and tell benchmark processes where notes
+    go: ASV passes its ``ASV_*`` variables to a virtualenv's processes but not to an existing environment's, whose
+    benchmarks run in a temporary folder; they inherit this process's environment."""
     import os
 
     from asv import results as asv_results
@@ -53,6 +57,7 @@ def install() -> None:
     # of an older recipe (other commit dates, other hashes) would orphan the committed results. One git call checks.
     if (Path.cwd() / "asv.conf.json").is_file():
         ensure_ledger(Path.cwd() / DEFAULT_PATH)
+    _wrap_load(asv_results.Results)
     original = asv_results.Results.save
     if getattr(original, "_specharness", False):
         return
@@ -68,6 +73,26 @@ def install() -> None:
 
     save._specharness = True  # type: ignore[attr-defined]
     asv_results.Results.save = save  # type: ignore[method-assign]
+
+
+def _wrap_load(results_cls: Any) -> None:
+    """Wrap ``Results.load`` once (idempotent): a loaded result's failed benchmarks get the release's failure reason
+    as their in-memory ``stderr`` (ASV saves none), which ``asv show`` prints under *failed*. ``__wrapped__`` is
+    ASV's own ``load``."""
+    original_load = results_cls.__dict__["load"].__func__
+    if getattr(original_load, "_specharness", False):
+        return
+
+    def load(cls: Any, path: str, machine_name: str | None = None) -> Any:
+        obj = original_load(cls, path, machine_name)
+        reasons = failure_stderr(Path(path), obj)
+        if reasons:
+            obj._stderr = reasons  # in memory only: Results.save writes no stderr
+        return obj
+
+    load._specharness = True  # type: ignore[attr-defined]
+    load.__wrapped__ = original_load  # type: ignore[attr-defined]
+    results_cls.load = classmethod(load)
 
 
 install()
