@@ -101,6 +101,7 @@ def test_the_check_catches_asv_publish_over_every_machine(tmp_path: Path, ledger
         timeout=600,
     )
     assert result.returncode == 0, result.stderr[-2000:]
+    assert "results hold 2 machines (cpu-2core-xeon, h200)" in result.stdout + result.stderr  # the plugin warns
     for machine, foreign in (("cpu-2core-xeon", "2b680caf"), ("h200", "8430ca91")):
         problems = summary_problems(html, machine)
         assert any(foreign in p and "has no value on this machine" in p for p in problems), problems[:5]

@@ -5,7 +5,8 @@ our lookups left for that environment and commit (:mod:`specharness.history.asv.
 experiment's CI, the block count), absolute values get the machine's measured spread, and a companion
 ``.notes.jsonl`` keeps failure reasons. As ASV loads a result file (``Results.load``: ``asv show``, ``asv compare``,
 ``asv publish``), the release's failure reason from that companion becomes the failed benchmarks' in-memory
-``stderr`` (:func:`specharness.history.asv.notes.failure_stderr`), which ``asv show`` prints under *failed*.
+``stderr`` (:func:`specharness.history.asv.notes.failure_stderr`), which ``asv show`` prints under *failed*;
+``asv publish`` warns when its results hold more than one machine (its summary grid would join them).
 Nothing else in ASV changes; with the plugin absent, results are plain.
 Tested against the ASV version pinned in ``pyproject.toml`` (its ``Results`` keeps ``_results``, ``_stats`` and
 ``_benchmark_params``).
@@ -58,6 +59,7 @@ def install() -> None:
     if (Path.cwd() / "asv.conf.json").is_file():
         ensure_ledger(Path.cwd() / DEFAULT_PATH)
     _wrap_load(asv_results.Results)
+    _warn_joined_publish()
     original = asv_results.Results.save
     if getattr(original, "_specharness", False):
         return
@@ -93,6 +95,30 @@ def _wrap_load(results_cls: Any) -> None:
     load._specharness = True  # type: ignore[attr-defined]
     load.__wrapped__ = original_load  # type: ignore[attr-defined]
     results_cls.load = classmethod(load)
+
+
+def _warn_joined_publish() -> None:
+    """Wrap ``asv publish`` once (idempotent) to warn when its results folder holds more than one machine: ASV's
+    summary grid then joins them in one line per benchmark; ``bash scripts/publish.sh`` publishes one site each."""
+    from asv.commands.publish import Publish
+
+    original_run = Publish.__dict__["run"].__func__
+    if getattr(original_run, "_specharness", False):
+        return
+
+    def run(cls: Any, conf: Any, range_spec: Any = None, pull: bool = True) -> Any:
+        from asv.console import log
+
+        machines = sorted({p.parent.name for p in Path(conf.results_dir).glob("*/machine.json")})
+        if len(machines) > 1:
+            log.warning(
+                f"specharness: results hold {len(machines)} machines ({', '.join(machines)}); ASV's summary grid "
+                "joins them in one line per benchmark. Publish with 'bash scripts/publish.sh' (one site per machine)."
+            )
+        return original_run(cls, conf, range_spec=range_spec, pull=pull)
+
+    run._specharness = True  # type: ignore[attr-defined]
+    Publish.run = classmethod(run)  # type: ignore[method-assign,assignment]
 
 
 install()
