@@ -117,3 +117,11 @@ def test_a_failed_benchmark_without_a_note_reads_empty_not_keyerror(tmp_path: Pa
     }
     info, details = format_benchmark_result(loaded, bench)
     assert info == "failed" and details is not None and REASON not in details
+
+
+def test_every_benchmark_is_parameterised() -> None:
+    """ASV appends ``stderr`` only under a parameterised benchmark (``format_benchmark_result``'s long format); a
+    benchmark without parameters would print a bare *failed* in ``asv show`` again."""
+    known = json.loads((ROOT / "results" / "benchmarks.json").read_text())
+    bare = [name for name, b in known.items() if isinstance(b, dict) and not b.get("params")]
+    assert bare == []
