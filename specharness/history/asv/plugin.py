@@ -3,7 +3,11 @@
 ASV imports this module when it starts; it wraps ``asv.results.Results.save`` so that, before writing, the notes
 our lookups left for that environment and commit (:mod:`specharness.history.asv.notes`) become ASV stats (the
 experiment's CI, the block count), absolute values get the machine's measured spread, and a companion
-``.notes.jsonl`` keeps failure reasons. Nothing else in ASV changes; with the plugin absent, results are plain.
+``.notes.jsonl`` keeps failure reasons. As ASV loads a result file (``Results.load``: ``asv show``, ``asv compare``,
+``asv publish``), the release's failure reason from that companion becomes the failed benchmarks' in-memory
+``stderr`` (:func:`specharness.history.asv.notes.failure_stderr`), which ``asv show`` prints under *failed*;
+``asv publish`` warns when its results hold more than one machine (its summary grid would join them).
+Nothing else in ASV changes; with the plugin absent, results are plain.
 Tested against the ASV version pinned in ``pyproject.toml`` (its ``Results`` keeps ``_results``, ``_stats`` and
 ``_benchmark_params``).
 """
@@ -17,6 +21,7 @@ from specharness.history.asv.ledger import DEFAULT_PATH, ensure_ledger
 from specharness.history.asv.notes import (
     apply_notes,
     consume_notes,
+    failure_stderr,
     notes_dir,
     read_notes,
     update_companion,
@@ -40,9 +45,9 @@ def _started_at(path: Path) -> dict[str, Any]:
 
 
 def install() -> None:
-    """Wrap ``Results.save`` once (idempotent), and tell benchmark processes where notes go: ASV passes its
-    ``ASV_*`` variables to a virtualenv's processes but not to an existing environment's, whose benchmarks run in
-    a temporary folder; they inherit this process's environment."""
+    """Wrap ``Results.save`` and ``Results.load`` once each (idempotent), and tell benchmark processes where notes
+    go: ASV passes its ``ASV_*`` variables to a virtualenv's processes but not to an existing environment's, whose
+    benchmarks run in a temporary folder; they inherit this process's environment."""
     import os
 
     from asv import results as asv_results
@@ -53,6 +58,8 @@ def install() -> None:
     # of an older recipe (other commit dates, other hashes) would orphan the committed results. One git call checks.
     if (Path.cwd() / "asv.conf.json").is_file():
         ensure_ledger(Path.cwd() / DEFAULT_PATH)
+    _wrap_load(asv_results.Results)
+    _warn_joined_publish()
     original = asv_results.Results.save
     if getattr(original, "_specharness", False):
         return
@@ -68,6 +75,50 @@ def install() -> None:
 
     save._specharness = True  # type: ignore[attr-defined]
     asv_results.Results.save = save  # type: ignore[method-assign]
+
+
+def _wrap_load(results_cls: Any) -> None:
+    """Wrap ``Results.load`` once (idempotent): a loaded result's failed benchmarks get the release's failure reason
+    as their in-memory ``stderr`` (ASV saves none), which ``asv show`` prints under *failed*. ``__wrapped__`` is
+    ASV's own ``load``."""
+    original_load = results_cls.__dict__["load"].__func__
+    if getattr(original_load, "_specharness", False):
+        return
+
+    def load(cls: Any, path: str, machine_name: str | None = None) -> Any:
+        obj = original_load(cls, path, machine_name)
+        reasons = failure_stderr(Path(path), obj)
+        if reasons:
+            obj._stderr = reasons  # in memory only: Results.save writes no stderr
+        return obj
+
+    load._specharness = True  # type: ignore[attr-defined]
+    load.__wrapped__ = original_load  # type: ignore[attr-defined]
+    results_cls.load = classmethod(load)
+
+
+def _warn_joined_publish() -> None:
+    """Wrap ``asv publish`` once (idempotent) to warn when its results folder holds more than one machine: ASV's
+    summary grid then joins them in one line per benchmark; ``bash scripts/publish.sh`` publishes one site each."""
+    from asv.commands.publish import Publish
+
+    original_run = Publish.__dict__["run"].__func__
+    if getattr(original_run, "_specharness", False):
+        return
+
+    def run(cls: Any, conf: Any, range_spec: Any = None, pull: bool = True) -> Any:
+        from asv.console import log
+
+        machines = sorted({p.parent.name for p in Path(conf.results_dir).glob("*/machine.json")})
+        if len(machines) > 1:
+            log.warning(
+                f"specharness: results hold {len(machines)} machines ({', '.join(machines)}); ASV's summary grid "
+                "joins them in one line per benchmark. Publish with 'bash scripts/publish.sh' (one site per machine)."
+            )
+        return original_run(cls, conf, range_spec=range_spec, pull=pull)
+
+    run._specharness = True  # type: ignore[attr-defined]
+    Publish.run = classmethod(run)  # type: ignore[method-assign,assignment]
 
 
 install()

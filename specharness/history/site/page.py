@@ -362,16 +362,18 @@ def _unpublished(results_dir: Path, vals: list[ReleaseValue]) -> list[str]:
     except (OSError, json.JSONDecodeError):
         return []
     measured = {v.benchmark for v in vals if math.isfinite(v.value) or v.failed}
+    machines = {v.machine for v in vals}
+    where = f"on {next(iter(machines))}" if len(machines) == 1 else "on a committed machine"  # one site per machine
     why = {
         "UserWorkload": "runs only with SPECHARNESS_ASV_WORKLOAD set (your own traffic)",
-        "StructuredOutput": "not run on a committed machine yet",
-        "SampledDistribution": "not run on a committed machine yet",
+        "StructuredOutput": f"not run {where} yet",
+        "SampledDistribution": f"not run {where} yet",
     }
     missing = sorted(k for k in known if k != "version" and k not in measured)
     if not missing:
         return []
     items = "".join(
-        f"<li>{html.escape(m)}: {html.escape(next((w for c, w in why.items() if c in m), 'no results on any machine yet'))}</li>"
+        f"<li>{html.escape(m)}: {html.escape(next((w for c, w in why.items() if c in m), f'no results {where} yet'))}</li>"
         for m in missing
     )
     return [

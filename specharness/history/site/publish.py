@@ -1,0 +1,288 @@
+"""Publish the release history as one ASV site per machine and ledger branch, so that no page mixes machines.
+
+ASV's summary grid (``graphs/summary/<benchmark>.json``, :func:`asv.graph.make_summary_graph`, written by
+``asv.plugins.summarygrid.SummaryGrid.publish``) is one geometric-mean line per benchmark over *every* graph of that
+benchmark: all machines, branches and environments of the results folder. Run on ``results/`` as a whole, it joins
+the CPU releases and then the H200 ones in one line (32.96, None, 31.55, 31.72, 2.12, 2.09 for baseline TPOT p50).
+ASV has no option to split it, so this publishes each *series* (one machine, one ledger branch) on its own:
+
+1. :func:`site_series` sorts the result files by machine and by the ledger branch of their commit;
+2. for each series a staging folder holds only that series' results (with ``benchmarks.json``, the machine's
+   ``machine.json`` and ``spread.jsonl``) and a copy of ``asv.conf.json`` pointing at it, with ``branches`` that one
+   branch; plain ``asv publish`` writes the series' site to ``<html>/<folder>/``;
+3. the release page (:func:`specharness.history.site.page.write_release_page`) is written into each series' site
+   from the same staged results, so it too shows one machine;
+4. ``<html>/index.html`` links the series' sites (``<html>/sites.json`` lists them for tests and tools).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from specharness._errors import ConfigError
+from specharness.history.asv.ledger import LEDGER, ensure_ledger, ledger_tags
+from specharness.history.site.page import PAGE, link_from_index, write_release_page
+
+__all__ = [
+    "SITES",
+    "SiteSeries",
+    "machine_values",
+    "publish_sites",
+    "site_series",
+    "stage_series",
+    "summary_mismatches",
+]
+
+SITES = "sites.json"  # <html>/sites.json: the series published, written last
+
+
+@dataclass(frozen=True, slots=True)
+class SiteSeries:
+    """One machine's results on one ledger branch: ``folder`` is its site under the html folder, ``releases`` the
+    ledger tags it has results for (ledger order), ``result_files`` its ASV result files."""
+
+    machine: str
+    branch: str
+    folder: str
+    releases: tuple[str, ...]
+    result_files: tuple[Path, ...]
+
+
+def site_series(results_dir: Path, ledger_dir: Path | None = None) -> list[SiteSeries]:
+    """Every (machine, branch) with results in ``results_dir``; result files whose commit is no ledger release are
+    left out (ASV would place them on no branch)."""
+    from asv.results import iter_results_paths
+
+    tag_of = ledger_tags(ensure_ledger(ledger_dir))  # commit -> tag
+    branch_of = {r.tag: branch for branch, releases in LEDGER.items() for r in releases}
+    order = [r.tag for releases in LEDGER.values() for r in releases]
+    found: dict[tuple[str, str], list[tuple[str, Path]]] = defaultdict(list)
+    for root, filename, machine in iter_results_paths(str(results_dir)):
+        path = Path(root) / filename
+        commit = str(json.loads(path.read_text()).get("commit_hash", ""))
+        tag = tag_of.get(commit)
+        if tag is None or tag not in branch_of:
+            continue
+        found[(machine, branch_of[tag])].append((tag, path))
+    branches_of: dict[str, int] = defaultdict(int)
+    for machine, _ in found:
+        branches_of[machine] += 1
+    out = []
+    for (machine, branch), files in sorted(found.items()):
+        files.sort(key=lambda tf: (order.index(tf[0]), tf[1].name))
+        out.append(
+            SiteSeries(
+                machine=machine,
+                branch=branch,
+                folder=machine if branches_of[machine] == 1 else f"{machine}.{branch}",
+                releases=tuple(dict.fromkeys(t for t, _ in files)),
+                result_files=tuple(p for _, p in files),
+            )
+        )
+    return out
+
+
+def stage_series(series: SiteSeries, results_dir: Path, stage: Path) -> Path:
+    """A results folder under ``stage`` holding only ``series``: its result files and their companion notes, its
+    machine's ``machine.json`` and other side files (``spread.jsonl``), and ``benchmarks.json``. Returns it."""
+    from specharness.history.asv.notes import companion_path
+
+    out = stage / "results"
+    machine_out = out / series.machine
+    machine_out.mkdir(parents=True)
+    shutil.copyfile(results_dir / "benchmarks.json", out / "benchmarks.json")
+    machine_in = results_dir / series.machine
+    for side in machine_in.iterdir():  # machine.json, spread.jsonl: not result files
+        if side.is_file() and (side.name == "machine.json" or not side.name.endswith((".json", ".notes.jsonl"))):
+            shutil.copyfile(side, machine_out / side.name)
+    for path in series.result_files:
+        shutil.copyfile(path, machine_out / path.name)
+        if companion_path(path).is_file():
+            shutil.copyfile(companion_path(path), machine_out / companion_path(path).name)
+    return out
+
+
+def _series_config(conf_file: Path, results: Path, html_dir: Path, ledger_dir: Path, branch: str) -> dict[str, object]:
+    from asv.util import load_json
+
+    conf = dict(load_json(str(conf_file), js_comments=True))
+    root = conf_file.parent
+    conf.update(
+        {
+            "results_dir": str(results),
+            "html_dir": str(html_dir),
+            "repo": str(ledger_dir),
+            "benchmark_dir": str((root / str(conf.get("benchmark_dir", "benchmarks"))).resolve()),
+            "env_dir": str((root / str(conf.get("env_dir", "env"))).resolve()),
+            "branches": [branch],
+            "plugins": [],  # publishing saves no results: the plugin has nothing to do
+        }
+    )
+    return conf
+
+
+def _machine_text(results_dir: Path, machine: str) -> str:
+    try:
+        info = json.loads((results_dir / machine / "machine.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return "machine details not recorded"
+    keys = ("cpu", "num_cpu", "ram", "gpu", "gpu_memory", "gpu_driver")
+    return ", ".join(f"{k} {info[k]}" for k in keys if info.get(k) and info[k] != "none") or "details not recorded"
+
+
+def _index_page(series: list[SiteSeries], results_dir: Path) -> str:
+    items = "".join(
+        f"<li class='series' data-machine='{html.escape(s.machine)}' data-branch='{html.escape(s.branch)}'>"
+        f"<b>{html.escape(s.machine)}</b>, branch <code>{html.escape(s.branch)}</code> "
+        f"({html.escape(', '.join(s.releases))}): "
+        f"<a class='asv' href='{html.escape(s.folder)}/index.html'>ASV graphs</a> · "
+        f"<a class='releases' href='{html.escape(s.folder)}/{PAGE}'>by vLLM release</a>"
+        f"<br><small>{html.escape(_machine_text(results_dir, s.machine))}</small></li>"
+        for s in series
+    )
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>specharness: release history</title>"
+        "<style>body{font-family:sans-serif;margin:2em;max-width:900px} li{margin:.6em 0}</style></head><body>"
+        "<h1>specharness release history</h1>"
+        "<p>One ASV site per machine and ledger branch: ASV's summary grid joins every machine and branch of a "
+        "results folder in one line per benchmark, so each machine's results are published on their own "
+        "(<code>bash scripts/publish.sh</code>). Values of different machines are never drawn on one page.</p>"
+        f"<ul id='sites'>{items or '<li>No results on the release ledger yet.</li>'}</ul></body></html>"
+    )
+
+
+def _back_link(site: Path) -> None:
+    """Link the top index from the series' ASV index and release page (idempotent)."""
+    for page in (site / "index.html", site / PAGE):
+        text = page.read_text()
+        if 'id="all-machines"' in text:
+            continue
+        link = '<a id="all-machines" href="../index.html">All machines</a>'
+        releases_item = 'id="nav-li-releases">By vLLM release</a></li>'
+        if releases_item in text:
+            text = text.replace(releases_item, f"{releases_item}<li>{link}</li>", 1)
+        else:
+            text = text.replace("<body>", f"<body><p>{link}</p>", 1)
+        page.write_text(text)
+
+
+def _clear(html_dir: Path) -> None:
+    """Remove a previous publish; refuse a folder that does not look like one (ASV's own publish deletes its
+    ``html_dir`` unasked)."""
+    if not html_dir.exists():
+        return
+    if not html_dir.is_dir():
+        raise ConfigError(f"--html {html_dir}: not a folder; name a folder for the published site")
+    entries = list(html_dir.iterdir())
+    if entries and not ((html_dir / SITES).is_file() or (html_dir / "index.json").is_file()):
+        raise ConfigError(f"--html {html_dir}: not empty and not a published site; name an empty or new folder")
+    shutil.rmtree(html_dir)
+
+
+def publish_sites(
+    results_dir: Path = Path("results"),
+    html_dir: Path = Path("html"),
+    conf_file: Path = Path("asv.conf.json"),
+    ledger_dir: Path | None = None,
+    vendor: bool = True,
+) -> list[SiteSeries]:
+    """Publish every series of ``results_dir`` to ``html_dir/<folder>/`` (ASV's site plus the release page) and an
+    index linking them; returns the series. ``vendor`` points each site at local copies of ASV's CDN libraries."""
+    if not (results_dir / "benchmarks.json").is_file():
+        raise ConfigError(f"--results {results_dir}: no benchmarks.json; run 'asv run' (or name the results folder)")
+    if not conf_file.is_file():
+        raise ConfigError(f"--config {conf_file}: no such file; run from the project root or name asv.conf.json")
+    ledger = ensure_ledger(ledger_dir).resolve()
+    series = site_series(results_dir, ledger)
+    _clear(html_dir)
+    html_dir.mkdir(parents=True)
+    with tempfile.TemporaryDirectory(prefix="specharness-publish-") as tmp:
+        for s in series:
+            stage = Path(tmp) / s.folder
+            results = stage_series(s, results_dir, stage)
+            site = (html_dir / s.folder).resolve()
+            conf = stage / "asv.conf.json"
+            conf.write_text(json.dumps(_series_config(conf_file.resolve(), results, site, ledger, s.branch)))
+            env = {k: v for k, v in os.environ.items() if not k.startswith("ASV_")}
+            proc = subprocess.run(
+                [sys.executable, "-m", "asv", "publish", "--no-pull", "--config", str(conf)],
+                cwd=stage,
+                capture_output=True,
+                text=True,
+                timeout=900,
+                env=env,
+            )
+            if proc.returncode != 0:
+                tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+                raise ConfigError(f"asv publish for {s.machine} ({s.branch}) failed: {tail[0]}")
+            write_release_page(results, site, ledger)
+            link_from_index(site)
+            _back_link(site)
+            if vendor:
+                from specharness.history.site.vendor import vendor_site
+
+                vendor_site(site)
+    (html_dir / "index.html").write_text(_index_page(series, results_dir))
+    listing = [
+        {"machine": s.machine, "branch": s.branch, "folder": s.folder, "releases": list(s.releases)} for s in series
+    ]
+    (html_dir / SITES).write_text(json.dumps(listing, indent=1) + "\n")
+    return series
+
+
+def machine_values(results_dir: Path, machine: str) -> dict[str, dict[str, list[float | None]]]:
+    """``benchmark -> ledger commit -> values`` of one machine's result files (every parameter combination, None or
+    NaN where it failed or was skipped): what that machine's summary line may be made of."""
+    from asv.results import iter_results_for_machine
+
+    out: dict[str, dict[str, list[float | None]]] = defaultdict(dict)
+    for result in iter_results_for_machine(str(results_dir), machine):
+        for key in result.get_all_result_keys():
+            values = result.get_result_value(key, result.get_result_params(key))
+            vals = values if isinstance(values, list) else [values]
+            out[key][result.commit_hash] = [float(v) if isinstance(v, (int, float)) else None for v in vals]
+    return dict(out)
+
+
+def summary_mismatches(
+    benchmark: str,
+    points: list[list[float | None]],
+    revision_to_hash: dict[str, str],
+    values: dict[str, dict[str, list[float | None]]],
+) -> list[str]:
+    """Where a summary line (ASV's ``[[revision, value], ...]``) is not made of one machine's ``values``
+    (:func:`machine_values`): a point at a commit that machine has no value for, or a value outside that machine's
+    range for the benchmark. ASV's summary (``asv.graph.make_summary_graph``) is the geometric mean of the absolute
+    values over parameter combinations (negative where their sum is), after filling small gaps by interpolation
+    within each series, so its magnitude lies inside the range of the machine's magnitudes; where every combination
+    has a value at that commit it must equal their geometric mean."""
+    own = values.get(benchmark, {})
+    size = [abs(v) for vals in own.values() for v in vals if v is not None and math.isfinite(v)]
+    out = []
+    for rev, y in points:
+        if y is None:
+            continue
+        commit = revision_to_hash.get(str(int(rev or 0)), "?")
+        here = own.get(commit)
+        if here is None:
+            out.append(f"{benchmark}: revision {rev} ({commit[:8]}) has no value on this machine, yet plots {y:.6g}")
+            continue
+        if not size or not (min(size) * (1 - 1e-9) <= abs(y) <= max(size) * (1 + 1e-9)):
+            out.append(f"{benchmark}: {y:.6g} at {commit[:8]} is outside this machine's values")
+            continue
+        if here and all(v is not None and math.isfinite(v) for v in here):
+            vals = [float(v) for v in here if v is not None]
+            mean = math.prod(abs(v) ** (1 / len(vals)) for v in vals) * (1 if sum(vals) >= 0 else -1)
+            if not math.isclose(y, mean, rel_tol=1e-6, abs_tol=1e-12):
+                out.append(f"{benchmark}: {y:.6g} at {commit[:8]}, the machine's geometric mean is {mean:.6g}")
+    return out
