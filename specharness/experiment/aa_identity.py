@@ -58,13 +58,14 @@ _CPU_SOURCE = (
     "of 5 runs (2026-12-04, reports/cpu-aa/20261204 run1-run5)"
 )
 _GPU_SOURCE = (
-    "H200 A/A, vLLM 0.26.0, workloads copy, transform, free, abstain at max_tokens 48 (control-run1, control-run2: "
-    "4 blocks each; control-12blocks: copy, transform at 1 client, 12 blocks) (2026-12-04, "
+    "H200 A/A, vLLM 0.26.0, workloads copy, transform, free, abstain at max_tokens 48 (control-run1, control-run2, "
+    "aa-run2..aa-run6: 4 blocks each; control-12blocks: copy, transform at 1 client, 12 blocks) (2026-12-04, "
     "reports/gpu-h200-vllm0.26.0/20261204, not its WritingBench A/A, which has no journal)"
 )
 _CPU_RUNS = tuple(f"reports/cpu-aa/20261204/run{k}" for k in range(1, 6))
 _GPU_RUNS = tuple(
-    f"reports/gpu-h200-vllm0.26.0/20261204/{name}" for name in ("control-run1", "control-run2", "control-12blocks")
+    f"reports/gpu-h200-vllm0.26.0/20261204/{name}"
+    for name in ("control-run1", "control-run2", "control-12blocks", *(f"aa-run{k}" for k in range(2, 7)))
 )
 
 # Measured 2026-12-04 by measure_aa_identity on the runs named (tests/unit/test_aa_identity.py recomputes them).
@@ -76,8 +77,8 @@ AA_IDENTITY: dict[str, dict[int, AAIdentity]] = {
         ),
     },
     "gpu": {
-        1: AAIdentity("gpu", 1, 448, 448, ((8, 8, 16), (20, 20, 16)), _GPU_RUNS, _GPU_SOURCE, max_output_tokens=48),
-        8: AAIdentity("gpu", 8, 256, 256, ((8, 8, 32),), _GPU_RUNS, _GPU_SOURCE, max_output_tokens=48),
+        1: AAIdentity("gpu", 1, 1088, 1088, ((28, 28, 16), (40, 40, 16)), _GPU_RUNS, _GPU_SOURCE, max_output_tokens=48),
+        8: AAIdentity("gpu", 8, 896, 896, ((28, 28, 32),), _GPU_RUNS, _GPU_SOURCE, max_output_tokens=48),
     },
 }
 
