@@ -6,4 +6,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 .venv/bin/specharness ledger >/dev/null
-exec .venv/bin/python -m specharness.history.site "$@"
+exec .venv/bin/specharness site "$@"

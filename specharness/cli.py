@@ -146,9 +146,15 @@ def _run_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def _history_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """site, release-compare, ledger, spread, machine: the release history on ASV."""
-    site = sub.add_parser("site", help="after 'asv publish': add the metric-by-vLLM-release page to the site")
+    site = sub.add_parser(
+        "site",
+        help="publish the release history: one ASV site per machine and ledger branch, each with its "
+        "release page, and an index linking them",
+    )
     site.add_argument("--results", type=Path, default=Path("results"))
     site.add_argument("--html", type=Path, default=Path("html"))
+    site.add_argument("--config", type=Path, default=Path("asv.conf.json"))
+    site.add_argument("--ledger", type=Path, default=None, help="the release ledger (default .asv/ledger)")
     site.add_argument("--no-vendor", action="store_true", help="keep ASV's CDN links (the site then needs internet)")
     rc = sub.add_parser(
         "release-compare",
@@ -287,9 +293,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_aa_summary(args: argparse.Namespace) -> int:
+    from specharness.analysis.aa_identity_record import format_records, measure_aa_identity
+    from specharness.experiment.rundir import read_manifest
     from specharness.reporting.aa_scorecard import score_control_runs
 
     print(score_control_runs(args.run_dirs).to_markdown(), end="")
+    kind = "gpu" if read_manifest(args.run_dirs[0]).get("hardware", {}).get("gpus") else "cpu"
+    source = ", ".join(str(d) for d in args.run_dirs)
+    print(
+        f"\n**A/A identity record** (for specharness.experiment.aa_identity):\n{format_records(measure_aa_identity(args.run_dirs, kind, source))}"
+    )
     return 0
 
 
@@ -338,17 +351,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_site(args: argparse.Namespace) -> int:
-    from specharness.history.site.page import link_from_index, write_release_page
+    from specharness.history.site.publish import publish_sites
 
-    if not (args.html / "index.html").is_file():
-        raise ConfigError(f"--html {args.html}: no index.html; run 'asv publish' first")
-    page = write_release_page(args.results, args.html)
-    link_from_index(args.html)
-    if not args.no_vendor:
-        from specharness.history.site.vendor import vendor_site
-
-        print(f"site: {vendor_site(args.html)} CDN links now load from {args.html / 'vendor'}")
-    print(f"site: {page}")
+    series = publish_sites(args.results, args.html, args.config, args.ledger, vendor=not args.no_vendor)
+    for s in series:
+        print(f"site: {args.html / s.folder}/index.html ({s.machine}, {s.branch}: {', '.join(s.releases)})")
+    print(f"site: {args.html / 'index.html'}")
     return 0
 
 

@@ -31,7 +31,7 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ledger = ensure_ledger(ROOT / ".asv" / "ledger")  # ASV's repo: the release ledger (a clean clone lacks it)
     html_dir = tmp_path_factory.mktemp("html") / "html"
     result = subprocess.run(
-        [sys.executable, "-m", "specharness.history.site", "--html", str(html_dir), "--ledger", str(ledger)],
+        [sys.executable, "-m", "specharness", "site", "--html", str(html_dir), "--ledger", str(ledger)],
         cwd=ROOT,
         capture_output=True,
         text=True,

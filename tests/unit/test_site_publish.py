@@ -119,7 +119,7 @@ def test_publish_refuses_a_folder_that_is_not_a_site(tmp_path: Path, ledger: Pat
 def test_publish_command_names_each_site(tmp_path: Path, ledger: Path) -> None:
     html = tmp_path / "html"
     result = subprocess.run(
-        [sys.executable, "-m", "specharness.history.site", "--html", str(html), "--no-vendor", "--ledger", str(ledger)],
+        [sys.executable, "-m", "specharness", "site", "--html", str(html), "--no-vendor", "--ledger", str(ledger)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -129,7 +129,7 @@ def test_publish_command_names_each_site(tmp_path: Path, ledger: Path) -> None:
     assert f"{html / 'cpu-2core-xeon'}/index.html (cpu-2core-xeon, vllm-cpu:" in result.stdout
     assert f"{html / 'h200'}/index.html (h200, vllm:" in result.stdout
     bad = subprocess.run(
-        [sys.executable, "-m", "specharness.history.site", "--results", str(tmp_path / "none"), "--html", str(html)],
+        [sys.executable, "-m", "specharness", "site", "--results", str(tmp_path / "none"), "--html", str(html)],
         cwd=ROOT,
         capture_output=True,
         text=True,
