@@ -358,9 +358,14 @@ def _rules(a: Analysis) -> list[str]:
         f"{conf:.1%} CI by Student t over the blocks (n − 1 degrees of freedom; from 6 blocks a fit with an order "
         "term, n − 2; the order effect is estimated and shown from 4 blocks)"
         f"{'; ' + str(looks) + ' possible looks (Bonferroni)' if looks > 1 else ''}. "
-        f"; the engine-instance offset variance from the machine's A/A record (sd {math.sqrt(r.offset_var):.3f} at "
-        "its 95% upper limit) is added to each interval. "
-        f"No-difference band [{down:.3f}, {up:.3f}] (±{margin:.0%}, {source}). A cell whose common prefixes cover "
+        + (
+            f"The engine-instance offset variance from the machine's A/A record (sd {math.sqrt(r.offset_var):.3f} at "
+            "its 95% upper limit) is added to each interval, which it widens and never narrows (the wider of the "
+            "blocks' own t interval and the one with the offset). "
+            if r.offset_var > 0
+            else ""
+        )
+        + f"No-difference band [{down:.3f}, {up:.3f}] (±{margin:.0%}, {source}). A cell whose common prefixes cover "
         f"under {float(prof.get('min_same_work_fraction', 0.5)):.0%} of the baseline's output tokens is *not "
         "comparable*. The interval is about the run's prompts; from 20 cases a second interval, cases "
         "resampled, says how far it carries to traffic like them. Quality: right answers "
