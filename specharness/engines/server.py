@@ -28,6 +28,7 @@ import httpx
 
 from specharness._errors import ConfigError, EngineDied, EngineNotInstalled, EngineStartTimeout, PortInUse
 from specharness.engines.memory import MemoryProbe
+from specharness.engines.model import cache_dir
 from specharness.engines.startlog import StartPhases, first_error, start_phases
 
 __all__ = ["ArmSpec", "EngineServer", "EngineSettings", "build_command", "stop_all", "warm_start_env"]
@@ -131,9 +132,13 @@ def warm_start_env(*, cpu_build: bool) -> dict[str, str]:
     ``finalize_loading`` on it ("'function' object has no attribute 'finalize_loading'") and compiles again.
     ``VLLM_USE_AOT_COMPILE=0`` takes the regular torch.compile path, whose inductor caches (FX graph and AOTAutograd,
     under ``TORCHINDUCTOR_CACHE_DIR``) do load on the next start; it is what vLLM's own fix did (PR #32037, "Disable
-    AOT Compile for CPU"), a check that 0.32.0's ``envs.use_aot_compile`` no longer has. On a GPU nothing is set:
-    vLLM's own backend loads its AOT artifact there."""
-    return {"VLLM_USE_AOT_COMPILE": "0"} if cpu_build else {}
+    AOT Compile for CPU"), a check that 0.32.0's ``envs.use_aot_compile`` no longer has. Those caches go under the
+    project's cache folder (``TORCHINDUCTOR_CACHE_DIR`` = :func:`~specharness.engines.model.cache_dir`/torchinductor,
+    not torch's default in ``/tmp``), so a cleared ``/tmp`` does not make the next start cold. On a GPU nothing is
+    set: vLLM's own backend loads its AOT artifact there (under vLLM's cache root)."""
+    if not cpu_build:
+        return {}
+    return {"VLLM_USE_AOT_COMPILE": "0", "TORCHINDUCTOR_CACHE_DIR": str(cache_dir() / "torchinductor")}
 
 
 def _port_free(host: str, port: int) -> bool:

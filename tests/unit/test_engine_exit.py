@@ -75,8 +75,14 @@ def test_a_death_while_starting_names_the_cause_and_the_log(tmp_path: Path) -> N
     assert server.cause().startswith("TypeError: Cannot inspect kernel parameters")
 
 
-def test_the_warm_start_environment_is_set_on_the_cpu_build_only() -> None:
-    assert warm_start_env(cpu_build=True) == {"VLLM_USE_AOT_COMPILE": "0"}
+def test_the_warm_start_environment_is_set_on_the_cpu_build_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPECHARNESS_CACHE", str(tmp_path))
+    assert warm_start_env(cpu_build=True) == {
+        "VLLM_USE_AOT_COMPILE": "0",
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "torchinductor"),
+    }
     assert warm_start_env(cpu_build=False) == {}
 
 
