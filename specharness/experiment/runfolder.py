@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from specharness._errors import EngineDied, RunDirError
-from specharness.experiment.journal import Journal
+from specharness.experiment.journal import Journal, iter_journal_lines
 from specharness.experiment.rundir import JOURNAL, completed_cells, load_manifest, write_manifest
 from specharness.experiment.telemetry import TextPolicy
 from specharness.records import Manifest, SegmentEndEvent, SegmentEvent
@@ -111,8 +111,23 @@ def run_segment(
         *folder.manifest.segments[:-1],
         {**folder.manifest.segments[-1], "ended_unix_s": ended_s, "status": status},
     ]
-    folder.update_manifest(status=status, ended_unix_s=ended_s, segments=segments)
+    reused = _engines_reused(out) or folder.manifest.engines_reused
+    folder.update_manifest(status=status, ended_unix_s=ended_s, segments=segments, engines_reused=reused)
     if on_finish is not None:
         on_finish(out)
     if error is not None:
         raise error
+
+
+def _engines_reused(out: Path) -> list[dict[str, Any]] | None:
+    """Every pooled engine the journal records (``engine`` events with ``reused``), with its arm; None if none."""
+    try:
+        data = (out / JOURNAL).read_bytes()
+    except OSError:
+        return None
+    found = [
+        {"arm": obj.get("arm"), **obj["reused"]}
+        for _number, obj in iter_journal_lines(data)
+        if obj and obj.get("kind") == "engine" and isinstance(obj.get("reused"), dict)
+    ]
+    return found or None
