@@ -12,8 +12,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from specharness._errors import EngineDied, RunDirError
-from specharness.experiment.journal import Journal, iter_journal_lines
+from specharness._errors import EngineDied, RunDirError, SpecharnessError
+from specharness.experiment.journal import Journal, read_journal
 from specharness.experiment.rundir import JOURNAL, completed_cells, load_manifest, write_manifest
 from specharness.experiment.telemetry import TextPolicy
 from specharness.records import Manifest, SegmentEndEvent, SegmentEvent
@@ -120,14 +120,10 @@ def run_segment(
 
 
 def _engines_reused(out: Path) -> list[dict[str, Any]] | None:
-    """Every pooled engine the journal records (``engine`` events with ``reused``), with its arm; None if none."""
+    """Every pooled engine the journal records (:attr:`EngineRecord.reused`), with its arm; None if none."""
     try:
-        data = (out / JOURNAL).read_bytes()
-    except OSError:
+        engines = read_journal(out / JOURNAL).engines
+    except (OSError, SpecharnessError):
         return None
-    found = [
-        {"arm": obj.get("arm"), **obj["reused"]}
-        for _number, obj in iter_journal_lines(data)
-        if obj and obj.get("kind") == "engine" and isinstance(obj.get("reused"), dict)
-    ]
+    found = [{"arm": e.arm, **e.reused} for e in engines if e.reused]
     return found or None

@@ -6,11 +6,12 @@ longer than the model length (the server answers HTTP 400) and an API key, which
 
 Engine starts are shared where sharing proves the same thing: the tests whose runs only need engines (``--attach``
 aside) run with ``pooled_env`` (an engine pool for the session, specharness.engines.pool), so the ASV smoke runs, the
-replay run and the until-decided run start one baseline, one ngram and one extra baseline between them, and those
-modules run first, back to back (:func:`pytest_collection_modifyitems`), so the pooled engines idle out
-(``POOL_IDLE_S``) before the rest start theirs. The tiny run (the CLI starting and stopping its own engines, with an
-API key), the attach tests (servers under a name of their own) and the fault tests (which kill and own engines) start
-their own. At the end of the session every pooled server must be gone.
+replay run, the until-decided run and the resume of the crashed run start one baseline, one ngram and one extra
+baseline between them, and those modules run first, back to back (:func:`pytest_collection_modifyitems`), so the
+pooled engines idle out (``POOL_IDLE_S``) before the rest start theirs. The tiny run (the CLI starting and stopping
+its own engines, with an API key), the attach tests (servers under a name of their own) and the fault tests' runs that
+are killed or signalled (they own their engines: that is what they test) start their own. At the end of the session
+every pooled server must be gone.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ TINY = [
 
 
 TEST_API_KEY = "sk-specharness-test-5f3a9c1e77"
-POOLED_MODULES = ("test_asv_smoke.py", "test_replay_run.py", "test_until_decided.py")  # run first, in this order
+# run first, in this order (the fault module's first test resumes a run on pooled engines)
+POOLED_MODULES = ("test_asv_smoke.py", "test_replay_run.py", "test_until_decided.py", "test_faults.py")
 POOL_IDLE_S = 180  # longer than any gap between two pooled runs, short enough not to overlap the later modules much
 MAX_MODEL_LEN = 2048  # the CLI's default --max-model-len
 

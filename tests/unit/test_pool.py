@@ -8,7 +8,6 @@ pool's bookkeeping (start once, reuse, release, idle limit, owner gone, a killed
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -32,7 +31,9 @@ from specharness.engines.pool import (
     pool_applies,
 )
 from specharness.engines.server import ArmSpec, EngineSettings
+from specharness.experiment.journal import Journal
 from specharness.experiment.runfolder import _engines_reused
+from specharness.records import EngineRecord
 
 NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
 
@@ -242,12 +243,15 @@ def test_a_killed_keeper_takes_its_server_along(standin_python: str, tmp_path: P
 
 def test_the_manifest_lists_the_reused_engines_from_the_journal(tmp_path: Path) -> None:
     reused = {"pooled": True, "reused": True, "started_by": "asv-paired-x", "requests_served_before": 40, "pid": 9}
-    lines = [
-        b'{"kind": "segment", "segment": 0}',
-        json.dumps({"kind": "engine", "arm": "baseline", "reused": reused}).encode(),
-        b'{"kind": "engine", "arm": "ngram", "reused": null}',
-    ]
-    (tmp_path / "journal.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+
+    def engine(arm: str, reuse: dict | None) -> EngineRecord:
+        return EngineRecord(arm, ["vllm"], f"logs/{arm}.log", 1, "0.32.0", 1.0, 9, None, None, reused=reuse)
+
+    with Journal(tmp_path / "journal.jsonl", fsync=False) as journal:
+        journal.write(engine("baseline", reused))
+        journal.write(engine("ngram", None))
     assert _engines_reused(tmp_path) == [{"arm": "baseline", **reused}]
-    (tmp_path / "journal.jsonl").write_bytes(lines[0] + b"\n")
-    assert _engines_reused(tmp_path) is None
+    with Journal(tmp_path / "other" / "journal.jsonl", fsync=False) as journal:
+        journal.write(engine("ngram", None))
+    assert _engines_reused(tmp_path / "other") is None
+    assert _engines_reused(tmp_path / "missing") is None
