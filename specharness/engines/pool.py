@@ -12,7 +12,9 @@ No orphan servers: a keeper stops its server and removes its lease when nobody h
 ``idle_s`` (SPECHARNESS_ENGINE_POOL_IDLE_S, default 300 s), when the owner process it was given (the ``asv run``
 process, or the pytest session) is gone, when its server dies, or on SIGTERM/SIGINT. The server gets SIGKILL when its
 keeper dies (PR_SET_PDEATHSIG, set by :class:`~specharness.engines.server.EngineServer`), so a crashed keeper takes it
-along. An experiment *holds* a lease while it runs (a ``<lease>.hold.<pid>`` file: a holder whose process is gone
+along. Before a new engine starts, idle pooled engines are stopped (longest idle first) while the machine lacks the
+memory for it (:meth:`EnginePool.make_room`): kept engines must never make a start fail. An experiment *holds* a
+lease while it runs (a ``<lease>.hold.<pid>`` file: a holder whose process is gone
 holds nothing), so a long experiment is never cut off by the idle limit.
 
 Honesty: a reused engine has served other experiments' requests (its caches, its allocator, its compiled graphs are
@@ -67,6 +69,7 @@ POOL_ENV = "SPECHARNESS_ENGINE_POOL"  # a folder: every run that starts engines 
 OWNER_ENV = "SPECHARNESS_ENGINE_POOL_OWNER"  # a pid: keepers stop when it is gone (default: the asv run / parent)
 IDLE_ENV = "SPECHARNESS_ENGINE_POOL_IDLE_S"  # seconds a lease may go unheld before its keeper stops the engine
 DEFAULT_IDLE_S = 300.0
+ENGINE_OVERHEAD_GIB = 2.0  # a CPU engine's memory beyond its KV cache space (weights, compiled graphs, processes)
 _POLL_S = 1.0
 # what the engine sees from the environment and can change it; anything else (paths, terminal) does not
 _ENGINE_ENV = re.compile(r"^(VLLM_|CUDA_|TORCH|OMP_|MKL_|KMP_|HF_|TRANSFORMERS_|PYTORCH_|LD_PRELOAD$)")
@@ -242,6 +245,7 @@ class EnginePool:
                     if not engine.reused:
                         if lease is not None:
                             _stop_keeper(lease)
+                        self.make_room(settings, keep={e.digest for e in held.values()})
                         self._spawn_keeper(settings, arm, key, digest, started_by)
                 engine.spawn()
             for engine in held.values():
@@ -251,6 +255,31 @@ class EnginePool:
                 engine.stop()
             raise
         return held
+
+    def make_room(self, settings: EngineSettings, keep: set[str], *, wait_s: float = 60.0) -> list[str]:
+        """Before a new engine starts: while the machine's available memory is below what one more engine needs
+        (its KV cache space plus :data:`ENGINE_OVERHEAD_GIB`), stop idle pooled engines (no live holder, not in
+        ``keep``), the longest idle first. Idle engines kept for reuse must never make a start fail. Returns the
+        lease hashes stopped."""
+        import psutil
+
+        need = ((settings.kv_cache_gib or 0) + ENGINE_OVERHEAD_GIB) * 2**30
+        stopped: list[str] = []
+        idle = [
+            lease
+            for lease in self.leases()
+            if lease.key_hash not in keep and lease.keeper_alive() and not _holders(self.root, lease.key_hash)
+        ]
+        idle.sort(key=lambda lease: _touched(self.root, lease.key_hash))
+        for lease in idle:
+            if psutil.virtual_memory().available >= need:
+                break
+            _stop_keeper(lease)
+            deadline = time.monotonic() + wait_s
+            while lease.keeper_alive() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            stopped.append(lease.key_hash)
+        return stopped
 
     def _spawn_keeper(
         self, settings: EngineSettings, arm: ArmSpec, key: dict[str, Any], digest: str, started_by: str
@@ -298,6 +327,13 @@ class EnginePool:
             if lease.keeper_alive():
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(lease.keeper_pid, signal.SIGKILL)
+
+
+def _touched(root: Path, digest: str) -> float:
+    try:
+        return (root / f"{digest}.touch").stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def _usable(lease: Lease, settings: EngineSettings) -> bool:

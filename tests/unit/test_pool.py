@@ -255,3 +255,27 @@ def test_the_manifest_lists_the_reused_engines_from_the_journal(tmp_path: Path) 
         journal.write(engine("ngram", None))
     assert _engines_reused(tmp_path / "other") is None
     assert _engines_reused(tmp_path / "missing") is None
+
+
+def test_idle_engines_make_room_for_a_new_start_when_memory_is_short(
+    standin_python: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import psutil
+
+    pool = EnginePool(tmp_path / "pool", owner_pid=os.getpid(), idle_s=600.0)
+    settings = settings_for(standin_python)
+    logs = {n: tmp_path / f"{n}.log" for n in ("baseline", "ngram")}
+    try:
+        idle = pool.acquire(settings, [ArmSpec("baseline")], started_by="a", run_logs=logs)["baseline"]
+        idle.stop()
+        held = pool.acquire(settings, [ArmSpec("ngram", speculative_config=NGRAM)], started_by="b", run_logs=logs)
+        plenty = type("Memory", (), {"available": 10**15})()
+        monkeypatch.setattr(psutil, "virtual_memory", lambda: plenty)
+        assert pool.make_room(settings, keep=set()) == []  # memory enough: idle engines are kept for reuse
+        short = type("Memory", (), {"available": 0})()
+        monkeypatch.setattr(psutil, "virtual_memory", lambda: short)
+        assert pool.make_room(settings, keep=set()) == [idle.digest]  # only the unheld one goes
+        assert not pid_alive(idle.reuse_record()["pid"]) and pid_alive(held["ngram"].reuse_record()["pid"])
+        held["ngram"].stop()
+    finally:
+        pool.shutdown()
