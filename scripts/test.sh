@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The project's checks: lint, types, unit tests, then the engine-backed tests on the real vLLM CPU server.
-#   scripts/test.sh            everything (what CI runs)
-#   scripts/test.sh -m "not engine"    pytest arguments pass through
+#   scripts/test.sh            everything (what CI runs): unit tests in parallel (pytest-xdist, one worker per core,
+#                              SPECHARNESS_TEST_WORKERS to change), then the site and engine tests one at a time
+#                              (engine tests share a session's engine pool and must not run in parallel)
+#   scripts/test.sh -m "not engine"    pytest arguments pass through (then one serial pytest run, as given)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
@@ -9,4 +11,13 @@ PY=.venv/bin/python
 "$PY" -m ruff check .
 "$PY" -m ruff format --check specharness tests benchmarks scripts
 "$PY" -m mypy
-"$PY" -m pytest "$@"
+if [ "$#" -gt 0 ]; then
+  exec "$PY" -m pytest "$@"
+fi
+if "$PY" -c 'import xdist' 2>/dev/null; then
+  "$PY" -m pytest tests/unit -n "${SPECHARNESS_TEST_WORKERS:-auto}"
+else
+  echo "test: pytest-xdist is missing (scripts/setup.sh installs it): unit tests run serially" >&2
+  "$PY" -m pytest tests/unit
+fi
+"$PY" -m pytest tests --ignore=tests/unit

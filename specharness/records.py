@@ -223,6 +223,7 @@ class EngineRecord:
     memory: dict[str, float] = field(default_factory=dict)
     engine_env: dict[str, str] = field(default_factory=dict)
     start_phases_s: dict[str, float] = field(default_factory=dict)
+    reused: dict[str, Any] | None = None  # from an engine pool: who started it, when, requests served before, pids
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": "engine", "schema": SCHEMA_VERSION, **dataclasses.asdict(self)}
@@ -447,6 +448,7 @@ class Manifest:
     design: dict[str, Any] | None = None  # a distribution check's declared design
     streams: dict[str, str] | None = None  # a distribution check's stream -> engine
     synthetic: bool = False  # made by experiment.synthetic, not measured
+    engines_reused: list[dict[str, Any]] | None = None  # pooled engines' provenance (EngineRecord.reused, with arm)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in _OPTIONAL or not _unset(v)}
@@ -475,5 +477,6 @@ _OPTIONAL = frozenset(
         "design",
         "streams",
         "synthetic",
+        "engines_reused",
     }
 )

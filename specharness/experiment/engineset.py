@@ -7,6 +7,7 @@ which decides how they start (together, or one by one with a GPU memory share ea
 from __future__ import annotations
 
 import contextlib
+import contextvars
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -16,6 +17,7 @@ from specharness.engines.attached import AttachedEngine, check_speculation
 from specharness.engines.fleet import LaunchReport, launch
 from specharness.engines.memory import MemoryProbe
 from specharness.engines.model import ResolvedModel, served_model_name
+from specharness.engines.pool import EnginePool, pool_applies, pool_from_env
 from specharness.engines.server import ArmSpec, EngineServer, EngineSettings, stop_all
 from specharness.experiment.config import RunConfig
 from specharness.experiment.journal import Journal
@@ -27,11 +29,32 @@ __all__ = [
     "attach_engines",
     "engine_settings",
     "launch_servers",
+    "pooled",
+    "pooled_engines",
     "running_engines",
     "start_engines",
 ]
 
 Engine = EngineServer | AttachedEngine
+_POOL: contextvars.ContextVar[EnginePool | None] = contextvars.ContextVar("engine_pool", default=None)
+
+
+@contextlib.contextmanager
+def pooled(pool: EnginePool | None) -> Iterator[None]:
+    """Runs in the body of the ``with`` take their engines from ``pool`` (None: start their own, unless
+    SPECHARNESS_ENGINE_POOL names a pool)."""
+    token = _POOL.set(pool)
+    try:
+        yield
+    finally:
+        _POOL.reset(token)
+
+
+def _active_pool(config: RunConfig, settings: EngineSettings) -> EnginePool | None:
+    pool = _POOL.get() or pool_from_env()
+    if pool is None or not config.start_together:
+        return None
+    return pool if pool_applies(settings, MemoryProbe().engine_device() is not None) else None
 
 
 @dataclass(slots=True)
@@ -133,6 +156,53 @@ def start_engines(
     return engines
 
 
+def pooled_engines(
+    config: RunConfig,
+    arms: Sequence[ArmSpec],
+    model: ResolvedModel,
+    pool: EnginePool,
+    *,
+    segment: int,
+    journal: Journal,
+) -> EngineSet:
+    """Take every arm's engine from ``pool`` (started there by a keeper if no live one has the same engine key) and
+    journal each as an :class:`~specharness.records.EngineRecord` with ``reused``: who started it, when, the
+    requests it had served before this run, its pids. Stopping the set releases the engines to the pool."""
+    probe = MemoryProbe()
+    engines = EngineSet(model_name=served_model_name(model), api_key=config.api_key)
+    held = pool.acquire(
+        engine_settings(config, model),
+        arms,
+        started_by=config.out_dir.name,
+        run_logs={arm.name: engine_log(config.out_dir, arm.name, segment) for arm in arms},
+    )
+    engines.servers.update(held)
+    for arm in arms:
+        engine = held[arm.name]
+        assert engine.lease is not None
+        effective = engine.effective_settings()
+        effective.pop("attached_url", None)
+        journal.write(
+            EngineRecord(
+                arm=arm.name,
+                command=engine.command,
+                log_path=str(engine.log_path.relative_to(config.out_dir)),
+                port=engine.port,
+                vllm_version=engine.version,
+                start_s=engine.start_s,
+                pid=engine.lease.pid,
+                async_scheduling=effective.get("async_scheduling"),
+                speculative_config=arm.speculative_config,
+                effective_settings=effective,
+                memory=probe.as_fields("engine_ready", engine.pids()),
+                engine_env=dict(engine.engine_env),
+                start_phases_s=dict(engine.lease.start_phases_s),
+                reused=engine.reuse_record(),
+            )
+        )
+    return engines
+
+
 def attach_engines(config: RunConfig, arms: Sequence[ArmSpec], *, segment: int, journal: Journal) -> EngineSet:
     """Engines started elsewhere (``--attach``): wait for each URL's /health, read its version and served model;
     nothing is started, and :meth:`EngineSet.stop` leaves them running. A URL whose speculation does not match its
@@ -191,8 +261,9 @@ def running_engines(
     segment: int,
     journal: Journal,
 ) -> Iterator[EngineSet]:
-    """Start (or, with ``config.attach``, attach to) the arms' engines for the body of a ``with``; every engine this
-    process started is stopped on the way out, whatever happened (a start that failed half-way included)."""
+    """Start (or, with ``config.attach``, attach to; inside :func:`pooled` or with SPECHARNESS_ENGINE_POOL set, take
+    from the pool) the arms' engines for the body of a ``with``; every engine this process started is stopped on the
+    way out, whatever happened (a start that failed half-way included), and pooled ones are released."""
     engines: EngineSet | None = None
     try:
         if config.attach:
@@ -200,7 +271,11 @@ def running_engines(
         else:
             if model is None:
                 raise ValueError("running_engines: a model is needed unless the run attaches to engines")
-            engines = start_engines(config, arms, model, segment=segment, journal=journal)
+            pool = _active_pool(config, engine_settings(config, model))
+            if pool is not None:
+                engines = pooled_engines(config, arms, model, pool, segment=segment, journal=journal)
+            else:
+                engines = start_engines(config, arms, model, segment=segment, journal=journal)
         yield engines
     finally:
         if engines is not None:

@@ -12,8 +12,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from specharness._errors import EngineDied, RunDirError
-from specharness.experiment.journal import Journal
+from specharness._errors import EngineDied, RunDirError, SpecharnessError
+from specharness.experiment.journal import Journal, read_journal
 from specharness.experiment.rundir import JOURNAL, completed_cells, load_manifest, write_manifest
 from specharness.experiment.telemetry import TextPolicy
 from specharness.records import Manifest, SegmentEndEvent, SegmentEvent
@@ -111,8 +111,19 @@ def run_segment(
         *folder.manifest.segments[:-1],
         {**folder.manifest.segments[-1], "ended_unix_s": ended_s, "status": status},
     ]
-    folder.update_manifest(status=status, ended_unix_s=ended_s, segments=segments)
+    reused = _engines_reused(out) or folder.manifest.engines_reused
+    folder.update_manifest(status=status, ended_unix_s=ended_s, segments=segments, engines_reused=reused)
     if on_finish is not None:
         on_finish(out)
     if error is not None:
         raise error
+
+
+def _engines_reused(out: Path) -> list[dict[str, Any]] | None:
+    """Every pooled engine the journal records (:attr:`EngineRecord.reused`), with its arm; None if none."""
+    try:
+        engines = read_journal(out / JOURNAL).engines
+    except (OSError, SpecharnessError):
+        return None
+    found = [{"arm": e.arm, **e.reused} for e in engines if e.reused]
+    return found or None

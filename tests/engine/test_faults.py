@@ -12,7 +12,7 @@ import pytest
 from specharness.experiment.journal import read_journal
 from specharness.records import SegmentEndEvent
 
-from .conftest import assert_no_engine_left, cli, journal_lines, start_cli, wait_for
+from .conftest import assert_no_engine_left, cli, group_alive, journal_lines, start_cli, wait_for
 
 pytestmark = pytest.mark.engine
 
@@ -37,7 +37,9 @@ def measured(run_dir: Path, arm: str) -> list[dict]:
     return [x for x in journal_lines(run_dir) if x.get("kind") == "request" and x["arm"] == arm and not x["warmup"]]
 
 
-def test_engine_killed_mid_cell_then_resume(tmp_path: Path) -> None:
+def test_engine_killed_mid_cell_then_resume(tmp_path: Path, pooled_env: dict[str, str]) -> None:
+    """The crashed run owns its engines (one is killed); the resume takes its engines from the session's pool (the
+    resume path is what is tested here, and a start is a start)."""
     out = tmp_path / "crash"
     proc = start_cli("run", *FAULT_RUN, "--out", str(out))
     # block 0 runs baseline then ngram; kill ngram once it has answered two requests of its first cell
@@ -65,7 +67,7 @@ def test_engine_killed_mid_cell_then_resume(tmp_path: Path) -> None:
     assert all(c["speed"]["verdict"] == c["quality"]["verdict"] == "invalid" for c in partial["comparisons"])
     lines_before = (out / "journal.jsonl").read_bytes()
 
-    result = cli("run", "--resume", str(out))
+    result = cli("run", "--resume", str(out), env=pooled_env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert (out / "journal.jsonl").read_bytes().startswith(lines_before)  # nothing measured is lost or rewritten
     final = orjson.loads((out / "report.json").read_bytes())
@@ -76,7 +78,12 @@ def test_engine_killed_mid_cell_then_resume(tmp_path: Path) -> None:
     resumed = read_journal(out / "journal.jsonl")
     baseline_b0 = [c for c in resumed.cells if c.cell.startswith("b0/copy/c1/baseline")]
     assert len(baseline_b0) == 1  # the completed cell was not repeated
-    assert_no_engine_left(out)
+    engines = [x for x in journal_lines(out) if x.get("kind") == "engine"]
+    owned = [e["pid"] for e in engines if not e.get("reused")]
+    pooled = [e for e in engines if e.get("reused")]
+    assert len(owned) == 2 and not any(group_alive(pid) for pid in owned)
+    assert sorted(e["arm"] for e in pooled) == ["baseline", "ngram"]
+    assert all("--- the pooled engine's log" in (out / e["log_path"]).read_text(errors="replace") for e in pooled)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])

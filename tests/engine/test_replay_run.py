@@ -11,7 +11,7 @@ import pytest
 
 from specharness.experiment.journal import read_journal
 
-from .conftest import assert_no_engine_left, cli
+from .conftest import assert_pooled_and_released, cli
 
 pytestmark = pytest.mark.engine
 
@@ -44,7 +44,7 @@ TURNS = ("t1", "t2", "t3")
 
 
 @pytest.fixture(scope="module")
-def replay_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def replay_run(tmp_path_factory: pytest.TempPathFactory, pooled_env: dict[str, str]) -> Path:
     where = tmp_path_factory.mktemp("replay")
     dataset = where / "chats.jsonl"
     dataset.write_bytes(b"".join(orjson.dumps(c) + b"\n" for c in CONVERSATIONS))
@@ -71,9 +71,10 @@ def replay_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "--no-progress",
         "--out",
         str(out),
+        env=pooled_env,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert_no_engine_left(out)
+    assert_pooled_and_released(out)
     return out
 
 

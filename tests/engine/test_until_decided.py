@@ -9,13 +9,13 @@ import pytest
 
 from specharness.experiment.journal import read_journal
 
-from .conftest import assert_no_engine_left, cli, journal_lines
+from .conftest import assert_pooled_and_released, cli, journal_lines
 
 pytestmark = pytest.mark.engine
 
 
 @pytest.fixture(scope="module")
-def sequential_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def sequential_run(tmp_path_factory: pytest.TempPathFactory, pooled_env: dict[str, str]) -> Path:
     out = tmp_path_factory.mktemp("until") / "run"
     result = cli(
         "run",
@@ -39,6 +39,7 @@ def sequential_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "--no-progress",
         "--out",
         str(out),
+        env=pooled_env,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return out
@@ -70,5 +71,9 @@ def test_the_known_slowdown_shows_up_as_a_ratio_below_one(sequential_run: Path) 
     assert all(r.chunk_arrival_s[-1] <= r.e2e_s for r in slow)
 
 
-def test_no_engine_outlives_the_sequential_run(sequential_run: Path) -> None:
-    assert_no_engine_left(sequential_run)
+def test_the_sequential_run_took_two_distinct_pooled_engines_and_released_them(sequential_run: Path) -> None:
+    """baseline and baseline-slow run the same engine options; they must still be two engines (an A/A pair on one
+    engine would measure nothing), both from the session's pool, released at the end."""
+    assert_pooled_and_released(sequential_run)
+    pids = {line["arm"]: line["pid"] for line in journal_lines(sequential_run) if line.get("kind") == "engine"}
+    assert set(pids) == {"baseline", "baseline-slow"} and len(set(pids.values())) == 2, pids

@@ -3,8 +3,11 @@
 Two experiments, each once per release (``setup_cache``), the values from :mod:`specharness.history.asv.quality_metrics`
 (oriented so that a rise is bad). The environment knobs are :mod:`specharness.history.asv.suite`'s
 (SPECHARNESS_ASV_PROFILE quick | standard | smoke, SPECHARNESS_ASV_RUNS, SPECHARNESS_ASV_ENGINE), and so are the
-helpers (engine options, run folder, failure reason): imported, not copied. As there, an engine that fails to start
-or warm up is a result (``failed``: every value reads "failed" in ASV), not an error.
+helpers (engine options, run folder, failure reason, the engine pool): imported, not copied. As there, an engine that
+fails to start or warm up is a result (``failed``: every value reads "failed" in ASV), not an error, and the engines
+come from the release's engine pool: the distribution check drives the same baseline and ngram servers as the paired
+benchmark when their engine options match (one engine-instance offset for both), while the structured benchmark's
+tool parser makes its engines its own.
 
 ``structured_experiment``  a paired run (baseline vs ngram, greedy) of the built-in ``structured`` workload: 16
     cases (JSON-schema ``response_format`` and forced tool calls), 1 client, 2 blocks, 1 warmup round, max_tokens 256,

@@ -10,6 +10,20 @@ Environment knobs (read when ``setup_cache`` runs):
     SPECHARNESS_ASV_WORKLOAD  a workload JSONL of your own traffic (``specharness import`` writes one): the
                               ``UserWorkload`` benchmark tracks it per group, at SPECHARNESS_ASV_WORKLOAD_CLIENTS
                               clients (default 4), across vLLM releases
+    SPECHARNESS_ASV_POOL      1 (default): the classes of one ``asv run`` share engines; 0: each starts its own
+    SPECHARNESS_ENGINE_POOL_IDLE_S  seconds an unheld pooled engine lives on (default 300)
+
+Engines are started once per release (the CPU build): every experiment takes its engines from an engine pool
+(:mod:`specharness.engines.pool`, under ``<runs root>/engine-pool``), keyed by everything that makes an engine what it
+is (vLLM, model, engine arguments, the arm's options, the engine's environment). The first ``setup_cache`` that
+needs a key starts the server under a keeper process that outlives it; later classes with the same key drive the
+same server, and classes whose engines differ (the configuration sweep's other ``num_speculative_tokens``, the
+structured benchmark's tool parser) start their own and may share the baseline. The keepers stop their servers when
+the ``asv run`` process is gone or no class held them for the idle limit. Each run folder's journal and manifest
+record which engines were reused (``reused``: started by which experiment, when, requests served before, pids).
+**So the classes of one release share one engine-instance offset**: their results are not independent samples of
+the engine start, and a difference between two classes' values of one release cannot be an engine-instance effect.
+On a GPU nothing is pooled (each run plans its own memory shares).
 """
 
 from __future__ import annotations
@@ -24,10 +38,12 @@ from typing import Any
 
 from specharness._errors import ConfigError, EngineError
 from specharness.engines.model import cache_dir
+from specharness.engines.pool import POOL_ENV, EnginePool, asv_owner_pid
 from specharness.engines.startlog import first_error
 from specharness.experiment.config import RunConfig
 from specharness.experiment.design import Profile, get_profile, override
 from specharness.experiment.driver import run_experiment
+from specharness.experiment.engineset import pooled
 from specharness.experiment.options import engine_options
 from specharness.experiment.rundir import harness_provenance
 from specharness.history.asv.metrics import asv_intervals, asv_key, asv_metrics, group_metrics, load_metrics, sweep_key
@@ -38,6 +54,7 @@ from specharness.traffic.client import Sampling
 __all__ = [
     "ASV_GRID",
     "SWEEP_GRID",
+    "engine_pool",
     "experiment_cache",
     "failure_reason",
     "grid_experiment",
@@ -144,12 +161,25 @@ def run_folder(label: str) -> Path:
     return _runs_root() / f"{label}-vllm{vllm_version()}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
+def engine_pool() -> EnginePool | None:
+    """The pool the ASV classes share (module docstring); None when SPECHARNESS_ASV_POOL=0 or when
+    SPECHARNESS_ENGINE_POOL names one (the run then takes that)."""
+    raw = os.environ.get("SPECHARNESS_ASV_POOL", "1").strip()
+    if raw not in ("0", "1"):
+        raise ConfigError(f"SPECHARNESS_ASV_POOL={raw!r}: use 1 (share engines across classes, default) or 0")
+    if raw == "0" or os.environ.get(POOL_ENV, "").strip():
+        return None
+    return EnginePool(_runs_root() / "engine-pool", owner_pid=asv_owner_pid())
+
+
 def experiment_cache(out: Path, run: Callable[[], object], values: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """A ``setup_cache`` result: ``run()`` the experiment into ``out``, then ``values()`` (``metrics`` and
-    ``intervals``); an engine that fails to start or warm up is a *result* (``failed: <reason>``), not an error."""
+    """A ``setup_cache`` result: ``run()`` the experiment into ``out`` (its engines from :func:`engine_pool`), then
+    ``values()`` (``metrics`` and ``intervals``); an engine that fails to start or warm up is a *result* (``failed:
+    <reason>``), not an error."""
     base = {"run_dir": project_relative(out), "vllm_version": vllm_version(), "harness": harness_provenance()}
     try:
-        run()
+        with pooled(engine_pool()):
+            run()
     except EngineError as error:
         return {**base, "failed": failure_reason(error, out / "logs"), "metrics": {}, "intervals": {}}
     return {**base, **values()}

@@ -1,0 +1,613 @@
+"""Engines kept running across experiments: one start serves every experiment that asks for the same engine.
+
+ASV runs each benchmark class's ``setup_cache`` in its own process, and a test session runs many short experiments;
+each used to start its own engines (65-230 s a start on the 2-core CPU). A pool is a folder of *leases*, one per
+engine key (:func:`engine_key`: the vLLM interpreter, model, engine arguments, the arm's name and options, and the
+environment the engine sees). The first experiment that needs a key starts a *keeper* (``python -m
+specharness.engines.pool keep SPEC``), a process in its own session that starts the one server, writes the lease
+(URL, pids, command, start time, who started it) and watches it; later experiments find the lease, check the server
+answers ``/health`` and serves the model, and drive it without starting anything.
+
+No orphan servers: a keeper stops its server and removes its lease when nobody has held the lease for
+``idle_s`` (SPECHARNESS_ENGINE_POOL_IDLE_S, default 300 s), when the owner process it was given (the ``asv run``
+process, or the pytest session) is gone, when its server dies, or on SIGTERM/SIGINT. The server gets SIGKILL when its
+keeper dies (PR_SET_PDEATHSIG, set by :class:`~specharness.engines.server.EngineServer`), so a crashed keeper takes it
+along. Before a new engine starts, idle pooled engines are stopped (longest idle first) while the machine lacks the
+memory for it (:meth:`EnginePool.make_room`): kept engines must never make a start fail. An experiment *holds* a
+lease while it runs (a ``<lease>.hold.<pid>`` file: a holder whose process is gone
+holds nothing), so a long experiment is never cut off by the idle limit.
+
+Honesty: a reused engine has served other experiments' requests (its caches, its allocator, its compiled graphs are
+warm) and results of experiments sharing it share one engine-instance offset. :class:`PooledEngine` reports who
+started the engine, when, and how many requests it had served before, for the journal and the manifest.
+
+Only the CPU build is pooled (:func:`pool_applies`): on a GPU the arms' memory shares are planned per run
+(:mod:`specharness.engines.fleet`), and an idle pooled engine would hold its share.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from specharness import _errors
+from specharness._errors import ConfigError, EngineError, EngineStartTimeout
+from specharness.engines.attached import AttachedEngine
+from specharness.engines.server import ArmSpec, EngineServer, EngineSettings
+from specharness.engines.startlog import first_error
+
+__all__ = [
+    "IDLE_ENV",
+    "OWNER_ENV",
+    "POOL_ENV",
+    "EnginePool",
+    "Lease",
+    "PooledEngine",
+    "asv_owner_pid",
+    "engine_key",
+    "idle_limit_s",
+    "key_hash",
+    "pool_applies",
+    "pool_from_env",
+]
+
+POOL_ENV = "SPECHARNESS_ENGINE_POOL"  # a folder: every run that starts engines takes them from this pool
+OWNER_ENV = "SPECHARNESS_ENGINE_POOL_OWNER"  # a pid: keepers stop when it is gone (default: the asv run / parent)
+IDLE_ENV = "SPECHARNESS_ENGINE_POOL_IDLE_S"  # seconds a lease may go unheld before its keeper stops the engine
+DEFAULT_IDLE_S = 300.0
+ENGINE_OVERHEAD_GIB = 2.0  # a CPU engine's memory beyond its KV cache space (weights, compiled graphs, processes)
+_POLL_S = 1.0
+# what the engine sees from the environment and can change it; anything else (paths, terminal) does not
+_ENGINE_ENV = re.compile(r"^(VLLM_|CUDA_|TORCH|OMP_|MKL_|KMP_|HF_|TRANSFORMERS_|PYTORCH_|LD_PRELOAD$)")
+_KEY_ENV = "SPECHARNESS_ENGINE_POOL_API_KEY"
+_VANISHED_S = 60.0  # a lease not (or no longer) on disk this long after the hold began: its keeper is gone
+_REQUESTS = re.compile(r"^vllm:request_success_total(?:\{[^}]*\})?\s+(\S+)", re.MULTILINE)
+
+
+def idle_limit_s() -> float:
+    """The idle limit from SPECHARNESS_ENGINE_POOL_IDLE_S (default 300 s); ConfigError on a bad value."""
+    raw = os.environ.get(IDLE_ENV, "").strip()
+    if not raw:
+        return DEFAULT_IDLE_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ConfigError(f"{IDLE_ENV}={raw!r}: give a positive number of seconds, e.g. 300")
+    return value
+
+
+def engine_key(settings: EngineSettings, arm: ArmSpec, env: Mapping[str, str], instance: int = 0) -> dict[str, Any]:
+    """Everything that makes an engine what it is: the settings less the port and timeout (the API key as a hash),
+    the arm's engine options (not its name, nor its client-side slowdown: ``baseline-slow`` runs a plain baseline
+    engine), the environment variables an engine reads, and ``instance``: the n-th engine of that kind in one run,
+    so that two arms of one run with the same engine options (an A/A pair) never share one engine."""
+    s = asdict(settings)
+    s.pop("port")
+    s.pop("start_timeout_s")
+    key = s.pop("api_key")
+    s["api_key_sha256"] = hashlib.sha256(key.encode()).hexdigest() if key else None
+    a = asdict(arm)
+    a.pop("name")
+    a.pop("client_slowdown")
+    engine_env = {k: v for k, v in sorted(env.items()) if _ENGINE_ENV.match(k)}
+    return {"settings": s, "arm": a, "env": engine_env, "instance": instance}
+
+
+def key_hash(key: Mapping[str, Any]) -> str:
+    """A short stable name for an engine key (the lease's file name)."""
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def pool_applies(settings: EngineSettings, gpu_seen: bool) -> bool:
+    """Whether an engine with ``settings`` can come from a pool: the CPU build, a port picked freely."""
+    return not gpu_seen and settings.port == 0
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time from /proc (guards against a reused pid); None when it has ended."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if len(fields) < 20 or fields[0] in ("Z", "X") else fields[19]  # a zombie has ended
+
+
+def _alive(pid: int, started: str | None = None) -> bool:
+    now = _start_time(pid)
+    return now is not None and (started is None or now == started)
+
+
+def asv_owner_pid() -> int:
+    """The ``asv run`` (or ``asv continuous``) process this one runs under, else the parent; SPECHARNESS_ENGINE_POOL_
+    OWNER wins."""
+    raw = os.environ.get(OWNER_ENV, "").strip()
+    if raw.isdigit():
+        return int(raw)
+    import psutil
+
+    with contextlib.suppress(psutil.Error):
+        for proc in psutil.Process().parents():
+            argv = proc.cmdline()
+            for i, word in enumerate(argv[:-1]):
+                if Path(word).name == "asv" and argv[i + 1] in ("run", "continuous", "dev"):
+                    return int(proc.pid)
+    return os.getppid()
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A pooled engine as its keeper describes it (the lease file)."""
+
+    key_hash: str
+    arm: str
+    state: str  # "starting", "ready", "failed"
+    keeper_pid: int
+    keeper_started: str | None
+    owner_pid: int
+    idle_s: float
+    started_by: str  # the run folder (or label) of the experiment that asked for the start
+    spawned_unix_s: float
+    url: str = ""
+    pid: int = -1
+    pids: list[int] = field(default_factory=list)
+    command: list[str] = field(default_factory=list)
+    version: str = ""
+    start_s: float = float("nan")
+    ready_unix_s: float = float("nan")
+    log_path: str = ""
+    per_request_metrics: bool = False
+    engine_env: dict[str, str] = field(default_factory=dict)
+    start_phases_s: dict[str, float] = field(default_factory=dict)
+    error: str = ""
+    error_type: str = ""
+
+    @classmethod
+    def read(cls, path: Path) -> Lease | None:
+        try:
+            raw = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        names = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in raw.items() if k in names})
+
+    def write(self, path: Path) -> None:
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(asdict(self), indent=1))
+        tmp.replace(path)
+
+    def keeper_alive(self) -> bool:
+        return _alive(self.keeper_pid, self.keeper_started)
+
+
+class EnginePool:
+    """A folder of leases (module docstring). ``owner_pid``: keepers started from here stop when it is gone."""
+
+    def __init__(self, root: Path, *, owner_pid: int, idle_s: float | None = None, python: str = "") -> None:
+        self.root = root
+        self.owner_pid = owner_pid
+        self.idle_s = idle_limit_s() if idle_s is None else idle_s
+        self.python = python or sys.executable  # runs the keeper (the server runs settings.python)
+
+    def lease_path(self, digest: str) -> Path:
+        return self.root / f"{digest}.lease.json"
+
+    @contextlib.contextmanager
+    def _locked(self, digest: str) -> Iterator[None]:
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / f"{digest}.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def acquire(
+        self,
+        settings: EngineSettings,
+        arms: Sequence[ArmSpec],
+        *,
+        started_by: str,
+        run_logs: Mapping[str, Path],
+        env: Mapping[str, str] | None = None,
+    ) -> dict[str, PooledEngine]:
+        """One held engine per arm: a live lease's, or a new keeper's (every new one spawned before any is waited
+        for, so their starts overlap as the CPU launcher's do). ``run_logs``: each arm's log in the run folder (a
+        note, then the engine's log copied in on release). A start that fails raises the engine's error."""
+        env = os.environ if env is None else env
+        held: dict[str, PooledEngine] = {}
+        kinds: list[str] = []
+        try:
+            for arm in arms:
+                kinds.append(key_hash(engine_key(settings, arm, env)))
+                key = engine_key(settings, arm, env, instance=kinds.count(kinds[-1]) - 1)
+                digest = key_hash(key)
+                with self._locked(digest):
+                    engine = PooledEngine(self, arm, digest, settings, run_logs[arm.name])  # holds from here on
+                    held[arm.name] = engine
+                    lease = Lease.read(self.lease_path(digest))
+                    engine.reused = lease is not None and _usable(lease, settings)
+                    if not engine.reused:
+                        if lease is not None:
+                            _stop_keeper(lease)
+                        self.make_room(settings, keep={e.digest for e in held.values()})
+                        self._spawn_keeper(settings, arm, key, digest, started_by)
+                engine.spawn()
+            for engine in held.values():
+                engine.wait_ready()
+        except BaseException:
+            for engine in held.values():
+                engine.stop()
+            raise
+        return held
+
+    def make_room(self, settings: EngineSettings, keep: set[str], *, wait_s: float = 60.0) -> list[str]:
+        """Before a new engine starts: while the machine's available memory is below what one more engine needs
+        (its KV cache space plus :data:`ENGINE_OVERHEAD_GIB`), stop idle pooled engines (no live holder, not in
+        ``keep``), the longest idle first. Idle engines kept for reuse must never make a start fail. Returns the
+        lease hashes stopped."""
+        import psutil
+
+        need = ((settings.kv_cache_gib or 0) + ENGINE_OVERHEAD_GIB) * 2**30
+        stopped: list[str] = []
+        idle = [
+            lease
+            for lease in self.leases()
+            if lease.key_hash not in keep and lease.keeper_alive() and not _holders(self.root, lease.key_hash)
+        ]
+        idle.sort(key=lambda lease: _touched(self.root, lease.key_hash))
+        for lease in idle:
+            if psutil.virtual_memory().available >= need:
+                break
+            _stop_keeper(lease)
+            deadline = time.monotonic() + wait_s
+            while lease.keeper_alive() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            stopped.append(lease.key_hash)
+        return stopped
+
+    def _spawn_keeper(
+        self, settings: EngineSettings, arm: ArmSpec, key: dict[str, Any], digest: str, started_by: str
+    ) -> None:
+        spec = {
+            "settings": {**asdict(settings), "extra_args": list(settings.extra_args), "api_key": None},
+            "arm": asdict(arm),
+            "key": key,
+            "key_hash": digest,
+            "lease": str(self.lease_path(digest)),
+            "log": str(self.root / f"{digest}.log"),
+            "owner_pid": self.owner_pid,
+            "idle_s": self.idle_s,
+            "started_by": started_by,
+        }
+        spec_path = self.root / f"{digest}.spec.json"
+        spec_path.write_text(json.dumps(spec, indent=1))
+        self.lease_path(digest).unlink(missing_ok=True)
+        (self.root / f"{digest}.touch").touch()
+        env = dict(os.environ)
+        if settings.api_key:
+            env[_KEY_ENV] = settings.api_key  # the key reaches the keeper through its environment, never a file
+        with open(self.root / f"{digest}.keeper.log", "ab") as log:
+            subprocess.Popen(
+                [self.python, "-m", "specharness.engines.pool", "keep", str(spec_path)],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # outlives the experiment that started it; ASV's kill does not reach it
+            )
+
+    def leases(self) -> list[Lease]:
+        return [lease for p in sorted(self.root.glob("*.lease.json")) if (lease := Lease.read(p)) is not None]
+
+    def shutdown(self, wait_s: float = 60.0) -> None:
+        """Stop every keeper of this pool (and so its server); waits until they are gone."""
+        leases = self.leases()
+        for lease in leases:
+            _stop_keeper(lease)
+        deadline = time.monotonic() + wait_s
+        while any(lease.keeper_alive() for lease in leases) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for lease in leases:
+            if lease.keeper_alive():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(lease.keeper_pid, signal.SIGKILL)
+
+
+def _touched(root: Path, digest: str) -> float:
+    try:
+        return (root / f"{digest}.touch").stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _usable(lease: Lease, settings: EngineSettings) -> bool:
+    """A lease worth reusing: its keeper alive and, once ready, the server answering /health and serving the model."""
+    if lease.state == "failed" or not lease.keeper_alive():
+        return False
+    if lease.state != "ready":
+        return True  # starting: wait for it
+    headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
+    try:
+        if httpx.get(f"{lease.url}/health", timeout=5.0).status_code != 200:
+            return False
+        models = httpx.get(f"{lease.url}/v1/models", headers=headers, timeout=10.0).json()
+        return any(m.get("id") == settings.served_model_name for m in models.get("data", []))
+    except (httpx.HTTPError, ValueError, AttributeError, TypeError):
+        return False
+
+
+def _stop_keeper(lease: Lease) -> None:
+    if lease.keeper_alive():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(lease.keeper_pid, signal.SIGTERM)
+
+
+def requests_served(url: str, headers: Mapping[str, str] | None = None) -> int | None:
+    """Requests the engine has finished so far (``vllm:request_success_total`` summed), None if unreadable."""
+    try:
+        text = httpx.get(f"{url}/metrics", headers=dict(headers or {}), timeout=10.0).text
+    except httpx.HTTPError:
+        return None
+    found = _REQUESTS.findall(text)
+    return int(sum(float(v) for v in found)) if found else None
+
+
+class PooledEngine(AttachedEngine):
+    """An engine held from a pool: driven like an attached one, but with its pids, command and start known, and its
+    log copied into the run folder when released. :meth:`stop` releases the hold; the keeper stops the server."""
+
+    def __init__(self, pool: EnginePool, arm: ArmSpec, digest: str, settings: EngineSettings, run_log: Path) -> None:
+        # the URL is not known until the lease is ready; AttachedEngine's constructor wants one
+        super().__init__(arm, "http://127.0.0.1:1", run_log, api_key=settings.api_key)
+        self.pool = pool
+        self.digest = digest
+        self.reused = False
+        self.lease: Lease | None = None
+        self.requests_before: int | None = None
+        self.start_timeout_s = settings.start_timeout_s
+        self._hold = pool.root / f"{digest}.hold.{os.getpid()}"
+        self._hold.parent.mkdir(parents=True, exist_ok=True)
+        self._hold.touch()
+        self._since = time.monotonic()
+        self._released = False
+
+    @property
+    def server_log(self) -> Path:
+        return self.pool.root / f"{self.digest}.log"
+
+    def spawn(self) -> None:
+        """Nothing to spawn (a keeper does): write the note that begins this engine's log in the run folder."""
+        self._note(
+            f"pooled {time.strftime('%Y-%m-%dT%H:%M:%S%z')}: the {self.arm.name} engine comes from the engine pool at "
+            f"{self.pool.root} (lease {self.digest}, {'reused' if self.reused else 'started for this run'}); its "
+            "server log is copied below when the run releases it"
+        )
+
+    def wait_ready(self) -> None:
+        """Wait for the lease to be ready (or failed: raise the engine's own error), then for /health."""
+        if self.version:
+            return
+        deadline = time.monotonic() + self.start_timeout_s + 60.0
+        path = self.pool.lease_path(self.digest)
+        while True:
+            lease = Lease.read(path)
+            if lease is not None and lease.state == "ready":
+                break
+            if lease is not None and lease.state == "failed":
+                self._copy_log()
+                cls = getattr(_errors, lease.error_type, EngineError)
+                raise (cls if isinstance(cls, type) and issubclass(cls, EngineError) else EngineError)(lease.error)
+            if lease is not None and not lease.keeper_alive():
+                raise EngineError(f"{self.arm.name} engine pool keeper {lease.keeper_pid} ended; see {path.parent}")
+            if lease is None and time.monotonic() - self._since > _VANISHED_S:
+                raise EngineError(f"{self.arm.name} engine pool lease {path} is gone; see {path.parent}")
+            if time.monotonic() > deadline:
+                raise EngineStartTimeout(
+                    f"{self.arm.name} pooled engine not ready within {self.start_timeout_s + 60:.0f} s; read "
+                    f"{self.server_log}"
+                )
+            time.sleep(0.5)
+        self.lease = lease
+        self._url = lease.url
+        self.port = int(lease.url.rsplit(":", 1)[1])
+        self.command = list(lease.command)
+        self.per_request_metrics = lease.per_request_metrics
+        self.engine_env = dict(lease.engine_env)
+        self.requests_before = requests_served(self.base_url, self.headers())
+        super().wait_ready()
+        self.start_s = lease.start_s
+
+    def reuse_record(self) -> dict[str, Any]:
+        """What the journal and manifest say of this engine's provenance."""
+        lease = self.lease
+        assert lease is not None
+        return {
+            "pooled": True,
+            "reused": self.reused,
+            "started_by": lease.started_by,
+            "started_unix_s": lease.spawned_unix_s,
+            "ready_unix_s": lease.ready_unix_s,
+            "requests_served_before": self.requests_before,
+            "pid": lease.pid,
+            "pids": list(lease.pids),
+            "keeper_pid": lease.keeper_pid,
+            "lease": self.digest,
+            "log": lease.log_path,
+        }
+
+    def pids(self) -> list[int]:
+        return [p for p in (self.lease.pids if self.lease else []) if _alive(p)]
+
+    def exit_status(self) -> str:
+        if self.lease is None:
+            return "pooled: not ready"
+        return "running" if _alive(self.lease.pid) else "pooled: server process gone"
+
+    def cause(self) -> str:
+        try:
+            text = self.server_log.read_text(errors="replace")
+        except OSError:
+            return f"{self.exit_status()} (no log at {self.server_log})"
+        return f"{first_error(text)} (log: {self.server_log})"
+
+    def log_tail(self, lines: int = 1) -> str:
+        return self.cause()
+
+    def _copy_log(self) -> None:
+        with contextlib.suppress(OSError):
+            text = self.server_log.read_bytes()
+            with open(self.log_path, "ab") as out:
+                out.write(b"--- the pooled engine's log, from its start to this release ---\n" + text)
+
+    def stop(self, grace_s: float = 20.0) -> None:
+        """Release the hold (the keeper's idle clock starts) and copy the engine's log into the run folder."""
+        del grace_s
+        if self._released:
+            return
+        self._released = True
+        self._copy_log()
+        self._hold.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            (self.pool.root / f"{self.digest}.touch").touch()
+
+
+def pool_from_env() -> EnginePool | None:
+    """The pool named by SPECHARNESS_ENGINE_POOL (owner SPECHARNESS_ENGINE_POOL_OWNER, else the parent process)."""
+    raw = os.environ.get(POOL_ENV, "").strip()
+    if not raw:
+        return None
+    owner = os.environ.get(OWNER_ENV, "").strip()
+    if owner and not owner.isdigit():
+        raise ConfigError(f"{OWNER_ENV}={owner!r}: give the pid of the process the pooled engines live with")
+    return EnginePool(Path(raw), owner_pid=int(owner) if owner else os.getppid())
+
+
+# --- the keeper ---------------------------------------------------------------------------------------------------
+
+
+def _holders(root: Path, digest: str) -> list[int]:
+    pids = []
+    for path in root.glob(f"{digest}.hold.*"):
+        pid = path.name.rsplit(".", 1)[1]
+        if pid.isdigit() and _alive(int(pid)):
+            pids.append(int(pid))
+        else:
+            path.unlink(missing_ok=True)
+    return pids
+
+
+def keep(spec_path: Path) -> int:
+    """Run one pooled engine until it idles, its owner goes, it dies, or a signal comes; returns the exit code."""
+    spec = json.loads(spec_path.read_text())
+    key = os.environ.pop(_KEY_ENV, None)
+    settings = EngineSettings(
+        **{**spec["settings"], "extra_args": tuple(spec["settings"]["extra_args"]), "api_key": key}
+    )
+    arm = ArmSpec(**spec["arm"])
+    lease_path, digest = Path(spec["lease"]), spec["key_hash"]
+    root = lease_path.parent
+    touch = root / f"{digest}.touch"
+    me = os.getpid()
+    lease = Lease(
+        key_hash=digest,
+        arm=arm.name,
+        state="starting",
+        keeper_pid=me,
+        keeper_started=_start_time(me),
+        owner_pid=spec["owner_pid"],
+        idle_s=spec["idle_s"],
+        started_by=spec["started_by"],
+        spawned_unix_s=time.time(),
+        log_path=spec["log"],
+    )
+    owner_started = _start_time(lease.owner_pid)
+
+    def stop_on_signal(signum: int, frame: object) -> None:
+        raise SystemExit(f"keeper {me}: signal {signum}")
+
+    signal.signal(signal.SIGTERM, stop_on_signal)
+    signal.signal(signal.SIGINT, stop_on_signal)
+    server = EngineServer(settings, arm, Path(spec["log"]))
+    why = "stopped"
+    try:
+        lease.write(lease_path)
+        try:
+            server.start()
+        except EngineError as error:
+            lease = _replace(lease, state="failed", error=str(error), error_type=type(error).__name__)
+            lease.write(lease_path)
+            return 1
+        assert server.process is not None
+        lease = _replace(
+            lease,
+            state="ready",
+            url=server.base_url,
+            pid=server.process.pid,
+            pids=server.pids(),
+            command=server.command,
+            version=server.version,
+            start_s=server.start_s,
+            ready_unix_s=time.time(),
+            per_request_metrics=server.per_request_metrics,
+            engine_env=dict(server.engine_env),
+            start_phases_s=server.start_phases().as_dict(),
+        )
+        lease.write(lease_path)
+        touch.touch()
+        while True:
+            time.sleep(_POLL_S)
+            if not server.alive():
+                why = f"server ended ({server.exit_status()}): {server.cause()}"
+                break
+            if owner_started is None or not _alive(lease.owner_pid, owner_started):
+                why = f"owner {lease.owner_pid} is gone"
+                break
+            if not _holders(root, digest):
+                idle = time.time() - touch.stat().st_mtime
+                if idle > lease.idle_s:
+                    why = f"idle for {idle:.0f} s (limit {lease.idle_s:.0f} s)"
+                    break
+        return 0
+    except SystemExit as exc:
+        why = str(exc)
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        server.stop(grace_s=10.0)
+        current = Lease.read(lease_path)
+        if current is not None and current.keeper_pid == me and current.state != "failed":
+            lease_path.unlink(missing_ok=True)
+        print(f"keeper {me} ({arm.name}, {digest}): {why}; server stopped", flush=True)
+
+
+def _replace(lease: Lease, **changes: Any) -> Lease:
+    return Lease(**{**asdict(lease), **changes})
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 2 or args[0] != "keep":
+        print("usage: python -m specharness.engines.pool keep SPEC.json", file=sys.stderr)
+        return 2
+    return keep(Path(args[1]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

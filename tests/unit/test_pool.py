@@ -1,0 +1,281 @@
+"""The engine pool (specharness.engines.pool): engine keys, leases, and the keeper's life, on a stand-in server.
+
+The keeper runs as in production (``python -m specharness.engines.pool keep``) and starts an EngineServer whose
+``python`` is a stand-in interpreter: it passes every call through to this Python except the vLLM server module,
+for which it runs a tiny HTTP server answering /health, /version, /v1/models and /metrics. So these tests prove the
+pool's bookkeeping (start once, reuse, release, idle limit, owner gone, a killed keeper) without vLLM.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from specharness._errors import ConfigError
+from specharness.engines.pool import (
+    IDLE_ENV,
+    EnginePool,
+    Lease,
+    engine_key,
+    idle_limit_s,
+    key_hash,
+    pool_applies,
+)
+from specharness.engines.server import ArmSpec, EngineSettings
+from specharness.experiment.journal import Journal
+from specharness.experiment.runfolder import _engines_reused
+from specharness.records import EngineRecord
+
+NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+
+STANDIN_SERVER = textwrap.dedent(
+    """
+    import json, sys
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    args = sys.argv[1:]
+    port = int(args[args.index("--port") + 1])
+    name = args[args.index("--served-model-name") + 1]
+    print("stand-in vLLM server on", port, flush=True)
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+        def do_GET(self):
+            bodies = {
+                "/health": "",
+                "/version": json.dumps({"version": "0.0.0-standin"}),
+                "/v1/models": json.dumps({"data": [{"id": name}]}),
+                "/metrics": 'vllm:request_success_total{finished_reason="stop"} 3.0\\n',
+            }
+            body = bodies.get(self.path.split("?")[0])
+            self.send_response(200 if body is not None else 404)
+            self.end_headers()
+            self.wfile.write((body or "").encode())
+    ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+    """
+)
+
+
+@pytest.fixture
+def standin_python(tmp_path: Path) -> str:
+    """A stand-in interpreter: the vLLM server module becomes the tiny HTTP server above; all else is this Python
+    (with a fake ``vllm`` module on its path, so the harness's "is vLLM installed" probe passes)."""
+    server = tmp_path / "standin_server.py"
+    server.write_text(STANDIN_SERVER)
+    fake = tmp_path / "fakevllm"
+    (fake / "vllm").mkdir(parents=True)
+    (fake / "vllm" / "__init__.py").write_text("")
+    script = tmp_path / "standin-python"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = "-m" ] && [ "$2" = "vllm.entrypoints.openai.api_server" ]; then shift 2; '
+        f'exec {sys.executable} {server} "$@"; fi\n'
+        f'PYTHONPATH={fake} exec {sys.executable} "$@"\n'
+    )
+    script.chmod(0o755)
+    return str(script)
+
+
+def settings_for(python: str) -> EngineSettings:
+    return EngineSettings(
+        model_path="standin-model-path", served_model_name="standin-model", python=python, start_timeout_s=60
+    )
+
+
+def wait_until(predicate: Callable[[], bool], limit_s: float = 30.0) -> bool:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return predicate()
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (exited, not reaped by its parent) is gone for our purpose
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_engine_key_changes_with_what_makes_the_engine_and_nothing_else() -> None:
+    base = EngineSettings(model_path="/m", served_model_name="m")
+    arm = ArmSpec("ngram", speculative_config=NGRAM)
+    key = key_hash(engine_key(base, arm, {}))
+    assert key_hash(engine_key(replace(base, port=8123, start_timeout_s=5), arm, {"HOME": "/x"})) == key
+    assert key_hash(engine_key(base, replace(arm, name="other", client_slowdown=0.8), {})) == key
+    different = [
+        engine_key(replace(base, model_path="/other"), arm, {}),
+        engine_key(replace(base, extra_args=("--enforce-eager",)), arm, {}),
+        engine_key(replace(base, api_key="k"), arm, {}),
+        engine_key(base, replace(arm, speculative_config={**NGRAM, "num_speculative_tokens": 2}), {}),
+        engine_key(base, replace(arm, async_scheduling=False), {}),
+        engine_key(base, arm, {"VLLM_USE_AOT_COMPILE": "1"}),
+        engine_key(base, arm, {}, instance=1),
+    ]
+    hashes = {key_hash(k) for k in different}
+    assert key not in hashes and len(hashes) == len(different)
+    assert engine_key(replace(base, api_key="secret-key"), arm, {})["settings"].get("api_key") is None
+
+
+def test_idle_limit_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(IDLE_ENV, raising=False)
+    assert idle_limit_s() == 300.0
+    monkeypatch.setenv(IDLE_ENV, "45")
+    assert idle_limit_s() == 45.0
+    for bad in ("0", "-3", "soon"):
+        monkeypatch.setenv(IDLE_ENV, bad)
+        with pytest.raises(ConfigError, match=IDLE_ENV):
+            idle_limit_s()
+
+
+def test_pool_applies_to_the_cpu_build_with_free_ports_only() -> None:
+    s = EngineSettings(model_path="/m", served_model_name="m")
+    assert pool_applies(s, gpu_seen=False)
+    assert not pool_applies(s, gpu_seen=True)
+    assert not pool_applies(replace(s, port=8000), gpu_seen=False)
+
+
+def test_lease_round_trip_ignores_unknown_keys(tmp_path: Path) -> None:
+    lease = Lease("abc", "baseline", "ready", 1, "7", 2, 300.0, "run-1", 10.0, url="http://h:9", pids=[3], start_s=1.5)
+    lease = replace(lease, ready_unix_s=11.5)
+    path = tmp_path / "abc.lease.json"
+    lease.write(path)
+    path.write_text(path.read_text().replace('"state"', '"future_field": 1, "state"'))
+    assert Lease.read(path) == lease
+    assert Lease.read(tmp_path / "missing.json") is None
+
+
+def test_engines_start_once_are_reused_then_stop_when_idle(standin_python: str, tmp_path: Path) -> None:
+    pool = EnginePool(tmp_path / "pool", owner_pid=os.getpid(), idle_s=1.5)
+    settings = settings_for(standin_python)
+    arms = [ArmSpec("baseline"), ArmSpec("ngram", speculative_config=NGRAM)]
+    logs = {a.name: tmp_path / "run1" / "logs" / f"{a.name}.log" for a in arms}
+    first = pool.acquire(settings, arms, started_by="run1", run_logs=logs)
+    assert [e.reused for e in first.values()] == [False, False]
+    pids = {arm: e.reuse_record()["pid"] for arm, e in first.items()}
+    assert all(pid_alive(p) for p in pids.values()) and len(set(pids.values())) == 2
+    for engine in first.values():
+        engine.stop()
+    assert "stand-in vLLM server" in logs["baseline"].read_text()  # the engine's log is copied into the run folder
+    logs2 = {a.name: tmp_path / "run2" / "logs" / f"{a.name}.log" for a in arms}
+    second = pool.acquire(settings, arms, started_by="run2", run_logs=logs2)
+    records = {arm: e.reuse_record() for arm, e in second.items()}
+    assert all(e.reused for e in second.values())
+    assert {arm: r["pid"] for arm, r in records.items()} == pids
+    assert all(r["started_by"] == "run1" and r["requests_served_before"] == 3 for r in records.values())
+    time.sleep(2.5)  # held: past the idle limit, nothing stops
+    assert all(pid_alive(p) for p in pids.values()) and len(pool.leases()) == 2
+    for engine in second.values():
+        engine.stop()
+    assert wait_until(lambda: not pool.leases() and not any(pid_alive(p) for p in pids.values())), pool.leases()
+
+
+def test_an_a_a_pair_gets_two_engines_and_a_client_side_arm_reuses_one(standin_python: str, tmp_path: Path) -> None:
+    pool = EnginePool(tmp_path / "pool", owner_pid=os.getpid(), idle_s=30.0)
+    settings = settings_for(standin_python)
+    logs = {n: tmp_path / f"{n}.log" for n in ("baseline", "baseline-b", "baseline-slow")}
+    try:
+        pair = pool.acquire(settings, [ArmSpec("baseline"), ArmSpec("baseline-b")], started_by="aa", run_logs=logs)
+        assert len({e.reuse_record()["pid"] for e in pair.values()}) == 2
+        for engine in pair.values():
+            engine.stop()
+        slow = [ArmSpec("baseline"), ArmSpec("baseline-slow", client_slowdown=0.8)]
+        again = pool.acquire(settings, slow, started_by="known-effect", run_logs=logs)
+        assert [e.reused for e in again.values()] == [True, True]
+        assert again["baseline-slow"].reuse_record()["pid"] == pair["baseline-b"].reuse_record()["pid"]
+        for engine in again.values():
+            engine.stop()
+    finally:
+        pool.shutdown()
+    assert not pool.leases()
+
+
+def test_keepers_stop_when_the_owner_is_gone(standin_python: str, tmp_path: Path) -> None:
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        pool = EnginePool(tmp_path / "pool", owner_pid=owner.pid, idle_s=600.0)
+        held = pool.acquire(
+            settings_for(standin_python),
+            [ArmSpec("baseline")],
+            started_by="r",
+            run_logs={"baseline": tmp_path / "b.log"},
+        )
+        pid = held["baseline"].reuse_record()["pid"]
+        assert pid_alive(pid)
+    finally:
+        owner.kill()
+        owner.wait()
+    assert wait_until(lambda: not pid_alive(pid) and not pool.leases()), "the server outlived its owner"
+
+
+def test_a_killed_keeper_takes_its_server_along(standin_python: str, tmp_path: Path) -> None:
+    pool = EnginePool(tmp_path / "pool", owner_pid=os.getpid(), idle_s=600.0)
+    held = pool.acquire(
+        settings_for(standin_python), [ArmSpec("baseline")], started_by="r", run_logs={"baseline": tmp_path / "b.log"}
+    )
+    record = held["baseline"].reuse_record()
+    os.kill(record["keeper_pid"], signal.SIGKILL)
+    assert wait_until(lambda: not pid_alive(record["pid"])), "the server outlived its killed keeper"
+    held["baseline"].stop()
+    # the lease of a dead keeper is not reused: the next acquire starts a new engine
+    again = pool.acquire(
+        settings_for(standin_python), [ArmSpec("baseline")], started_by="r2", run_logs={"baseline": tmp_path / "c.log"}
+    )
+    try:
+        assert not again["baseline"].reused and again["baseline"].reuse_record()["pid"] != record["pid"]
+    finally:
+        again["baseline"].stop()
+        pool.shutdown()
+
+
+def test_the_manifest_lists_the_reused_engines_from_the_journal(tmp_path: Path) -> None:
+    reused = {"pooled": True, "reused": True, "started_by": "asv-paired-x", "requests_served_before": 40, "pid": 9}
+
+    def engine(arm: str, reuse: dict | None) -> EngineRecord:
+        return EngineRecord(arm, ["vllm"], f"logs/{arm}.log", 1, "0.32.0", 1.0, 9, None, None, reused=reuse)
+
+    with Journal(tmp_path / "journal.jsonl", fsync=False) as journal:
+        journal.write(engine("baseline", reused))
+        journal.write(engine("ngram", None))
+    assert _engines_reused(tmp_path) == [{"arm": "baseline", **reused}]
+    with Journal(tmp_path / "other" / "journal.jsonl", fsync=False) as journal:
+        journal.write(engine("ngram", None))
+    assert _engines_reused(tmp_path / "other") is None
+    assert _engines_reused(tmp_path / "missing") is None
+
+
+def test_idle_engines_make_room_for_a_new_start_when_memory_is_short(
+    standin_python: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import psutil
+
+    pool = EnginePool(tmp_path / "pool", owner_pid=os.getpid(), idle_s=600.0)
+    settings = settings_for(standin_python)
+    logs = {n: tmp_path / f"{n}.log" for n in ("baseline", "ngram")}
+    try:
+        idle = pool.acquire(settings, [ArmSpec("baseline")], started_by="a", run_logs=logs)["baseline"]
+        idle.stop()
+        held = pool.acquire(settings, [ArmSpec("ngram", speculative_config=NGRAM)], started_by="b", run_logs=logs)
+        plenty = type("Memory", (), {"available": 10**15})()
+        monkeypatch.setattr(psutil, "virtual_memory", lambda: plenty)
+        assert pool.make_room(settings, keep=set()) == []  # memory enough: idle engines are kept for reuse
+        short = type("Memory", (), {"available": 0})()
+        monkeypatch.setattr(psutil, "virtual_memory", lambda: short)
+        assert pool.make_room(settings, keep=set()) == [idle.digest]  # only the unheld one goes
+        assert not pid_alive(idle.reuse_record()["pid"]) and pid_alive(held["ngram"].reuse_record()["pid"])
+        held["ngram"].stop()
+    finally:
+        pool.shutdown()
