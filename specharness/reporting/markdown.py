@@ -487,6 +487,12 @@ def _manifest(a: Analysis, engines: list[dict[str, Any]]) -> list[str]:
             f"{e['effective_settings'].get('enable_prefix_caching', '—')}, log `{e['log']}`"
         )
         lines.append(f"  - command: `{' '.join(e['command'])}`")
+        if (r := e.get("reused")) and r.get("reused"):
+            lines.append(
+                f"  - reused from the engine pool: started by `{r.get('started_by')}` at "
+                f"{_when(r.get('started_unix_s'))}, {r.get('requests_served_before')} requests served before this "
+                f"run, pids {r.get('pids')} (runs sharing an engine share its engine-instance offset)"
+            )
     lines += [
         "",
         "Plots: `plots/speedup.png` (same-work speedup with CI and the band), `plots/tpot_cdf.png`, "

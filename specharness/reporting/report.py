@@ -34,7 +34,7 @@ REPORT_MD = "report.md"
 # ``pvalue_b_worse`` per pair), comparisons ``identity`` (``by_case``, ``control``: against the A/A arm); engines
 # ``engine_env`` and ``start_phases_s``; later within 4: a run without an A/A arm has its identity ``control`` from
 # the machine's recorded A/A (``source``, ``record_cases``), ``identity.max_output_tokens``; sampled runs carry
-# ``work`` too (time per output token, pair by pair).
+# ``work`` too (time per output token, pair by pair); engines ``reused`` (the engine pool's record, or null).
 REPORT_SCHEMA = 4
 
 
@@ -58,6 +58,7 @@ def _engine_rows(a: Analysis) -> list[dict[str, Any]]:
             "effective_settings": e.effective_settings,
             "engine_env": e.engine_env,
             "start_phases_s": e.start_phases_s,
+            "reused": e.reused,
         }
         for e in a.contents.engines
     ]

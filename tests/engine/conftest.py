@@ -207,3 +207,5 @@ def assert_pooled_and_released(run_dir: Path) -> None:
     assert {e["arm"] for e in manifest["engines_reused"]} == {e["arm"] for e in engines}
     for e in engines:
         assert "--- the pooled engine's log" in (run_dir / e["log_path"]).read_text(errors="replace"), e["log_path"]
+    if any(e["reused"].get("reused") for e in engines) and (run_dir / "report.md").is_file():
+        assert "reused from the engine pool" in (run_dir / "report.md").read_text()
