@@ -282,8 +282,15 @@ def identity_control(arm: CaseIdentity, twin: CaseIdentity | None, twin_name: st
 def _independent_pvalue(run: np.ndarray, record: np.ndarray) -> float:
     """One-sided p that the run's per-case shares are this much lower than the record's when the two sets of cases
     are exchangeable (``scipy.stats.permutation_test``, ``permutation_type="independent"``, difference of means)."""
-    if np.ptp(np.concatenate([run, record])) == 0:
+    pooled = np.concatenate([run, record])
+    if np.ptp(pooled) == 0:
         return 1.0
+    if min(run.size, record.size) < 2:  # scipy wants two a sample: put each case in the lone one's place in turn
+        total, n = pooled.sum(), pooled.size
+        others = (total - pooled) / (n - 1)  # the mean of the other side when case i is the lone one
+        stats_ = others - pooled if run.size == 1 else pooled - others
+        observed = float(record.mean() - run.mean())
+        return float(np.mean(stats_ >= observed - 1e-12))
 
     def statistic(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
         return np.asarray(np.mean(y, axis=axis) - np.mean(x, axis=axis))

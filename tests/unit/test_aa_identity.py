@@ -153,3 +153,15 @@ def test_outputs_longer_than_the_records_are_compared_over_its_length(
     control = c.identity.control
     assert control is not None and control.text.startswith(starts + " than two identical engines")
     assert says in control.text and "outputs here reach 100 tokens, the record's 48" in control.text
+
+
+def test_a_single_case_is_tested_against_the_record_by_exact_permutation() -> None:
+    """One case in the run (a workload of one prompt): scipy's permutation test wants two a sample, so each case of
+    run and record takes the lone case's place in turn; the smallest p is 1 / (cases + 1)."""
+    from specharness.analysis.quality_tests import _independent_pvalue
+
+    record = np.ones(15)
+    assert _independent_pvalue(np.array([0.0]), record) == 1 / 16
+    assert _independent_pvalue(np.array([1.0]), np.array([1.0, 0.5, 1.0])) == 1.0
+    mixed = np.array([1.0, 0.5, 0.75, 1.0])
+    assert _independent_pvalue(np.array([0.5]), mixed) == 2 / 5
