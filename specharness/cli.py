@@ -294,11 +294,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_aa_summary(args: argparse.Namespace) -> int:
     from specharness.analysis.aa_identity_record import format_records, measure_aa_identity
+    from specharness.experiment.bands import machine_kind
     from specharness.experiment.rundir import read_manifest
     from specharness.reporting.aa_scorecard import score_control_runs
 
     print(score_control_runs(args.run_dirs).to_markdown(), end="")
-    kind = "gpu" if read_manifest(args.run_dirs[0]).get("hardware", {}).get("gpus") else "cpu"
+    kind = machine_kind(read_manifest(args.run_dirs[0]).get("hardware", {}))
     source = ", ".join(str(d) for d in args.run_dirs)
     print(
         f"\n**A/A identity record** (for specharness.experiment.aa_identity):\n{format_records(measure_aa_identity(args.run_dirs, kind, source))}"

@@ -229,6 +229,12 @@ def _finished(r: RequestRecord) -> bool:
     return r.error_kind is None and r.verdict in ("complete", "truncated") and r.output_tokens > 0 and r.e2e_s > 0
 
 
+def _is_identical(x: RequestRecord, y: RequestRecord) -> bool:
+    """The rule for identical outputs: both finished alike (complete, or both cut at the cap) with the same output
+    token ids (their digest)."""
+    return _finished(x) and _finished(y) and x.output_identity == y.output_identity and x.verdict == y.verdict
+
+
 def _history_intact(pairs: Sequence[Pair]) -> list[bool]:
     """Per pair: True unless it is turn k > 1 of a replayed conversation and some earlier turn of that conversation
     (same block and position) did not give identical outputs in both arms, or has no pair."""
@@ -257,7 +263,7 @@ def _classify(pairs: Sequence[Pair], greedy: bool) -> tuple[dict[int, list[Pair]
     failed = done.count(False)
     history_diverged = len(pairs) - failed - len(finished)
     if greedy:
-        is_same = [x.output_identity == y.output_identity and x.verdict == y.verdict for x, y in finished]
+        is_same = [_is_identical(x, y) for x, y in finished]
     else:
         is_same = [x.verdict == y.verdict == "complete" for x, y in finished]
     same = [p for p, ok in zip(finished, is_same, strict=True) if ok]
@@ -384,7 +390,7 @@ def prefix_work(pairs: Sequence[Pair], rules: ComparisonRules) -> _Work:
             failed += 1
             excluded_time += t_base
             continue
-        same = x.output_identity == y.output_identity and x.verdict == y.verdict
+        same = _is_identical(x, y)
         identical += same
         ka, kb, chained = _common_prefix(x, y)
         if min(ka, kb) < rules.min_prefix_tokens:
@@ -417,10 +423,6 @@ def prefix_work(pairs: Sequence[Pair], rules: ComparisonRules) -> _Work:
         identical_share=ratio(identical, len(pairs)),
         excluded_time_share=ratio(excluded_time, total_time) if total_time else 0.0,
     )
-
-
-def _is_identical(x: RequestRecord, y: RequestRecord) -> bool:
-    return _finished(x) and _finished(y) and x.output_identity == y.output_identity and x.verdict == y.verdict
 
 
 def sampled_work(pairs: Sequence[Pair], rules: ComparisonRules) -> _Work:

@@ -223,13 +223,10 @@ class CaseQuality:
 def _identical(pairs: Sequence[Pair]) -> list[bool]:
     """Per pair: both finished alike (complete, or both cut at the cap) with the same output token ids, after an
     intact history (the comparison's own rule for identical outputs)."""
-    from specharness.analysis.comparison import _finished, _history_intact  # comparison imports this module
+    from specharness.analysis.comparison import _history_intact, _is_identical  # comparison imports this module
 
     intact = _history_intact(pairs)
-    return [
-        ok and _finished(x) and _finished(y) and x.output_identity == y.output_identity and x.verdict == y.verdict
-        for (x, y), ok in zip(pairs, intact, strict=True)
-    ]
+    return [ok and _is_identical(x, y) for (x, y), ok in zip(pairs, intact, strict=True)]
 
 
 def case_quality(pairs: Sequence[Pair], *, tolerance: float = 0.0) -> CaseQuality:

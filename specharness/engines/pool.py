@@ -38,7 +38,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -550,11 +550,11 @@ def keep(spec_path: Path) -> int:
         try:
             server.start()
         except EngineError as error:
-            lease = _replace(lease, state="failed", error=str(error), error_type=type(error).__name__)
+            lease = replace(lease, state="failed", error=str(error), error_type=type(error).__name__)
             lease.write(lease_path)
             return 1
         assert server.process is not None
-        lease = _replace(
+        lease = replace(
             lease,
             state="ready",
             url=server.base_url,
@@ -595,10 +595,6 @@ def keep(spec_path: Path) -> int:
         if current is not None and current.keeper_pid == me and current.state != "failed":
             lease_path.unlink(missing_ok=True)
         print(f"keeper {me} ({arm.name}, {digest}): {why}; server stopped", flush=True)
-
-
-def _replace(lease: Lease, **changes: Any) -> Lease:
-    return Lease(**{**asdict(lease), **changes})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from specharness.experiment.bands import machine_kind
+
 __all__ = ["AA_IDENTITY", "AAIdentity", "aa_identity_for"]
 
 
@@ -84,6 +86,6 @@ AA_IDENTITY: dict[str, dict[int, AAIdentity]] = {
 
 
 def aa_identity_for(hardware: dict[str, Any]) -> dict[int, AAIdentity]:
-    """Client count -> the A/A identity record for a run's hardware record (``gpus`` non-empty: the GPU record,
-    as :func:`specharness.experiment.bands.band_for` picks the band)."""
-    return AA_IDENTITY.get("gpu" if hardware.get("gpus") else "cpu", {})
+    """Client count -> the A/A identity record for a run's hardware record (its
+    :func:`~specharness.experiment.bands.machine_kind`, as the band is picked)."""
+    return AA_IDENTITY.get(machine_kind(hardware), {})

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BANDS", "Band", "band_for"]
+__all__ = ["BANDS", "Band", "band_for", "machine_kind"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +51,12 @@ BANDS = {
 }
 
 
+def machine_kind(hardware: dict[str, Any]) -> str:
+    """The kind of machine a run's hardware record names: ``gpu`` when its ``gpus`` is non-empty, else ``cpu`` (the
+    key of :data:`BANDS` and of the A/A identity record)."""
+    return "gpu" if hardware.get("gpus") else "cpu"
+
+
 def band_for(hardware: dict[str, Any]) -> Band:
-    """The band for a run's hardware record (``gpus`` non-empty: the GPU band)."""
-    return BANDS["gpu"] if hardware.get("gpus") else BANDS["cpu"]
+    """The band for a run's hardware record (:func:`machine_kind`)."""
+    return BANDS[machine_kind(hardware)]

@@ -11,13 +11,14 @@ import contextvars
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from specharness._errors import ConfigError
 from specharness.engines.attached import AttachedEngine, check_speculation
 from specharness.engines.fleet import LaunchReport, launch
 from specharness.engines.memory import MemoryProbe
 from specharness.engines.model import ResolvedModel, served_model_name
-from specharness.engines.pool import EnginePool, pool_applies, pool_from_env
+from specharness.engines.pool import EnginePool, PooledEngine, pool_applies, pool_from_env
 from specharness.engines.server import ArmSpec, EngineServer, EngineSettings, stop_all
 from specharness.experiment.config import RunConfig
 from specharness.experiment.journal import Journal
@@ -135,25 +136,48 @@ def start_engines(
     journal.write(EngineLaunchEvent(segment=segment, report=launched.as_dict()))
     for arm in arms:
         server = servers[arm.name]
-        effective = server.effective_settings()
         journal.write(
-            EngineRecord(
-                arm=arm.name,
-                command=server.command,
-                log_path=str(server.log_path.relative_to(config.out_dir)),
-                port=server.port,
-                vllm_version=server.version,
-                start_s=server.start_s,
+            _engine_record(
+                config,
+                arm,
+                server,
+                server.effective_settings(),
                 pid=server.process.pid if server.process else -1,
-                async_scheduling=effective.get("async_scheduling"),
-                speculative_config=arm.speculative_config,
-                effective_settings=effective,
                 memory={**before, **probe.as_fields("engine_ready", server.pids())},
-                engine_env=dict(server.engine_env),
                 start_phases_s=server.start_phases().as_dict(),
             )
         )
     return engines
+
+
+def _engine_record(
+    config: RunConfig,
+    arm: ArmSpec,
+    engine: EngineServer | PooledEngine,
+    effective: dict[str, Any],
+    *,
+    pid: int,
+    memory: dict[str, Any],
+    start_phases_s: dict[str, float],
+    reused: dict[str, Any] | None = None,
+) -> EngineRecord:
+    """The journal's record of an engine this run started or took from the pool (one format for both)."""
+    return EngineRecord(
+        arm=arm.name,
+        command=engine.command,
+        log_path=str(engine.log_path.relative_to(config.out_dir)),
+        port=engine.port,
+        vllm_version=engine.version,
+        start_s=engine.start_s,
+        pid=pid,
+        async_scheduling=effective.get("async_scheduling"),
+        speculative_config=arm.speculative_config,
+        effective_settings=effective,
+        memory=memory,
+        engine_env=dict(engine.engine_env),
+        start_phases_s=start_phases_s,
+        reused=reused,
+    )
 
 
 def pooled_engines(
@@ -183,19 +207,13 @@ def pooled_engines(
         effective = engine.effective_settings()
         effective.pop("attached_url", None)
         journal.write(
-            EngineRecord(
-                arm=arm.name,
-                command=engine.command,
-                log_path=str(engine.log_path.relative_to(config.out_dir)),
-                port=engine.port,
-                vllm_version=engine.version,
-                start_s=engine.start_s,
+            _engine_record(
+                config,
+                arm,
+                engine,
+                effective,
                 pid=engine.lease.pid,
-                async_scheduling=effective.get("async_scheduling"),
-                speculative_config=arm.speculative_config,
-                effective_settings=effective,
                 memory=probe.as_fields("engine_ready", engine.pids()),
-                engine_env=dict(engine.engine_env),
                 start_phases_s=dict(engine.lease.start_phases_s),
                 reused=engine.reuse_record(),
             )
