@@ -104,6 +104,15 @@ def wait_for(predicate: Callable[[], bool], proc: subprocess.Popen[str], what: s
         time.sleep(0.5)
 
 
+def groups_alive_after(groups: list[int], wait_s: float = 30.0) -> list[int]:
+    """The process groups still alive once they had ``wait_s`` to go (a stopped server's processes take a moment to
+    exit and be reaped)."""
+    deadline = time.monotonic() + wait_s
+    while any(group_alive(g) for g in groups) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return [g for g in groups if group_alive(g)]
+
+
 def group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
@@ -122,10 +131,7 @@ def engine_groups(run_dir: Path) -> list[int]:
 def assert_no_engine_left(run_dir: Path) -> None:
     groups = engine_groups(run_dir)
     assert groups, "the run recorded no engine"
-    deadline = time.monotonic() + 30
-    while any(group_alive(g) for g in groups) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    alive = [g for g in groups if group_alive(g)]
+    alive = groups_alive_after(groups)
     for g in alive:
         os.killpg(g, signal.SIGKILL)
     assert not alive, f"engine process groups still alive after the harness exited: {alive}"
@@ -178,7 +184,7 @@ def engine_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EnginePool
     finally:
         servers = [lease.pid for lease in pool.leases() if lease.pid > 0]
         pool.shutdown()
-        alive = [pid for pid in servers if group_alive(pid)]
+        alive = groups_alive_after(servers)
         for pid in alive:
             os.killpg(pid, signal.SIGKILL)
         keepers = [
