@@ -11,6 +11,11 @@
 #                                             1.25x slowdown), 4 workloads x 1, 8 clients, 4 blocks
 #   scripts/gpu_campaign.sh standard          the standard profile (copy, transform x 1, 8 clients), no ASV
 #   scripts/gpu_campaign.sh structured        the structured workload (JSON schema, forced tool calls), 1 client
+#   scripts/gpu_campaign.sh starts            engine starts phase by phase: baseline and ngram, 3 starts each, the
+#                                             first on empty compile caches; then one baseline start with vLLM's DEBUG
+#                                             log and Python's import times, to attribute the import phase
+# No mode passes start flags: the launcher sees the arms share the GPU and sets each arm's memory share and the start
+# order itself (START=--start-one-by-one, or CONTROL_EXTRA / RUN_ARGS, add flags where wanted).
 set -uo pipefail
 MODE="$1"
 ROOT="$PWD"
@@ -24,7 +29,7 @@ chmod +x /tmp/specharness-engine/bin/python
 PY=/tmp/specharness-engine/bin/python
 export PYTHONPATH="/tmp/site:$ROOT" ASV_PYTHONPATH="/tmp/site:$ROOT" VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1
 export SPECHARNESS_DEFAULT_GGUF=/tmp/stage/smollm2-135m-instruct-q4_1.gguf SPECHARNESS_CACHE=/tmp/shcache
-export SPECHARNESS_ASV_RUNS=/tmp/asvruns SPECHARNESS_ASV_ENGINE="--gpu-memory-utilization 0.3 --start-one-by-one"
+export SPECHARNESS_ASV_RUNS=/tmp/asvruns SPECHARNESS_ASV_ENGINE="${SPECHARNESS_ASV_ENGINE:-}"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 case "$MODE" in
   asv|sweep|load)
@@ -48,29 +53,35 @@ case "$MODE" in
     tar -C /tmp/asvruns --exclude='*.log' -cJf "$OUT/runs_$MODE.tar.xz" . ;;
   sync)
     timeout "${SYNC_LIMIT_S:-540}" "$PY" -m specharness run --profile standard --workloads transform --clients 1,8 \
-      --arms baseline,ngram,baseline-sync --gpu-memory-utilization 0.25 --no-progress --out /tmp/sync 2>&1 | tee "$OUT/sync.log"
+      --arms baseline,ngram,baseline-sync --no-progress --out /tmp/sync 2>&1 | tee "$OUT/sync.log"
     tar -C /tmp/sync -cJf "$OUT/sync.tar.xz" . ;;
   control)
     timeout "${CONTROL_LIMIT_S:-560}" "$PY" -m specharness run --profile control --workloads copy,transform,free,abstain \
-      --clients 1,8 --requests "${CONTROL_REQUESTS:-8}" --gpu-memory-utilization 0.25 --no-progress ${START:-} ${CONTROL_EXTRA:-} --out /tmp/control \
+      --clients 1,8 --requests "${CONTROL_REQUESTS:-8}" --no-progress ${START:-} ${CONTROL_EXTRA:-} --out /tmp/control \
       2>&1 | tee "$OUT/control.log"
     tar -C /tmp --exclude='*.log' -cJf "$OUT/control.tar.xz" control ;;
   standard)
-    timeout "${STANDARD_LIMIT_S:-560}" "$PY" -m specharness run --profile standard --gpu-memory-utilization 0.3 \
+    timeout "${STANDARD_LIMIT_S:-560}" "$PY" -m specharness run --profile standard \
       --no-progress ${START:-} --out /tmp/standard 2>&1 | tee "$OUT/standard.log"
     tar -C /tmp --exclude='*.log' -cJf "$OUT/standard.tar.xz" standard ;;
   structured)
     timeout "${STRUCTURED_LIMIT_S:-480}" "$PY" -m specharness run --workloads structured --clients 1 --blocks 2 \
       --requests 16 --warmups 1 --max-tokens-cap 256 --engine-arg=--enable-auto-tool-choice \
-      --engine-arg=--tool-call-parser --engine-arg=hermes --gpu-memory-utilization 0.3 --no-progress ${START:-} \
+      --engine-arg=--tool-call-parser --engine-arg=hermes --no-progress ${START:-} \
       --out /tmp/structured 2>&1 | tee "$OUT/structured.log"
     tar -C /tmp --exclude='*.log' -cJf "$OUT/structured.tar.xz" structured ;;
   custom)  # any run: RUN_ARGS holds the specharness run options (workload files travel with the working tree or carry)
-    timeout "${CUSTOM_LIMIT_S:-560}" "$PY" -m specharness run $RUN_ARGS --gpu-memory-utilization 0.3 --no-progress \
+    timeout "${CUSTOM_LIMIT_S:-560}" "$PY" -m specharness run $RUN_ARGS --no-progress \
       ${START:-} --out /tmp/custom 2>&1 | tee "$OUT/custom.log"
     tar -C /tmp --exclude='*.log' -cJf "$OUT/custom.tar.xz" custom ;;
+  starts)
+    timeout "${STARTS_LIMIT_S:-420}" "$PY" -m specharness starts --out /tmp/starts --arms baseline,ngram --repeat 3 \
+      --fresh-caches 2>&1 | tee "$OUT/starts.log"
+    VLLM_LOGGING_LEVEL=DEBUG PYTHONPROFILEIMPORTTIME=1 timeout "${STARTS_DEBUG_LIMIT_S:-150}" "$PY" -m specharness \
+      starts --out /tmp/starts-debug --arms baseline --repeat 1 2>&1 | tee "$OUT/starts-debug.log"
+    tar -C /tmp -cJf "$OUT/starts.tar.xz" starts starts-debug ;;
   crosscheck)
-    timeout "${CROSS_LIMIT_S:-540}" "$PY" -m specharness crosscheck --out /tmp/cross --num-prompts 16 --max-tokens 64 --gpu-memory-utilization 0.3 \
+    timeout "${CROSS_LIMIT_S:-540}" "$PY" -m specharness crosscheck --out /tmp/cross --num-prompts 16 --max-tokens 64 \
       2>&1 | tee "$OUT/crosscheck.log"
     tar -C /tmp/cross -cJf "$OUT/crosscheck.tar.xz" . ;;
 esac

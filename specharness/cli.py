@@ -1,9 +1,9 @@
 """Command line: one ``cmd_<name>`` per subcommand.
 
 Experiments: ``run`` (a paired baseline vs prompt-lookup experiment), ``sweep`` (a saturation sweep), ``sampled`` (the
-distribution check under sampling), ``crosscheck`` (TTFT/TPOT against ``vllm bench serve``). Runs: ``report``,
-``compare``, ``aa-summary``. Inputs and methods: ``import`` (a dataset into a workload), ``simulate`` (the verdict's
-error rates). Release history (ASV): ``machine``, ``ledger``, ``spread``, ``release-compare``, ``site``.
+distribution check under sampling), ``crosscheck`` (TTFT/TPOT against ``vllm bench serve``), ``starts`` (engine start
+times, phase by phase). Runs: ``report``, ``compare``, ``aa-summary``. Inputs and methods: ``import`` (a dataset into
+a workload), ``simulate`` (the verdict's error rates). Release history (ASV): ``machine``, ``ledger``, ``spread``, ``release-compare``, ``site``.
 
 Errors from the harness print one line (``specharness: error: ...``) and exit 2; an interrupted run exits 130.
 Engine and run options are declared and parsed in :mod:`specharness.experiment.options` (shared with ASV).
@@ -35,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _experiment_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """run, sweep, sampled, crosscheck: the commands that start engines."""
+    """run, sweep, sampled, crosscheck, starts: the commands that start engines."""
     r = argparse.ArgumentParser(add_help=False)  # the options run and sweep share
     add_run_options(r)
     run = sub.add_parser(
@@ -91,6 +91,21 @@ def _experiment_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
     cc.add_argument("--num-prompts", type=int, default=16)
     cc.add_argument("--max-tokens", type=int, default=64)
     cc.add_argument("--gpu-memory-utilization", type=float)
+    st = sub.add_parser(
+        "starts",
+        help="time engine starts phase by phase (import, weights, compile, KV cache, graph capture, ready, first "
+        "request): each arm alone, --repeat times -> starts.jsonl and starts.md",
+    )
+    st.add_argument("--out", type=Path, required=True, help="folder for starts.jsonl, starts.md and the engine logs")
+    st.add_argument("--arms", type=names, default=["baseline"], help="arms to start (default baseline)")
+    st.add_argument("--repeat", type=int, default=2, help="starts per arm, one after another (default 2)")
+    st.add_argument(
+        "--fresh-caches",
+        action="store_true",
+        help="point the compile caches at new empty folders, so the first start is a cold compile",
+    )
+    st.add_argument("--model", default="default")
+    add_engine_options(st)
 
 
 def _run_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -425,6 +440,26 @@ def cmd_crosscheck(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_starts(args: argparse.Namespace) -> int:
+    from specharness.experiment.config import RunConfig
+    from specharness.experiment.design import get_profile
+    from specharness.experiment.startbench import measure_starts
+    from specharness.reporting.start_table import format_starts
+
+    config = RunConfig(profile=get_profile("quick"), out_dir=args.out, model=args.model, **engine_fields(args))
+    starts = measure_starts(
+        config,
+        args.arms,
+        repeat=args.repeat,
+        fresh_caches=args.fresh_caches,
+        say=lambda m: print(f"specharness: {m}", file=sys.stderr, flush=True),
+    )
+    table = format_starts(starts)
+    (args.out / "starts.md").write_text(table)
+    print(table, end="")
+    return 0
+
+
 def cmd_recompute_asv(args: argparse.Namespace) -> int:
     from specharness.history.asv.recompute import recompute_result
 
@@ -453,6 +488,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "machine": cmd_machine,
         "spread": cmd_spread,
         "crosscheck": cmd_crosscheck,
+        "starts": cmd_starts,
         "recompute-asv": cmd_recompute_asv,
     }[args.command]
     try:

@@ -30,6 +30,7 @@ GENERATION = "vllm:generation_tokens_total"
 PROMPT = "vllm:prompt_tokens_total"
 PREFIX_QUERIES = "vllm:prefix_cache_queries_total"
 PREFIX_HITS = "vllm:prefix_cache_hits_total"
+REQUEST_SUCCESS = "vllm:request_success_total"  # finished requests, by finish reason (summed)
 # The engine's own latency histograms (sum and count; means over a delta). vLLM renamed the TPOT histogram, so
 # both names are read and whichever the version exports is used.
 SERVER_LATENCY = {
@@ -40,7 +41,17 @@ SERVER_LATENCY = {
 _HISTOGRAM_PARTS = tuple(
     f"{base}_{part}" for bases in SERVER_LATENCY.values() for base in bases for part in ("sum", "count")
 )
-TRACKED = (DRAFTS, DRAFT_TOKENS, ACCEPTED, GENERATION, PROMPT, PREFIX_QUERIES, PREFIX_HITS, *_HISTOGRAM_PARTS)
+TRACKED = (
+    DRAFTS,
+    DRAFT_TOKENS,
+    ACCEPTED,
+    GENERATION,
+    PROMPT,
+    PREFIX_QUERIES,
+    PREFIX_HITS,
+    REQUEST_SUCCESS,
+    *_HISTOGRAM_PARTS,
+)
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)(\s+\S+)?$")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')

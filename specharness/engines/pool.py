@@ -47,6 +47,7 @@ import httpx
 from specharness import _errors
 from specharness._errors import ConfigError, EngineError, EngineStartTimeout
 from specharness.engines.attached import AttachedEngine
+from specharness.engines.counters import REQUEST_SUCCESS, scrape
 from specharness.engines.server import ArmSpec, EngineServer, EngineSettings
 from specharness.engines.startlog import first_error
 
@@ -75,7 +76,6 @@ _POLL_S = 1.0
 _ENGINE_ENV = re.compile(r"^(VLLM_|CUDA_|TORCH|OMP_|MKL_|KMP_|HF_|TRANSFORMERS_|PYTORCH_|LD_PRELOAD$)")
 _KEY_ENV = "SPECHARNESS_ENGINE_POOL_API_KEY"
 _VANISHED_S = 60.0  # a lease not (or no longer) on disk this long after the hold began: its keeper is gone
-_REQUESTS = re.compile(r"^vllm:request_success_total(?:\{[^}]*\})?\s+(\S+)", re.MULTILINE)
 
 
 def idle_limit_s() -> float:
@@ -361,11 +361,10 @@ def _stop_keeper(lease: Lease) -> None:
 def requests_served(url: str, headers: Mapping[str, str] | None = None) -> int | None:
     """Requests the engine has finished so far (``vllm:request_success_total`` summed), None if unreadable."""
     try:
-        text = httpx.get(f"{url}/metrics", headers=dict(headers or {}), timeout=10.0).text
+        totals = scrape(url, dict(headers or {})).totals
     except httpx.HTTPError:
         return None
-    found = _REQUESTS.findall(text)
-    return int(sum(float(v) for v in found)) if found else None
+    return int(totals[REQUEST_SUCCESS]) if REQUEST_SUCCESS in totals else None
 
 
 class PooledEngine(AttachedEngine):

@@ -304,6 +304,24 @@ class EngineServer:
             return str(reply.json()["version"])
         return "unknown"
 
+    def time_request(self, model: str, max_tokens: int = 16) -> float:
+        """Seconds one short greedy chat request takes (after a start, the first one shows any work vLLM leaves to
+        the first request); NaN when it does not get an answer."""
+        body = {
+            "model": model,
+            "messages": [{"role": "user", "content": "Repeat: the quick brown fox jumps over the lazy dog."}],
+            "max_tokens": max_tokens,
+            "temperature": 0.0,
+        }
+        t0 = time.perf_counter()
+        try:
+            reply = httpx.post(
+                f"{self.base_url}/v1/chat/completions", json=body, headers=self._headers(), timeout=300.0
+            )
+        except httpx.HTTPError:
+            return float("nan")
+        return round(time.perf_counter() - t0, 3) if reply.status_code == 200 else float("nan")
+
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 

@@ -121,7 +121,8 @@ def start_engines(
     config: RunConfig, arms: Sequence[ArmSpec], model: ResolvedModel, *, segment: int, journal: Journal
 ) -> EngineSet:
     """Start every arm's engine (:func:`launch_servers`) and journal each: an ``engine_spawned`` event as its
-    process starts, an :class:`~specharness.records.EngineRecord` (command, version, settings, memory) once ready."""
+    process starts, an :class:`~specharness.records.EngineRecord` (command, version, settings, memory, the start's
+    phases and one short request's time right after it, ``first_request_s``) once ready."""
     probe = MemoryProbe()
     before = probe.as_fields("before_start", [])
     engines = EngineSet(model_name=served_model_name(model), api_key=config.api_key)
@@ -144,7 +145,10 @@ def start_engines(
                 server.effective_settings(),
                 pid=server.process.pid if server.process else -1,
                 memory={**before, **probe.as_fields("engine_ready", server.pids())},
-                start_phases_s=server.start_phases().as_dict(),
+                start_phases_s={
+                    **server.start_phases().as_dict(),
+                    "first_request_s": server.time_request(engines.model_name),
+                },
             )
         )
     return engines

@@ -26,6 +26,7 @@ from specharness.analysis.structured_validity import StructuredValidity, structu
 from specharness.analysis.sweep import Capacity, WorkloadSweep, offered_text
 from specharness.analysis.verdict import band_edges
 from specharness.reporting.group_tables import groups_markdown
+from specharness.reporting.start_table import phases_text
 
 __all__ = ["STRUCTURED_RULE", "render_markdown", "validity_text"]
 
@@ -487,6 +488,8 @@ def _manifest(a: Analysis, engines: list[dict[str, Any]]) -> list[str]:
             f"{e['effective_settings'].get('enable_prefix_caching', '—')}, log `{e['log']}`"
         )
         lines.append(f"  - command: `{' '.join(e['command'])}`")
+        if phases := phases_text(e.get("start_phases_s") or {}):
+            lines.append(f"  - {phases}, from the engine log (whole seconds)")
         if (r := e.get("reused")) and r.get("reused"):
             lines.append(
                 f"  - reused from the engine pool: started by `{r.get('started_by')}` at "

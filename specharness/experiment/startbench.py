@@ -1,0 +1,177 @@
+"""How long an engine takes to start, phase by phase: ``specharness starts``.
+
+Each arm's engine is started alone, the way a run starts it (the same :class:`EngineSettings`, the same warm-start
+environment), ``repeat`` times in a row; after ``/health`` answers, two short chat requests are timed (the first one
+shows any work vLLM leaves to the first request), then the engine is stopped and the next start begins. Every start
+is appended to ``starts.jsonl`` as soon as it is measured (a crash keeps the starts before it); ``starts.md`` holds
+the table :func:`specharness.reporting.start_table.format_starts` makes of them.
+
+``fresh_caches``: the compile caches (vLLM's cache root, torch inductor's and Triton's) point at new, empty folders
+under the output folder, so the first start compiles from nothing and the later ones show what a warm start costs.
+Python's bytecode and the operating system's file cache cannot be emptied from here: a first start on a machine that
+already imported vLLM is warmer than a first start on a fresh one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import shutil
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from specharness._errors import ConfigError, EngineError
+from specharness.engines.memory import MemoryProbe
+from specharness.engines.model import resolve_model
+from specharness.engines.server import EngineServer
+from specharness.experiment.config import RunConfig
+from specharness.experiment.design import ARM_NAMES, build_arms, get_profile
+from specharness.experiment.engineset import engine_settings
+from specharness.experiment.rundir import hardware_info
+
+__all__ = ["STARTS_FILE", "StartMeasurement", "measure_starts", "read_starts"]
+
+STARTS_FILE = "starts.jsonl"
+_CACHE_VARIABLES = ("VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+
+
+@dataclass(frozen=True, slots=True)
+class StartMeasurement:
+    """One engine start: which arm, the how-many-th start on these caches (1 = the first), whether the caches were
+    fresh folders, the phases from the engine log (seconds, whole-second stamps), the harness's own wall time from
+    spawn to ``/health`` answering, and the first and second request after it (seconds). ``error``: the cause when
+    the start failed (the phases then stop where the log stops)."""
+
+    arm: str
+    index: int
+    fresh_caches: bool
+    vllm_version: str
+    machine: str
+    phases_s: dict[str, float]
+    to_health_s: float
+    first_request_s: float
+    second_request_s: float
+    log_path: str
+    engine_env: dict[str, str] = field(default_factory=dict)
+    error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> StartMeasurement:
+        return cls(**{k: raw[k] for k in cls.__dataclass_fields__ if k in raw})
+
+
+def _machine_label(hardware: dict[str, Any]) -> str:
+    gpus = hardware.get("gpus") or []
+    return f"{gpus[0]}" if gpus else f"{hardware.get('cpu', 'CPU')}, {hardware.get('cpu_count', '?')} cores"
+
+
+@contextlib.contextmanager
+def _compile_caches(folder: Path | None) -> Iterator[dict[str, str]]:
+    """Point the compile caches at ``folder`` (created empty) for the engines spawned inside; None: leave them."""
+    if folder is None:
+        yield {}
+        return
+    saved = {k: os.environ.get(k) for k in _CACHE_VARIABLES}
+    paths = {k: str(folder / k.lower()) for k in _CACHE_VARIABLES}
+    os.environ.update(paths)
+    try:
+        yield paths
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _append(path: Path, record: StartMeasurement) -> None:
+    with open(path, "ab") as out:
+        out.write(orjson.dumps(record.to_dict()) + b"\n")
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def measure_starts(
+    config: RunConfig,
+    arms: Sequence[str],
+    *,
+    repeat: int,
+    fresh_caches: bool,
+    say: Callable[[str], None] = lambda _m: None,
+) -> list[StartMeasurement]:
+    """Start each arm's engine ``repeat`` times, one engine at a time; return (and append to
+    ``<out_dir>/starts.jsonl``) one :class:`StartMeasurement` per start. A start that fails is recorded with its
+    cause and ends the measurement (raising the engine's error) — nothing measured before it is lost."""
+    if repeat < 1:
+        raise ConfigError(f"--repeat {repeat}: give 1 or more starts per arm")
+    unknown = [a for a in arms if a not in ARM_NAMES]
+    if unknown or not arms:
+        raise ConfigError(f"--arms {','.join(unknown) or '(none)'}: use one or more of {', '.join(ARM_NAMES)}")
+    known = {a.name: a for a in build_arms(replace(get_profile("quick"), arms=tuple(dict.fromkeys(arms))))}
+    out = config.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / STARTS_FILE
+    caches = out / "caches" if fresh_caches else None
+    if caches is not None:
+        shutil.rmtree(caches, ignore_errors=True)
+        caches.mkdir(parents=True)
+    model = resolve_model(config.model)
+    settings = engine_settings(config, model)
+    machine = _machine_label(hardware_info(MemoryProbe()))
+    found: list[StartMeasurement] = []
+    with _compile_caches(caches):
+        for index in range(1, repeat + 1):
+            for name in arms:
+                server = EngineServer(settings, known[name], out / "logs" / f"{name}.start{index}.log")
+                say(f"start {index} of {repeat}: {name}")
+                error = ""
+                first = second = float("nan")
+                try:
+                    server.start()
+                    first = server.time_request(settings.served_model_name)
+                    second = server.time_request(settings.served_model_name)
+                    if math.isnan(first) or math.isnan(second):
+                        error = f"{name}: a request after the start got no answer (log: {server.log_path})"
+                except EngineError as exc:
+                    error = str(exc)
+                finally:
+                    server.stop()
+                record = StartMeasurement(
+                    arm=name,
+                    index=index,
+                    fresh_caches=fresh_caches,
+                    vllm_version=server.version or "unknown",
+                    machine=machine,
+                    phases_s=server.start_phases().as_dict(),
+                    to_health_s=round(server.start_s, 2),
+                    first_request_s=first,
+                    second_request_s=second,
+                    log_path=str(server.log_path.relative_to(out)),
+                    engine_env=dict(server.engine_env),
+                    error=error,
+                )
+                _append(path, record)
+                found.append(record)
+                if error:
+                    raise EngineError(f"{error} (starts so far: {path})")
+    return found
+
+
+def read_starts(out_dir: Path) -> list[StartMeasurement]:
+    """The starts measured into ``out_dir`` (``starts.jsonl``), in order; a torn last line is skipped."""
+    path = out_dir / STARTS_FILE
+    if not path.is_file():
+        raise ConfigError(f"{out_dir} has no {STARTS_FILE}; pass a folder made by 'specharness starts'")
+    found: list[StartMeasurement] = []
+    for line in path.read_bytes().splitlines():
+        with contextlib.suppress(orjson.JSONDecodeError):
+            found.append(StartMeasurement.from_dict(orjson.loads(line)))
+    return found
