@@ -98,11 +98,13 @@ def _experiment_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
     )
     st.add_argument("--out", type=Path, required=True, help="folder for starts.jsonl, starts.md and the engine logs")
     st.add_argument("--arms", type=names, default=["baseline"], help="arms to start (default baseline)")
-    st.add_argument("--repeat", type=int, default=2, help="starts per arm, one after another (default 2)")
+    st.add_argument(
+        "--repeat", type=int, default=2, help="rounds: each arm starts once per round, one engine at a time (default 2)"
+    )
     st.add_argument(
         "--fresh-caches",
         action="store_true",
-        help="point the compile caches at new empty folders, so the first start is a cold compile",
+        help="point the compile caches at new empty folders, so the first start compiles from nothing",
     )
     st.add_argument("--model", default="default")
     add_engine_options(st)
@@ -443,20 +445,25 @@ def cmd_crosscheck(args: argparse.Namespace) -> int:
 def cmd_starts(args: argparse.Namespace) -> int:
     from specharness.experiment.config import RunConfig
     from specharness.experiment.design import get_profile
-    from specharness.experiment.startbench import measure_starts
+    from specharness.experiment.runfolder import sigterm_as_interrupt
+    from specharness.experiment.startbench import STARTS_FILE, measure_starts, read_starts
     from specharness.reporting.start_table import format_starts
 
     config = RunConfig(profile=get_profile("quick"), out_dir=args.out, model=args.model, **engine_fields(args))
-    starts = measure_starts(
-        config,
-        args.arms,
-        repeat=args.repeat,
-        fresh_caches=args.fresh_caches,
-        say=lambda m: print(f"specharness: {m}", file=sys.stderr, flush=True),
-    )
-    table = format_starts(starts)
-    (args.out / "starts.md").write_text(table)
-    print(table, end="")
+    try:
+        with sigterm_as_interrupt():
+            measure_starts(
+                config,
+                args.arms,
+                repeat=args.repeat,
+                fresh_caches=args.fresh_caches,
+                say=lambda m: print(f"specharness: {m}", file=sys.stderr, flush=True),
+            )
+    finally:  # the table of what was measured, also after a failed start or an interrupt
+        if (args.out / STARTS_FILE).is_file():
+            table = format_starts(read_starts(args.out))
+            (args.out / "starts.md").write_text(table)
+            print(table, end="")
     return 0
 
 

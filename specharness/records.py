@@ -19,8 +19,8 @@ Schema history:
     (schema 3, added) request: ``prefix_chain`` (a keyed hash chain over the generated token ids, 4 hex per token,
         so two arms' common prefix is the number of leading equal groups; ``""`` in older journals).
     4 — engine: ``engine_env`` (the environment variables the harness set for the server, e.g. the CPU build's
-        ``VLLM_USE_AOT_COMPILE=0``) and ``start_phases_s`` (each phase of the start, from the engine log, and
-        ``first_request_s``, one short request right after it, added later within schema 4); event
+        ``VLLM_USE_AOT_COMPILE=0``) and ``start_phases_s`` (each phase of the start, from the engine log); later
+        within 4, ``first_request_s`` (one short request right after the start; NaN in older journals); event
         ``engine_launch`` (how the arms were started: mode, device, memory shares, order, retry and its cause).
         Journals of schemas 1-3 still read (the new fields default to empty).
 
@@ -224,6 +224,7 @@ class EngineRecord:
     memory: dict[str, float] = field(default_factory=dict)
     engine_env: dict[str, str] = field(default_factory=dict)
     start_phases_s: dict[str, float] = field(default_factory=dict)
+    first_request_s: float = math.nan  # one short request right after the start (NaN: not sent, or no answer)
     reused: dict[str, Any] | None = None  # from an engine pool: who started it, when, requests served before, pids
 
     def to_dict(self) -> dict[str, Any]:

@@ -304,7 +304,7 @@ class EngineServer:
             return str(reply.json()["version"])
         return "unknown"
 
-    def time_request(self, model: str, max_tokens: int = 16) -> float:
+    def time_request(self, model: str, max_tokens: int = 16, timeout_s: float = 60.0) -> float:
         """Seconds one short greedy chat request takes (after a start, the first one shows any work vLLM leaves to
         the first request); NaN when it does not get an answer."""
         body = {
@@ -316,7 +316,7 @@ class EngineServer:
         t0 = time.perf_counter()
         try:
             reply = httpx.post(
-                f"{self.base_url}/v1/chat/completions", json=body, headers=self._headers(), timeout=300.0
+                f"{self.base_url}/v1/chat/completions", json=body, headers=self._headers(), timeout=timeout_s
             )
         except httpx.HTTPError:
             return float("nan")
@@ -424,6 +424,23 @@ class EngineServer:
             proc.wait(timeout=10)
         if self in _LIVE:
             _LIVE.remove(self)
+
+    def wait_gone(self, timeout_s: float = 30.0) -> bool:
+        """After :meth:`stop`: wait until no process of the server's group is left (its engine core and workers take
+        a moment to exit and free their memory); True when none is left."""
+        if self.process is None:
+            return True
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                os.killpg(self.process.pid, 0)
+            except ProcessLookupError:
+                return True
+            except PermissionError:
+                pass
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.25)
 
     def __enter__(self) -> EngineServer:
         self.start()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -122,7 +123,7 @@ def start_engines(
 ) -> EngineSet:
     """Start every arm's engine (:func:`launch_servers`) and journal each: an ``engine_spawned`` event as its
     process starts, an :class:`~specharness.records.EngineRecord` (command, version, settings, memory, the start's
-    phases and one short request's time right after it, ``first_request_s``) once ready."""
+    phases, and ``first_request_s``: one short request's time right after the start) once ready."""
     probe = MemoryProbe()
     before = probe.as_fields("before_start", [])
     engines = EngineSet(model_name=served_model_name(model), api_key=config.api_key)
@@ -145,10 +146,8 @@ def start_engines(
                 server.effective_settings(),
                 pid=server.process.pid if server.process else -1,
                 memory={**before, **probe.as_fields("engine_ready", server.pids())},
-                start_phases_s={
-                    **server.start_phases().as_dict(),
-                    "first_request_s": server.time_request(engines.model_name),
-                },
+                start_phases_s=server.start_phases().as_dict(),
+                first_request_s=server.time_request(engines.model_name),
             )
         )
     return engines
@@ -163,6 +162,7 @@ def _engine_record(
     pid: int,
     memory: dict[str, Any],
     start_phases_s: dict[str, float],
+    first_request_s: float = math.nan,
     reused: dict[str, Any] | None = None,
 ) -> EngineRecord:
     """The journal's record of an engine this run started or took from the pool (one format for both)."""
@@ -180,6 +180,7 @@ def _engine_record(
         memory=memory,
         engine_env=dict(engine.engine_env),
         start_phases_s=start_phases_s,
+        first_request_s=first_request_s,
         reused=reused,
     )
 

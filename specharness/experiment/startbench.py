@@ -1,15 +1,17 @@
 """How long an engine takes to start, phase by phase: ``specharness starts``.
 
-Each arm's engine is started alone, the way a run starts it (the same :class:`EngineSettings`, the same warm-start
-environment), ``repeat`` times in a row; after ``/health`` answers, two short chat requests are timed (the first one
-shows any work vLLM leaves to the first request), then the engine is stopped and the next start begins. Every start
-is appended to ``starts.jsonl`` as soon as it is measured (a crash keeps the starts before it); ``starts.md`` holds
-the table :func:`specharness.reporting.start_table.format_starts` makes of them.
+Each arm's engine is started alone, with the settings a run gives it (the same :class:`EngineSettings` and warm-start
+environment; on a GPU the memory share a run of these arms would give each, :func:`~specharness.engines.fleet.
+plan_launch`), in rounds: every arm once, then every arm again, ``repeat`` rounds. After ``/health`` answers, two
+short chat requests are timed (the first shows any work vLLM leaves to the first request); then the engine is stopped
+and, once its processes are gone, the next one starts. Every start is appended to ``starts.jsonl`` as soon as it is
+measured (a crash or an interrupt keeps the starts before it); ``starts.md`` is the table
+:func:`specharness.reporting.start_table.format_starts` makes of them.
 
 ``fresh_caches``: the compile caches (vLLM's cache root, torch inductor's and Triton's) point at new, empty folders
-under the output folder, so the first start compiles from nothing and the later ones show what a warm start costs.
-Python's bytecode and the operating system's file cache cannot be emptied from here: a first start on a machine that
-already imported vLLM is warmer than a first start on a fresh one.
+under the output folder, so the measurement's first start compiles from nothing and every later one (the other arms'
+first starts included) finds what the earlier ones left. Python's bytecode and the operating system's file cache
+cannot be emptied from here: a first start on a machine that already imported vLLM is warmer than on a fresh one.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 import orjson
 
 from specharness._errors import ConfigError, EngineError
+from specharness.engines.fleet import plan_launch
 from specharness.engines.memory import MemoryProbe
 from specharness.engines.model import resolve_model
 from specharness.engines.server import EngineServer
@@ -34,22 +37,29 @@ from specharness.experiment.design import ARM_NAMES, build_arms, get_profile
 from specharness.experiment.engineset import engine_settings
 from specharness.experiment.rundir import hardware_info
 
-__all__ = ["STARTS_FILE", "StartMeasurement", "measure_starts", "read_starts"]
+__all__ = ["CACHES", "STARTS_FILE", "StartMeasurement", "measure_starts", "read_starts"]
 
 STARTS_FILE = "starts.jsonl"
 _CACHE_VARIABLES = ("VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+# what a start found in its compile caches
+CACHES = {
+    "empty": "empty (new folders)",
+    "warmed": "left by the starts before it in new folders",
+    "as-found": "as found on the machine",
+}
+_FLOATS = ("to_health_s", "first_request_s", "second_request_s")
 
 
 @dataclass(frozen=True, slots=True)
 class StartMeasurement:
-    """One engine start: which arm, the how-many-th start on these caches (1 = the first), whether the caches were
-    fresh folders, the phases from the engine log (seconds, whole-second stamps), the harness's own wall time from
-    spawn to ``/health`` answering, and the first and second request after it (seconds). ``error``: the cause when
-    the start failed (the phases then stop where the log stops)."""
+    """One engine start: which arm, the round (1 = every arm's first), what it found in its compile caches (a key of
+    :data:`CACHES`), the phases from the engine log (seconds, whole-second stamps), the harness's own wall time from
+    spawn to ``/health`` answering, and the first and second request after it (seconds; NaN when not measured).
+    ``error``: the cause when the start or its requests failed."""
 
     arm: str
     index: int
-    fresh_caches: bool
+    caches: str
     vllm_version: str
     machine: str
     phases_s: dict[str, float]
@@ -57,6 +67,7 @@ class StartMeasurement:
     first_request_s: float
     second_request_s: float
     log_path: str
+    gpu_memory_utilization: float | None = None
     engine_env: dict[str, str] = field(default_factory=dict)
     error: str = ""
 
@@ -65,7 +76,12 @@ class StartMeasurement:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> StartMeasurement:
-        return cls(**{k: raw[k] for k in cls.__dataclass_fields__ if k in raw})
+        """From ``starts.jsonl``: JSON null (a NaN written out) reads back as NaN, in the phases too."""
+        values = {k: raw[k] for k in cls.__dataclass_fields__ if k in raw}
+        for key in _FLOATS:
+            values[key] = math.nan if values.get(key) is None else float(values[key])
+        values["phases_s"] = {k: math.nan if v is None else float(v) for k, v in (raw.get("phases_s") or {}).items()}
+        return cls(**values)
 
 
 def _machine_label(hardware: dict[str, Any]) -> str:
@@ -75,7 +91,7 @@ def _machine_label(hardware: dict[str, Any]) -> str:
 
 @contextlib.contextmanager
 def _compile_caches(folder: Path | None) -> Iterator[dict[str, str]]:
-    """Point the compile caches at ``folder`` (created empty) for the engines spawned inside; None: leave them."""
+    """Point the compile caches at ``folder`` for the engines spawned inside; None: leave them."""
     if folder is None:
         yield {}
         return
@@ -99,6 +115,17 @@ def _append(path: Path, record: StartMeasurement) -> None:
         os.fsync(out.fileno())
 
 
+def _check(arms: Sequence[str], repeat: int, out: Path) -> list[str]:
+    if repeat < 1:
+        raise ConfigError(f"--repeat {repeat}: give 1 or more starts per arm")
+    unknown = [a for a in arms if a not in ARM_NAMES]
+    if unknown or not arms:
+        raise ConfigError(f"--arms {','.join(unknown) or '(none)'}: use one or more of {', '.join(ARM_NAMES)}")
+    if (out / STARTS_FILE).exists():
+        raise ConfigError(f"--out {out} already holds {STARTS_FILE}; give a new folder")
+    return list(dict.fromkeys(arms))
+
+
 def measure_starts(
     config: RunConfig,
     arms: Sequence[str],
@@ -107,33 +134,32 @@ def measure_starts(
     fresh_caches: bool,
     say: Callable[[str], None] = lambda _m: None,
 ) -> list[StartMeasurement]:
-    """Start each arm's engine ``repeat`` times, one engine at a time; return (and append to
-    ``<out_dir>/starts.jsonl``) one :class:`StartMeasurement` per start. A start that fails is recorded with its
-    cause and ends the measurement (raising the engine's error) — nothing measured before it is lost."""
-    if repeat < 1:
-        raise ConfigError(f"--repeat {repeat}: give 1 or more starts per arm")
-    unknown = [a for a in arms if a not in ARM_NAMES]
-    if unknown or not arms:
-        raise ConfigError(f"--arms {','.join(unknown) or '(none)'}: use one or more of {', '.join(ARM_NAMES)}")
-    known = {a.name: a for a in build_arms(replace(get_profile("quick"), arms=tuple(dict.fromkeys(arms))))}
+    """Start each arm's engine alone, ``repeat`` rounds; return (and append to ``<out_dir>/starts.jsonl``) one
+    :class:`StartMeasurement` per start. A start that fails is recorded with its cause and ends the measurement (the
+    engine's error is raised); nothing measured before it is lost, and no server is left running."""
     out = config.out_dir
+    names = _check(arms, repeat, out)
+    specs = {a.name: a for a in build_arms(replace(get_profile("quick"), arms=tuple(names)))}
+    model = resolve_model(config.model)
+    settings = engine_settings(config, model)
+    probe = MemoryProbe()
+    shares = plan_launch(names, probe.engine_device(), user_share=settings.gpu_memory_utilization).shares
+    machine = _machine_label(hardware_info(probe))
     out.mkdir(parents=True, exist_ok=True)
     path = out / STARTS_FILE
     caches = out / "caches" if fresh_caches else None
     if caches is not None:
         shutil.rmtree(caches, ignore_errors=True)
         caches.mkdir(parents=True)
-    model = resolve_model(config.model)
-    settings = engine_settings(config, model)
-    machine = _machine_label(hardware_info(MemoryProbe()))
     found: list[StartMeasurement] = []
     with _compile_caches(caches):
         for index in range(1, repeat + 1):
-            for name in arms:
-                server = EngineServer(settings, known[name], out / "logs" / f"{name}.start{index}.log")
-                say(f"start {index} of {repeat}: {name}")
+            for name in names:
+                arm_settings = replace(settings, gpu_memory_utilization=shares.get(name))
+                server = EngineServer(arm_settings, specs[name], out / "logs" / f"{name}.start{index}.log")
+                say(f"round {index} of {repeat}: {name}")
                 error = ""
-                first = second = float("nan")
+                first = second = math.nan
                 try:
                     server.start()
                     first = server.time_request(settings.served_model_name)
@@ -144,10 +170,12 @@ def measure_starts(
                     error = str(exc)
                 finally:
                     server.stop()
+                    server.wait_gone()
+                state = "as-found" if caches is None else ("empty" if not found else "warmed")
                 record = StartMeasurement(
                     arm=name,
                     index=index,
-                    fresh_caches=fresh_caches,
+                    caches=state,
                     vllm_version=server.version or "unknown",
                     machine=machine,
                     phases_s=server.start_phases().as_dict(),
@@ -155,6 +183,7 @@ def measure_starts(
                     first_request_s=first,
                     second_request_s=second,
                     log_path=str(server.log_path.relative_to(out)),
+                    gpu_memory_utilization=arm_settings.gpu_memory_utilization,
                     engine_env=dict(server.engine_env),
                     error=error,
                 )

@@ -488,8 +488,8 @@ def _manifest(a: Analysis, engines: list[dict[str, Any]]) -> list[str]:
             f"{e['effective_settings'].get('enable_prefix_caching', '—')}, log `{e['log']}`"
         )
         lines.append(f"  - command: `{' '.join(e['command'])}`")
-        if phases := phases_text(e.get("start_phases_s") or {}):
-            lines.append(f"  - {phases}, from the engine log (whole seconds)")
+        if phases := phases_text(e.get("start_phases_s") or {}, e.get("first_request_s")):
+            lines.append(f"  - {phases}")
         if (r := e.get("reused")) and r.get("reused"):
             lines.append(
                 f"  - reused from the engine pool: started by `{r.get('started_by')}` at "

@@ -58,6 +58,7 @@ def _engine_rows(a: Analysis) -> list[dict[str, Any]]:
             "effective_settings": e.effective_settings,
             "engine_env": e.engine_env,
             "start_phases_s": e.start_phases_s,
+            "first_request_s": e.first_request_s,
             "reused": e.reused,
         }
         for e in a.contents.engines

@@ -1,13 +1,13 @@
-"""``starts.md``: the engine starts ``specharness starts`` measured, one row each, and per arm the first start
-against the median of the later ones."""
+"""Engine start phases in words: ``starts.md`` (the starts ``specharness starts`` measured, one row each, and per arm
+its first start against the median of the later ones) and the one-line summary under each engine in ``report.md``."""
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from specharness.experiment.startbench import StartMeasurement
+from specharness.experiment.startbench import CACHES, StartMeasurement
 
 __all__ = ["format_starts", "phases_text"]
 
@@ -22,57 +22,70 @@ _PHASES = (
 )
 
 
-def _s(value: float, digits: int = 0) -> str:
-    return "—" if value is None or math.isnan(value) else f"{value:.{digits}f}"
+def _num(value: float | None) -> float:
+    """A measured figure, or NaN for one not measured (NaN, or JSON null read back as None)."""
+    return math.nan if value is None else float(value)
 
 
-def phases_text(phases: dict[str, float]) -> str:
-    """One engine start's phases in a line (the run report's engine list): ``total 38 s: import 16, weights 7, ...``,
-    and the first request after it when measured; "" for an engine with no phases (attached, or an old journal)."""
-    if not phases or math.isnan(phases.get("total_s", math.nan)):
+def _s(value: float | None, digits: int = 0) -> str:
+    v = _num(value)
+    return "—" if math.isnan(v) else f"{v:.{digits}f}"
+
+
+def phases_text(phases: Mapping[str, float | None], first_request_s: float | None = None) -> str:
+    """One engine start in a line, e.g. ``start 38 s (import 16, weights 7, compile 13, KV cache / warm-up 0, graph
+    capture 1, ready 1; engine log, whole seconds), first request 0.27 s``; "" for an engine with no phases
+    (attached, or a journal from before they were read)."""
+    if not phases or math.isnan(_num(phases.get("total_s"))):
         return ""
-    parts = ", ".join(f"{label} {_s(phases.get(key, math.nan))}" for key, label in _PHASES[1:])
-    text = f"start {_s(phases['total_s'])} s ({parts})"
-    first = phases.get("first_request_s", math.nan)
-    return text + (f", first request {_s(first, 2)} s" if not math.isnan(first) else "")
+    parts = ", ".join(f"{label} {_s(phases.get(key))}" for key, label in _PHASES[1:])
+    text = f"start {_s(phases.get('total_s'))} s ({parts}; engine log, whole seconds)"
+    first = _num(first_request_s)
+    return text + (f", first request {first:.2f} s" if not math.isnan(first) else "")
 
 
 def _later_median(starts: Sequence[StartMeasurement], key: str) -> float:
-    values = [s.phases_s.get(key, math.nan) for s in starts if s.index > 1 and not s.error]
+    values = [_num(s.phases_s.get(key)) for s in starts if s.index > 1 and not s.error]
     values = [v for v in values if not math.isnan(v)]
     return statistics.median(values) if values else math.nan
 
 
 def format_starts(starts: Sequence[StartMeasurement]) -> str:
-    """The table of every start and a line per arm: first start, later starts' median total and its count."""
+    """The table of every start (failed ones listed under it) and a line per arm: its first start and the median
+    of its later ones, with their count."""
     if not starts:
         return "No engine start was measured.\n"
     head = starts[0]
-    fresh = "fresh, empty compile-cache folders before the first start" if head.fresh_caches else "the caches as found"
     lines = [
         f"# Engine starts: vLLM {head.vllm_version}, {head.machine}",
         "",
-        f"Each engine started alone, {fresh}.",
-        "Phases in seconds from the engine log's timestamps (whole seconds); *to /health* from the harness's clock",
-        "(spawn to the first healthy answer); then two 16-token chat requests, timed.",
+        "Each engine started alone, in rounds (every arm once, then again). Phases in seconds from the engine log's",
+        "timestamps (whole seconds); *to /health* from the harness's clock (spawn to the first healthy answer); then",
+        "two 16-token chat requests, timed.",
+        "Compile caches: " + "; ".join(f"*{key}*: {text}" for key, text in CACHES.items()) + ".",
         "",
-        "| arm | start | " + " | ".join(label for _, label in _PHASES) + " | to /health | 1st request | 2nd request |",
-        "|---|---|" + "---|" * (len(_PHASES) + 3),
+        "| arm | round | caches | "
+        + " | ".join(label for _, label in _PHASES)
+        + " | to /health | 1st request | 2nd request |",
+        "|---|---|---|" + "---|" * (len(_PHASES) + 3),
     ]
     for s in starts:
-        phases = " | ".join(_s(s.phases_s.get(key, math.nan)) for key, _ in _PHASES)
+        phases = " | ".join(_s(s.phases_s.get(key)) for key, _ in _PHASES)
         tail = f"{_s(s.to_health_s, 1)} | {_s(s.first_request_s, 2)} | {_s(s.second_request_s, 2)}"
-        if s.error:
-            tail += f" | failed: {s.error}"
-        lines.append(f"| {s.arm} | {s.index} | {phases} | {tail} |")
+        lines.append(f"| {s.arm} | {s.index} | {s.caches} | {phases} | {tail} |")
     lines.append("")
+    failed = [s for s in starts if s.error]
+    for s in failed:
+        lines.append(f"- failed: {s.arm}, round {s.index}: {s.error}")
+    if failed:
+        lines.append("")
     for arm in dict.fromkeys(s.arm for s in starts):
         mine = [s for s in starts if s.arm == arm]
         first = next((s for s in mine if s.index == 1), None)
         later = [s for s in mine if s.index > 1 and not s.error]
-        first_text = _s(first.phases_s.get("total_s", math.nan)) if first else "—"
+        first_text = f"{_s(first.phases_s.get('total_s'))} s (caches {first.caches})" if first else "—"
         lines.append(
-            f"- {arm}: first start {first_text} s; later starts median {_s(_later_median(mine, 'total_s'))} s "
+            f"- {arm}: first start {first_text}; later starts median {_s(_later_median(mine, 'total_s'))} s "
             f"(n = {len(later)}; import {_s(_later_median(mine, 'import_s'))} s, "
             f"compile {_s(_later_median(mine, 'compile_s'))} s)"
         )

@@ -133,9 +133,10 @@ def test_manifest_records_model_engines_and_settings(tiny_run: Path) -> None:
     # every phase of each start is read from the real engine's log (a vLLM whose log lines moved leaves NaN here)
     for engine in engines.values():
         phases = engine["start_phases_s"]
-        assert all(math.isfinite(v) and v >= 0 for v in phases.values()), phases
+        assert all(v is not None and math.isfinite(v) and v >= 0 for v in phases.values()), phases
         parts = sum(v for k, v in phases.items() if k != "total_s")
         assert phases["total_s"] > 0 and abs(phases["total_s"] - parts) <= 1.0, phases
+        assert engine["first_request_s"] is not None and 0 < engine["first_request_s"] < 60
     assert all(
         (tiny_run / "plots" / f).is_file() for f in ("tpot_cdf.png", "speedup.png", "acceptance_by_position.png")
     )

@@ -24,6 +24,9 @@ from specharness.experiment.startbench import (
     measure_starts,
     read_starts,
 )
+from specharness.experiment.synthetic import write_synthetic_run
+from specharness.records import EngineRecord
+from specharness.reporting.report import write_report
 from specharness.reporting.start_table import format_starts, phases_text
 
 
@@ -40,7 +43,7 @@ def standin(arm: str, index: int, total: float, *, error: str = "") -> StartMeas
     return StartMeasurement(
         arm=arm,
         index=index,
-        fresh_caches=True,
+        caches="empty" if (arm, index) == ("baseline", 1) else "warmed",
         vllm_version="0.32.0",
         machine="AMD EPYC, 2 cores",
         phases_s=phases,
@@ -105,20 +108,80 @@ def test_the_table_has_every_start_and_the_later_starts_median() -> None:
     table = format_starts(starts)
     rows = [line for line in table.splitlines() if line.startswith("| baseline") or line.startswith("| ngram")]
     assert len(rows) == 6
-    assert "| baseline | 1 | 150 | 60 | 2 | 60 |" in table
-    assert "failed: ngram server ended (exit code 1) while starting: ValueError: boom" in rows[-1]
-    assert "- baseline: first start 150 s; later starts median 39 s (n = 2; import 16 s, compile 16 s)" in table
+    assert "| baseline | 1 | empty | 150 | 60 | 2 | 60 |" in table
+    assert all(row.count("|") == rows[0].count("|") for row in rows)  # a failure adds no cell the header lacks
+    assert "- failed: ngram, round 3: ngram server ended (exit code 1) while starting: ValueError: boom" in table
+    assert (
+        "- baseline: first start 150 s (caches empty); later starts median 39 s (n = 2; import 16 s, compile 16 s)"
+        in table
+    )
     # a failed start is shown but never counted in the median
-    assert "- ngram: first start 160 s; later starts median 44 s (n = 1;" in table
+    assert "- ngram: first start 160 s (caches warmed); later starts median 44 s (n = 1;" in table
     assert "vLLM 0.32.0, AMD EPYC, 2 cores" in table
     assert format_starts([]) == "No engine start was measured.\n"
 
 
 def test_the_run_report_line_names_each_phase_and_the_first_request() -> None:
-    phases = {**standin("baseline", 2, 40.0).phases_s, "first_request_s": 0.27}
-    assert phases_text(phases) == (
-        "start 40 s (import 16, weights 2, compile 16, KV cache / warm-up 1, graph capture 1, ready 4), "
-        "first request 0.27 s"
+    phases = standin("baseline", 2, 40.0).phases_s
+    assert phases_text(phases, 0.27) == (
+        "start 40 s (import 16, weights 2, compile 16, KV cache / warm-up 1, graph capture 1, ready 4; engine log, "
+        "whole seconds), first request 0.27 s"
     )
-    assert phases_text({k: v for k, v in phases.items() if k != "first_request_s"}).endswith("ready 4)")
-    assert phases_text({}) == "" and phases_text({"total_s": math.nan}) == ""
+    assert phases_text(phases, None).endswith("whole seconds)") and phases_text(phases, math.nan).endswith("seconds)")
+    assert phases_text({}) == "" and phases_text({"total_s": math.nan}) == "" and phases_text({"total_s": None}) == ""
+    assert "weights —" in phases_text({**phases, "weights_s": None})
+
+
+def test_nan_measurements_survive_the_file_and_the_run_report(tmp_path: Path) -> None:
+    """NaN is written as JSON null; read back it must be NaN again (starts.jsonl) or at least render (report.md)."""
+    broken = standin("ngram", 2, 40.0)
+    broken = StartMeasurement.from_dict(
+        {**broken.to_dict(), "first_request_s": math.nan, "phases_s": {**broken.phases_s, "compile_s": math.nan}}
+    )
+    (tmp_path / STARTS_FILE).write_bytes(orjson.dumps(broken.to_dict()) + b"\n")
+    back = read_starts(tmp_path)[0]
+    assert math.isnan(back.first_request_s) and math.isnan(back.phases_s["compile_s"])
+    assert "| — | 0.20 |" in format_starts([back])
+    run = write_synthetic_run(tmp_path / "run", records=96)
+    engines = [
+        EngineRecord(
+            "baseline",
+            ["vllm"],
+            "logs/b.log",
+            1,
+            "0.32.0",
+            37.5,
+            1,
+            True,
+            None,
+            start_phases_s=standin("baseline", 2, 40.0).phases_s,
+            first_request_s=0.31,
+        ),
+        EngineRecord(
+            "ngram",
+            ["vllm"],
+            "logs/n.log",
+            2,
+            "0.32.0",
+            math.nan,
+            2,
+            False,
+            None,
+            start_phases_s={**broken.phases_s, "total_s": math.nan},
+        ),
+    ]
+    with open(run / "journal.jsonl", "ab") as journal:
+        for e in engines:
+            journal.write(orjson.dumps(e.to_dict()) + b"\n")
+    write_report(run)
+    md = (run / "report.md").read_text()
+    assert "  - start 40 s (import 16, weights 2, compile 16, KV cache / warm-up 1, graph capture 1, ready 4; " in md
+    assert "first request 0.31 s" in md
+    assert md.count("  - start ") == 1  # the engine whose phases were not read gets no line, and no crash
+
+
+def test_an_existing_measurement_is_never_appended_to(tmp_path: Path) -> None:
+    (tmp_path / STARTS_FILE).write_text("")
+    config = RunConfig(profile=get_profile("quick"), out_dir=tmp_path)
+    with pytest.raises(ConfigError, match="already holds starts"):
+        measure_starts(config, ["baseline"], repeat=1, fresh_caches=False)
