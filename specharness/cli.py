@@ -3,7 +3,8 @@
 Experiments: ``run`` (a paired baseline vs prompt-lookup experiment), ``sweep`` (a saturation sweep), ``sampled`` (the
 distribution check under sampling), ``crosscheck`` (TTFT/TPOT against ``vllm bench serve``), ``starts`` (engine start
 times, phase by phase). Runs: ``report``, ``compare``, ``aa-summary``. Inputs and methods: ``import`` (a dataset into
-a workload), ``simulate`` (the verdict's error rates). Release history (ASV): ``machine``, ``ledger``, ``spread``, ``release-compare``, ``site``.
+a workload), ``simulate`` (the verdict's error rates). Release history (ASV): ``machine``, ``ledger``, ``spread``,
+``release-compare``, ``site``.
 
 Errors from the harness print one line (``specharness: error: ...``) and exit 2; an interrupted run exits 130.
 Engine and run options are declared and parsed in :mod:`specharness.experiment.options` (shared with ASV).

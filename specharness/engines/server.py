@@ -31,7 +31,7 @@ from specharness.engines.memory import MemoryProbe
 from specharness.engines.model import cache_dir
 from specharness.engines.startlog import StartPhases, first_error, start_phases
 
-__all__ = ["ArmSpec", "EngineServer", "EngineSettings", "build_command", "stop_all", "warm_start_env"]
+__all__ = ["ArmSpec", "EngineServer", "EngineSettings", "build_command", "group_alive", "stop_all", "warm_start_env"]
 
 _ENTRYPOINT = "vllm.entrypoints.openai.api_server"
 _LIVE: list[EngineServer] = []
@@ -431,16 +431,11 @@ class EngineServer:
         if self.process is None:
             return True
         deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                os.killpg(self.process.pid, 0)
-            except ProcessLookupError:
-                return True
-            except PermissionError:
-                pass
+        while group_alive(self.process.pid):
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.25)
+        return True
 
     def __enter__(self) -> EngineServer:
         self.start()
@@ -448,6 +443,17 @@ class EngineServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the process group ``pgid`` is left (a server leads its own group)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def settings_from_server_info(config: dict[str, Any]) -> dict[str, Any]:

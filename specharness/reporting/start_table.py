@@ -44,9 +44,8 @@ def phases_text(phases: Mapping[str, float | None], first_request_s: float | Non
     return text + (f", first request {first:.2f} s" if not math.isnan(first) else "")
 
 
-def _later_median(starts: Sequence[StartMeasurement], key: str) -> float:
-    values = [_num(s.phases_s.get(key)) for s in starts if s.index > 1 and not s.error]
-    values = [v for v in values if not math.isnan(v)]
+def _median(starts: Sequence[StartMeasurement], key: str) -> float:
+    values = [v for s in starts if not math.isnan(v := _num(s.phases_s.get(key)))]
     return statistics.median(values) if values else math.nan
 
 
@@ -85,8 +84,7 @@ def format_starts(starts: Sequence[StartMeasurement]) -> str:
         later = [s for s in mine if s.index > 1 and not s.error]
         first_text = f"{_s(first.phases_s.get('total_s'))} s (caches {first.caches})" if first else "—"
         lines.append(
-            f"- {arm}: first start {first_text}; later starts median {_s(_later_median(mine, 'total_s'))} s "
-            f"(n = {len(later)}; import {_s(_later_median(mine, 'import_s'))} s, "
-            f"compile {_s(_later_median(mine, 'compile_s'))} s)"
+            f"- {arm}: first start {first_text}; later starts median {_s(_median(later, 'total_s'))} s "
+            f"(n = {len(later)}; import {_s(_median(later, 'import_s'))} s, compile {_s(_median(later, 'compile_s'))} s)"
         )
     return "\n".join(lines) + "\n"

@@ -29,6 +29,7 @@ import psutil
 import pytest
 
 from specharness.engines.pool import IDLE_ENV, OWNER_ENV, POOL_ENV, EnginePool
+from specharness.engines.server import group_alive
 
 TINY = [
     "--clients",
@@ -111,16 +112,6 @@ def groups_alive_after(groups: list[int], wait_s: float = 30.0) -> list[int]:
     while any(group_alive(g) for g in groups) and time.monotonic() < deadline:
         time.sleep(0.5)
     return [g for g in groups if group_alive(g)]
-
-
-def group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def engine_groups(run_dir: Path) -> list[int]:

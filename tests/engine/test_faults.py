@@ -9,10 +9,11 @@ from pathlib import Path
 import orjson
 import pytest
 
+from specharness.engines.server import group_alive
 from specharness.experiment.journal import read_journal
 from specharness.records import SegmentEndEvent
 
-from .conftest import assert_no_engine_left, cli, group_alive, journal_lines, start_cli, wait_for
+from .conftest import assert_no_engine_left, cli, journal_lines, start_cli, wait_for
 
 pytestmark = pytest.mark.engine
 
