@@ -3,6 +3,9 @@
 # carried to /tmp/stage. Writes what comes back under $OUT.
 #   scripts/gpu_campaign.sh asv               unpack, then the standard paired experiment through ASV (existing env),
 #                                             recorded at the release ledger's commit for the unpacked vLLM release
+#   scripts/gpu_campaign.sh pool              baseline started twice (STARTS_ARMS to change), then two ASV classes that
+#                                             share engines through the engine pool (PairedNgram, SampledDistribution;
+#                                             quick profile)
 #   scripts/gpu_campaign.sh crosscheck        specharness vs vllm bench serve on one baseline server
 #   scripts/gpu_campaign.sh sweep             NgramConfigSweep through ASV
 #   scripts/gpu_campaign.sh load              LoadSweep through ASV
@@ -11,9 +14,10 @@
 #                                             1.25x slowdown), 4 workloads x 1, 8 clients, 4 blocks
 #   scripts/gpu_campaign.sh standard          the standard profile (copy, transform x 1, 8 clients), no ASV
 #   scripts/gpu_campaign.sh structured        the structured workload (JSON schema, forced tool calls), 1 client
-#   scripts/gpu_campaign.sh starts            engine starts phase by phase: baseline and ngram, 3 starts each, the
-#                                             first on empty compile caches; then one baseline start with vLLM's DEBUG
-#                                             log and Python's import times, to attribute the import phase
+#   scripts/gpu_campaign.sh starts            engine starts phase by phase: baseline twice without bytecode for the
+#                                             bundle, then baseline and ngram twice each with it; then one baseline
+#                                             start with vLLM's DEBUG log and a stack sample of each process every
+#                                             0.5 s (scripts/diag/sitecustomize.py), to attribute the silent seconds
 # No mode passes start flags: the launcher sees the arms share the GPU and sets each arm's memory share and the start
 # order itself (START=--start-one-by-one, or CONTROL_EXTRA / RUN_ARGS, add flags where wanted).
 set -uo pipefail
@@ -30,6 +34,15 @@ PY=/tmp/specharness-engine/bin/python
 export PYTHONPATH="/tmp/site:$ROOT" ASV_PYTHONPATH="/tmp/site:$ROOT" VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1
 export SPECHARNESS_DEFAULT_GGUF=/tmp/stage/smollm2-135m-instruct-q4_1.gguf SPECHARNESS_CACHE=/tmp/shcache
 export SPECHARNESS_ASV_RUNS=/tmp/asvruns SPECHARNESS_ASV_ENGINE="${SPECHARNESS_ASV_ENGINE:-}"
+# The bundle is installed with --no-compile and the image sets PYTHONDONTWRITEBYTECODE: without this every Python
+# process would compile vLLM's sources as it imports them. compileall writes the bytecode once, as pip does by default.
+compile_site() {
+  [ -f /tmp/site/.bytecode ] && return 0
+  local t0; t0=$(date +%s.%N)
+  python3 -m compileall -q -j 0 /tmp/site >/dev/null; touch /tmp/site/.bytecode
+  echo "bytecode for /tmp/site compiled in $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s: $(find /tmp/site -name '*.pyc' | wc -l) .pyc"
+}
+[ "$MODE" = starts ] || compile_site
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 case "$MODE" in
   asv|sweep|load)
@@ -75,11 +88,34 @@ case "$MODE" in
       ${START:-} --out /tmp/custom 2>&1 | tee "$OUT/custom.log"
     tar -C /tmp --exclude='*.log' -cJf "$OUT/custom.tar.xz" custom ;;
   starts)
-    timeout "${STARTS_LIMIT_S:-420}" "$PY" -m specharness starts --out /tmp/starts --arms baseline,ngram --repeat 3 \
-      --fresh-caches 2>&1 | tee "$OUT/starts.log"
-    VLLM_LOGGING_LEVEL=DEBUG PYTHONPROFILEIMPORTTIME=1 timeout "${STARTS_DEBUG_LIMIT_S:-150}" "$PY" -m specharness \
-      starts --out /tmp/starts-debug --arms baseline --repeat 1 2>&1 | tee "$OUT/starts-debug.log"
-    tar -C /tmp -cJf "$OUT/starts.tar.xz" starts starts-debug ;;
+    # A: vLLM as the bundle leaves it: installed with --no-compile, and the image sets PYTHONDONTWRITEBYTECODE, so
+    # every process compiles vLLM's sources again as it imports them. B: after compiling the bytecode once (what pip
+    # does by default). C: one start with vLLM's DEBUG log and a stack sample every 0.5 s of each of its processes.
+    echo "PYTHONDONTWRITEBYTECODE=${PYTHONDONTWRITEBYTECODE:-unset}; .pyc in /tmp/site: $(find /tmp/site -name '*.pyc' | wc -l)" | tee "$OUT/starts.log"
+    timeout "${STARTS_A_LIMIT_S:-240}" "$PY" -m specharness starts --out /tmp/starts-nopyc --arms baseline --repeat 2 \
+      2>&1 | tee -a "$OUT/starts.log"
+    compile_site 2>&1 | tee -a "$OUT/starts.log"
+    timeout "${STARTS_B_LIMIT_S:-220}" "$PY" -m specharness starts --out /tmp/starts --arms baseline,ngram --repeat 2 \
+      2>&1 | tee -a "$OUT/starts.log"
+    SPECHARNESS_STACKS=/tmp/starts-debug/stacks PYTHONPATH="$ROOT/scripts/diag:$PYTHONPATH" VLLM_LOGGING_LEVEL=DEBUG \
+      timeout "${STARTS_C_LIMIT_S:-90}" "$PY" -m specharness starts --out /tmp/starts-debug --arms baseline --repeat 1 \
+      2>&1 | tee -a "$OUT/starts.log"
+    tar -C /tmp -cJf "$OUT/starts.tar.xz" starts-nopyc starts starts-debug ;;
+  pool)
+    # first the starts (baseline twice: the first on this machine's empty compile cache), then two ASV classes that
+    # share engines through the engine pool (PairedNgram, SampledDistribution; quick profile)
+    timeout "${STARTS_LIMIT_S:-140}" "$PY" -m specharness starts --out /tmp/starts-fork --arms "${STARTS_ARMS:-baseline}" \
+      --repeat 2 2>&1 | tee "$OUT/starts.log"
+    "$PY" -m specharness ledger >/dev/null || exit 4
+    COMMIT="$(git -C .asv/ledger rev-parse "vllm-$VLLM_TAG")" || { echo "vllm $VLLM_TAG is not in the release ledger" >&2; exit 4; }
+    "$PY" -m specharness machine --name h200 | tee "$OUT/machine.txt"
+    "$PY" -c 'import json; from asv.util import load_json; c = load_json("asv.conf.json", js_comments=True); c["branches"] = ["vllm"]; json.dump(c, open("asv.gpu.json", "w"))'
+    start=$(date +%s)
+    SPECHARNESS_ASV_PROFILE=quick timeout "${POOL_ASV_LIMIT_S:-240}" "$PY" -m asv run --config asv.gpu.json -E "existing:$PY" \
+      --set-commit-hash "$COMMIT" --machine h200 --bench 'PairedNgram|SampledDistribution' --show-stderr 2>&1 | tee "$OUT/asv_pool.log"
+    echo "asv pool wall: $(( $(date +%s) - start )) s; pooled engine starts: $(ls /tmp/asvruns/engine-pool/*.spec.json 2>/dev/null | wc -l)" | tee -a "$OUT/asv_pool.log"
+    tar -C /tmp --exclude='*.log' -cJf "$OUT/pool_runs.tar.xz" asvruns
+    tar -C /tmp -cJf "$OUT/pool_logs.tar.xz" asvruns/engine-pool starts-fork ;;
   crosscheck)
     timeout "${CROSS_LIMIT_S:-540}" "$PY" -m specharness crosscheck --out /tmp/cross --num-prompts 16 --max-tokens 64 \
       2>&1 | tee "$OUT/crosscheck.log"

@@ -22,7 +22,7 @@ from specharness.engines.memory import DeviceMemory, MemoryProbe
 from specharness.engines.server import ArmSpec, EngineSettings
 from specharness.engines.startlog import is_memory_failure
 
-__all__ = ["MODES", "LaunchEvent", "LaunchPlan", "LaunchReport", "launch", "plan_launch"]
+__all__ = ["MODES", "LaunchEvent", "LaunchPlan", "LaunchReport", "fits", "launch", "plan_launch", "pooled_plan"]
 
 MODES = ("auto", "together", "one-by-one")
 _HEADROOM_FRACTION = 0.04  # of the device's total memory, kept free for the CUDA contexts and allocator slack
@@ -144,6 +144,45 @@ def plan_launch(
         f"{device.total_mib:.0f} MiB free, less headroom, split evenly: gpu_memory_utilization "
         f"{share:.2f} each",
     )
+
+
+def pooled_plan(
+    arms: Sequence[str], device: DeviceMemory | None, *, slots: int, user_share: float | None = None
+) -> LaunchPlan:
+    """How engines taken from an engine pool start (:mod:`specharness.engines.pool`). On the CPU build: together,
+    as :func:`plan_launch` does. On a GPU every pooled engine gets the same fixed share, ``1/max(slots, arms)`` of
+    the whole device less headroom (or the user's share), whatever is free now, so that an engine started for one run
+    has the share the next run asks for and can serve it; they start one by one, and idle pooled engines are stopped
+    when a new one needs room. Pure: the NVML reading comes in."""
+    if device is None:
+        return LaunchPlan("together", dict.fromkeys(arms), "pooled, together: no NVIDIA GPU seen: the CPU build")
+    n = max(slots, len(arms))
+    if user_share is not None:
+        return LaunchPlan(
+            "one-by-one",
+            dict.fromkeys(arms, user_share),
+            f"pooled on {device.name}, one by one; gpu_memory_utilization {user_share} for every engine, as the user "
+            "set it; idle pooled engines are stopped while a new one lacks room",
+        )
+    share = memory_share(DeviceMemory(device.name, device.total_mib, device.total_mib), n)
+    if share < _MIN_SHARE:
+        raise EngineError(
+            f"{n} pooled engines do not fit on {device.name} (a share of {share:.2f} each); lower the "
+            "pool's GPU slots or pass --gpu-memory-utilization"
+        )
+    return LaunchPlan(
+        "one-by-one",
+        dict.fromkeys(arms, share),
+        f"pooled on {device.name}, one by one: every pooled engine gets 1/{n} of the device's "
+        f"{device.total_mib:.0f} MiB less headroom, gpu_memory_utilization {share:.2f} (fixed, so one run's engines "
+        "fit the next); idle pooled engines are stopped while a new one lacks room",
+    )
+
+
+def fits(device: DeviceMemory, share: float) -> bool:
+    """Whether an engine asking for ``share`` of ``device`` (vLLM's ``gpu_memory_utilization``) can start now: vLLM
+    refuses a start when less than that is free; the headroom's minimum is kept on top."""
+    return device.free_mib >= share * device.total_mib + _HEADROOM_MIN_MIB
 
 
 def _apply(servers: Sequence[Startable], plan: LaunchPlan) -> None:

@@ -21,8 +21,12 @@ Honesty: a reused engine has served other experiments' requests (its caches, its
 warm) and results of experiments sharing it share one engine-instance offset. :class:`PooledEngine` reports who
 started the engine, when, and how many requests it had served before, for the journal and the manifest.
 
-Only the CPU build is pooled (:func:`pool_applies`): on a GPU the arms' memory shares are planned per run
-(:mod:`specharness.engines.fleet`), and an idle pooled engine would hold its share.
+On a GPU (:func:`~specharness.engines.fleet.pooled_plan`) every pooled engine gets the same fixed share of the
+device, ``1/slots`` less headroom (SPECHARNESS_ENGINE_POOL_GPU_SLOTS, default 3, or the user's
+``--gpu-memory-utilization``), so that the engines one run started have the share the next run asks for; new engines
+start one by one (vLLM's memory profiling must not see another engine allocating), an idle pooled engine is stopped
+while the device lacks the free memory a new one asks for, and a start that still fails for memory is retried once
+after every idle pooled engine is stopped.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -48,10 +52,13 @@ from specharness import _errors
 from specharness._errors import ConfigError, EngineError, EngineStartTimeout
 from specharness.engines.attached import AttachedEngine
 from specharness.engines.counters import REQUEST_SUCCESS, scrape
+from specharness.engines.fleet import LaunchPlan, fits
+from specharness.engines.memory import DeviceMemory
 from specharness.engines.server import ArmSpec, EngineServer, EngineSettings
-from specharness.engines.startlog import first_error
+from specharness.engines.startlog import first_error, is_memory_failure
 
 __all__ = [
+    "GPU_SLOTS_ENV",
     "IDLE_ENV",
     "OWNER_ENV",
     "POOL_ENV",
@@ -60,6 +67,7 @@ __all__ = [
     "PooledEngine",
     "asv_owner_pid",
     "engine_key",
+    "gpu_slots",
     "idle_limit_s",
     "key_hash",
     "pool_applies",
@@ -69,13 +77,16 @@ __all__ = [
 POOL_ENV = "SPECHARNESS_ENGINE_POOL"  # a folder: every run that starts engines takes them from this pool
 OWNER_ENV = "SPECHARNESS_ENGINE_POOL_OWNER"  # a pid: keepers stop when it is gone (default: the asv run / parent)
 IDLE_ENV = "SPECHARNESS_ENGINE_POOL_IDLE_S"  # seconds a lease may go unheld before its keeper stops the engine
+GPU_SLOTS_ENV = "SPECHARNESS_ENGINE_POOL_GPU_SLOTS"  # on a GPU each pooled engine gets 1/slots of the device
 DEFAULT_IDLE_S = 300.0
+DEFAULT_GPU_SLOTS = 3  # an A/A pair and the ngram arm at once, as the control profile runs them
 ENGINE_OVERHEAD_GIB = 2.0  # a CPU engine's memory beyond its KV cache space (weights, compiled graphs, processes)
 _POLL_S = 1.0
 # what the engine sees from the environment and can change it; anything else (paths, terminal) does not
 _ENGINE_ENV = re.compile(r"^(VLLM_|CUDA_|TORCH|OMP_|MKL_|KMP_|HF_|TRANSFORMERS_|PYTORCH_|LD_PRELOAD$)")
 _KEY_ENV = "SPECHARNESS_ENGINE_POOL_API_KEY"
-_VANISHED_S = 60.0  # a lease not (or no longer) on disk this long after the hold began: its keeper is gone
+_VANISHED_S = 60.0
+_RELEASE_S = 15.0  # how long make_room waits for a stopped engine's memory to show as free  # a lease not (or no longer) on disk this long after the hold began: its keeper is gone
 
 
 def idle_limit_s() -> float:
@@ -90,6 +101,16 @@ def idle_limit_s() -> float:
     if not value > 0:
         raise ConfigError(f"{IDLE_ENV}={raw!r}: give a positive number of seconds, e.g. 300")
     return value
+
+
+def gpu_slots() -> int:
+    """How many pooled engines share one GPU (SPECHARNESS_ENGINE_POOL_GPU_SLOTS, default 3); ConfigError when bad."""
+    raw = os.environ.get(GPU_SLOTS_ENV, "").strip()
+    if not raw:
+        return DEFAULT_GPU_SLOTS
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigError(f"{GPU_SLOTS_ENV}={raw!r}: give a whole number of engines, 1 or more, e.g. 3")
+    return int(raw)
 
 
 def engine_key(settings: EngineSettings, arm: ArmSpec, env: Mapping[str, str], instance: int = 0) -> dict[str, Any]:
@@ -114,9 +135,9 @@ def key_hash(key: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def pool_applies(settings: EngineSettings, gpu_seen: bool) -> bool:
-    """Whether an engine with ``settings`` can come from a pool: the CPU build, a port picked freely."""
-    return not gpu_seen and settings.port == 0
+def pool_applies(settings: EngineSettings) -> bool:
+    """Whether an engine with ``settings`` can come from a pool: a port picked freely (the CPU build or a GPU)."""
+    return settings.port == 0
 
 
 def _start_time(pid: int) -> str | None:
@@ -225,29 +246,44 @@ class EnginePool:
         started_by: str,
         run_logs: Mapping[str, Path],
         env: Mapping[str, str] | None = None,
+        plan: LaunchPlan | None = None,
+        probe: Callable[[], DeviceMemory | None] | None = None,
     ) -> dict[str, PooledEngine]:
-        """One held engine per arm: a live lease's, or a new keeper's (every new one spawned before any is waited
-        for, so their starts overlap as the CPU launcher's do). ``run_logs``: each arm's log in the run folder (a
-        note, then the engine's log copied in on release). A start that fails raises the engine's error."""
+        """One held engine per arm: a live lease's, or a new keeper's. ``plan``
+        (:func:`~specharness.engines.fleet.pooled_plan`) gives each arm's GPU memory share and the order: "together"
+        (the CPU build: every new keeper spawned before any is waited for, so their starts overlap) or "one-by-one"
+        (a GPU: each engine ready before the next starts; ``probe`` reads the device for :meth:`make_room`, and a
+        start that fails for memory is retried once after every idle pooled engine is stopped). ``run_logs``: each
+        arm's log in the run folder (a note, then the engine's log copied in on release). A start that fails raises
+        the engine's error."""
         env = os.environ if env is None else env
+        one_by_one = plan is not None and plan.strategy == "one-by-one"
         held: dict[str, PooledEngine] = {}
+        wanted: list[tuple[ArmSpec, EngineSettings, dict[str, Any], str]] = []
         kinds: list[str] = []
+        for arm in arms:
+            share = plan.shares.get(arm.name) if plan is not None else None
+            arm_settings = replace(settings, gpu_memory_utilization=share) if share is not None else settings
+            kinds.append(key_hash(engine_key(arm_settings, arm, env)))
+            key = engine_key(arm_settings, arm, env, instance=kinds.count(kinds[-1]) - 1)
+            wanted.append((arm, arm_settings, key, key_hash(key)))
+        ours = {digest for *_, digest in wanted}  # never stopped to make room: this run is about to use them
         try:
-            for arm in arms:
-                kinds.append(key_hash(engine_key(settings, arm, env)))
-                key = engine_key(settings, arm, env, instance=kinds.count(kinds[-1]) - 1)
-                digest = key_hash(key)
+            for arm, arm_settings, key, digest in wanted:
+                room = _room(arm_settings, probe)
                 with self._locked(digest):
-                    engine = PooledEngine(self, arm, digest, settings, run_logs[arm.name])  # holds from here on
+                    engine = PooledEngine(self, arm, digest, arm_settings, run_logs[arm.name])  # holds from here on
                     held[arm.name] = engine
                     lease = Lease.read(self.lease_path(digest))
-                    engine.reused = lease is not None and _usable(lease, settings)
+                    engine.reused = lease is not None and _usable(lease, arm_settings)
                     if not engine.reused:
                         if lease is not None:
                             _stop_keeper(lease)
-                        self.make_room(settings, keep={e.digest for e in held.values()})
-                        self._spawn_keeper(settings, arm, key, digest, started_by)
+                        self.make_room(arm_settings, keep=ours, room=room, settle_s=_RELEASE_S if probe else 0.0)
+                        self._spawn_keeper(arm_settings, arm, key, digest, started_by)
                 engine.spawn()
+                if one_by_one:
+                    self._ready_or_retry(engine, arm_settings, key, started_by, keep=ours, room=room)
             for engine in held.values():
                 engine.wait_ready()
         except BaseException:
@@ -256,14 +292,52 @@ class EnginePool:
             raise
         return held
 
-    def make_room(self, settings: EngineSettings, keep: set[str], *, wait_s: float = 60.0) -> list[str]:
-        """Before a new engine starts: while the machine's available memory is below what one more engine needs
-        (its KV cache space plus :data:`ENGINE_OVERHEAD_GIB`), stop idle pooled engines (no live holder, not in
-        ``keep``), the longest idle first. Idle engines kept for reuse must never make a start fail. Returns the
-        lease hashes stopped."""
-        import psutil
+    def _ready_or_retry(
+        self,
+        engine: PooledEngine,
+        settings: EngineSettings,
+        key: dict[str, Any],
+        started_by: str,
+        *,
+        keep: set[str],
+        room: Callable[[], bool],
+    ) -> None:
+        """Wait for a new (or still starting) engine; one that failed for memory is started once more after every
+        idle pooled engine is stopped (on a GPU another engine's memory is what such a start lacks)."""
+        try:
+            engine.wait_ready()
+        except EngineError as error:
+            if not is_memory_failure(str(error)):
+                raise
+            with self._locked(engine.digest):
+                stopped = self.make_room(settings, keep=keep, room=room, every_idle=True, settle_s=_RELEASE_S)
+                engine.retried = f"{error} (started again after stopping {len(stopped)} idle pooled engine(s))"
+                self._spawn_keeper(settings, engine.arm, key, engine.digest, started_by)
+            engine.reused = False
+            engine.restart_wait()
+            try:
+                engine.wait_ready()
+            except EngineError as again:
+                raise type(again)(f"{again} (retried after: {error})") from None
 
-        need = ((settings.kv_cache_gib or 0) + ENGINE_OVERHEAD_GIB) * 2**30
+    def make_room(
+        self,
+        settings: EngineSettings,
+        keep: set[str],
+        *,
+        wait_s: float = 60.0,
+        room: Callable[[], bool] | None = None,
+        every_idle: bool = False,
+        settle_s: float = 0.0,
+    ) -> list[str]:
+        """Before a new engine starts: while there is no room for it, stop idle pooled engines (no live holder, not
+        in ``keep``), the longest idle first. ``room``: whether the new engine fits now (default: the machine's
+        available memory covers its KV cache space plus :data:`ENGINE_OVERHEAD_GIB`; on a GPU the device's free
+        memory covers its share); ``every_idle``: stop every idle one (a start that failed for memory although
+        ``room`` said it fit); ``settle_s``: then wait up to that long for ``room`` (a GPU gives a stopped engine's
+        memory back a moment after it exits). Idle engines kept for reuse must never make a start fail. Returns the
+        lease hashes stopped."""
+        has_room = room or _room(settings, None)
         stopped: list[str] = []
         idle = [
             lease
@@ -272,13 +346,16 @@ class EnginePool:
         ]
         idle.sort(key=lambda lease: _touched(self.root, lease.key_hash))
         for lease in idle:
-            if psutil.virtual_memory().available >= need:
+            if not every_idle and has_room():
                 break
             _stop_keeper(lease)
             deadline = time.monotonic() + wait_s
             while lease.keeper_alive() and time.monotonic() < deadline:
                 time.sleep(0.2)
             stopped.append(lease.key_hash)
+        deadline = time.monotonic() + settle_s
+        while stopped and not has_room() and time.monotonic() < deadline:
+            time.sleep(0.2)
         return stopped
 
     def _spawn_keeper(
@@ -336,6 +413,26 @@ def _touched(root: Path, digest: str) -> float:
         return 0.0
 
 
+def _room(settings: EngineSettings, probe: Callable[[], DeviceMemory | None] | None) -> Callable[[], bool]:
+    """Whether one more engine with ``settings`` fits now: with ``probe`` (a GPU), its share of the device is free;
+    without, the machine's available memory covers its KV cache space plus :data:`ENGINE_OVERHEAD_GIB`."""
+    if probe is not None:
+        share = settings.gpu_memory_utilization
+
+        def gpu_room() -> bool:
+            device = probe()
+            return device is None or share is None or fits(device, share)
+
+        return gpu_room
+
+    def cpu_room() -> bool:
+        import psutil
+
+        return bool(psutil.virtual_memory().available >= ((settings.kv_cache_gib or 0) + ENGINE_OVERHEAD_GIB) * 2**30)
+
+    return cpu_room
+
+
 def _usable(lease: Lease, settings: EngineSettings) -> bool:
     """A lease worth reusing: its keeper alive and, once ready, the server answering /health and serving the model."""
     if lease.state == "failed" or not lease.keeper_alive():
@@ -385,6 +482,11 @@ class PooledEngine(AttachedEngine):
         self._hold.touch()
         self._since = time.monotonic()
         self._released = False
+        self.retried = ""  # the memory failure a retried start followed, if any
+
+    def restart_wait(self) -> None:
+        """A new keeper was spawned for this engine: its lease is written anew (the wait for it starts again)."""
+        self._since = time.monotonic()
 
     @property
     def server_log(self) -> Path:
@@ -448,6 +550,7 @@ class PooledEngine(AttachedEngine):
             "keeper_pid": lease.keeper_pid,
             "lease": self.digest,
             "log": lease.log_path,
+            "retried_after": self.retried,
         }
 
     def pids(self) -> list[int]:

@@ -135,9 +135,15 @@ def warm_start_env(*, cpu_build: bool) -> dict[str, str]:
     AOT Compile for CPU"), a check that 0.32.0's ``envs.use_aot_compile`` no longer has. Those caches go under the
     project's cache folder (``TORCHINDUCTOR_CACHE_DIR`` = :func:`~specharness.engines.model.cache_dir`/torchinductor,
     not torch's default in ``/tmp``), so a cleared ``/tmp`` does not make the next start cold. On a GPU nothing is
-    set: vLLM's own backend loads its AOT artifact there (under vLLM's cache root)."""
+    set for the cache: vLLM's own backend loads its AOT artifact there (under vLLM's cache root).
+
+    On a GPU, ``VLLM_WORKER_MULTIPROC_METHOD=fork``: vLLM's server entry point asks for ``spawn`` when the variable
+    is unset, so the engine-core process imports torch and vLLM all over again (18 s of a 42 s start on the H200,
+    measured with stack samples). ``fork`` is vLLM's own default for its Python API; vLLM still switches to spawn by
+    itself (with a warning) when CUDA is already initialised in the server process, and the engine core it starts
+    is the same. The CPU build forces spawn in its platform code, so nothing is set there."""
     if not cpu_build:
-        return {}
+        return {"VLLM_WORKER_MULTIPROC_METHOD": "fork"}
     return {"VLLM_USE_AOT_COMPILE": "0", "TORCHINDUCTOR_CACHE_DIR": str(cache_dir() / "torchinductor")}
 
 

@@ -16,10 +16,10 @@ from typing import Any
 
 from specharness._errors import ConfigError
 from specharness.engines.attached import AttachedEngine, check_speculation
-from specharness.engines.fleet import LaunchReport, launch
+from specharness.engines.fleet import LaunchReport, launch, pooled_plan
 from specharness.engines.memory import MemoryProbe
 from specharness.engines.model import ResolvedModel, served_model_name
-from specharness.engines.pool import EnginePool, PooledEngine, pool_applies, pool_from_env
+from specharness.engines.pool import EnginePool, PooledEngine, gpu_slots, pool_applies, pool_from_env
 from specharness.engines.server import ArmSpec, EngineServer, EngineSettings, stop_all
 from specharness.experiment.config import RunConfig
 from specharness.experiment.journal import Journal
@@ -56,7 +56,7 @@ def _active_pool(config: RunConfig, settings: EngineSettings) -> EnginePool | No
     pool = _POOL.get() or pool_from_env()
     if pool is None or not config.start_together:
         return None
-    return pool if pool_applies(settings, MemoryProbe().engine_device() is not None) else None
+    return pool if pool_applies(settings) else None
 
 
 @dataclass(slots=True)
@@ -195,16 +195,31 @@ def pooled_engines(
     journal: Journal,
 ) -> EngineSet:
     """Take every arm's engine from ``pool`` (started there by a keeper if no live one has the same engine key) and
-    journal each as an :class:`~specharness.records.EngineRecord` with ``reused``: who started it, when, the
-    requests it had served before this run, its pids. Stopping the set releases the engines to the pool."""
+    journal how (an ``engine_launch`` event: on a GPU each pooled engine's fixed memory share and the one-by-one
+    order, :func:`~specharness.engines.fleet.pooled_plan`) and each engine as an
+    :class:`~specharness.records.EngineRecord` with ``reused``: who started it, when, the requests it had served
+    before this run, its pids. Stopping the set releases the engines to the pool."""
     probe = MemoryProbe()
+    device = probe.engine_device()
+    plan = pooled_plan([a.name for a in arms], device, slots=gpu_slots(), user_share=config.gpu_memory_utilization)
     engines = EngineSet(model_name=served_model_name(model), api_key=config.api_key)
     held = pool.acquire(
         engine_settings(config, model),
         arms,
         started_by=config.out_dir.name,
         run_logs={arm.name: engine_log(config.out_dir, arm.name, segment) for arm in arms},
+        plan=plan,
+        probe=probe.engine_device if device is not None else None,
     )
+    launched = LaunchReport(
+        mode="pooled",
+        device=device.name if device else "cpu (no NVIDIA GPU seen through NVML)",
+        device_total_mib=device.total_mib if device else math.nan,
+        device_free_mib=device.free_mib if device else math.nan,
+        plan=plan,
+        order=tuple(a.name for a in arms),
+    )
+    journal.write(EngineLaunchEvent(segment=segment, report=launched.as_dict()))
     engines.servers.update(held)
     for arm in arms:
         engine = held[arm.name]

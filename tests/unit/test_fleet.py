@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from specharness._errors import ConfigError, EngineDied, EngineError
-from specharness.engines.fleet import LaunchEvent, launch, memory_share, plan_launch
+from specharness.engines.fleet import LaunchEvent, fits, launch, memory_share, plan_launch, pooled_plan
 from specharness.engines.memory import DeviceMemory
 from specharness.engines.server import ArmSpec, EngineSettings, build_command
 from specharness.engines.startlog import first_error
@@ -155,3 +155,22 @@ def test_the_share_reaches_the_command_line() -> None:
     settings = EngineSettings(model_path="m", served_model_name="m", gpu_memory_utilization=0.46)
     cmd = build_command(settings, ArmSpec("baseline"), 8000, supports_per_request_metrics=False)
     assert cmd[cmd.index("--gpu-memory-utilization") + 1] == "0.46"
+
+
+def test_pooled_engines_get_one_fixed_share_on_a_gpu_whatever_is_free() -> None:
+    busy = DeviceMemory("NVIDIA H200", 143771.0, 20000.0)  # other engines hold most of it now
+    plan = pooled_plan(["baseline", "ngram"], busy, slots=3)
+    assert plan.strategy == "one-by-one" and plan.shares == {"baseline": 0.32, "ngram": 0.32}
+    assert pooled_plan(["baseline"], busy, slots=3).shares == {"baseline": 0.32}  # the same share for any arm count
+    assert pooled_plan(list("abcd"), busy, slots=3).shares == dict.fromkeys("abcd", 0.24)  # more arms than slots
+    assert pooled_plan(["baseline"], busy, slots=3, user_share=0.2).shares == {"baseline": 0.2}
+    cpu = pooled_plan(["baseline", "ngram"], None, slots=3)
+    assert cpu.strategy == "together" and cpu.shares == {"baseline": None, "ngram": None}
+    with pytest.raises(EngineError, match="do not fit"):
+        pooled_plan(["baseline"], busy, slots=40)
+
+
+def test_an_engine_fits_only_when_its_share_and_the_headroom_are_free() -> None:
+    total = 100_000.0
+    assert fits(DeviceMemory("gpu", total, 32_000.0 + 1024.0), 0.32)
+    assert not fits(DeviceMemory("gpu", total, 32_000.0 + 1000.0), 0.32)

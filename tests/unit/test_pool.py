@@ -20,12 +20,16 @@ from pathlib import Path
 
 import pytest
 
-from specharness._errors import ConfigError
+from specharness._errors import ConfigError, EngineError
+from specharness.engines.fleet import fits, pooled_plan
+from specharness.engines.memory import DeviceMemory
 from specharness.engines.pool import (
+    GPU_SLOTS_ENV,
     IDLE_ENV,
     EnginePool,
     Lease,
     engine_key,
+    gpu_slots,
     idle_limit_s,
     key_hash,
     pool_applies,
@@ -39,11 +43,17 @@ NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4,
 
 STANDIN_SERVER = textwrap.dedent(
     """
-    import json, sys
+    import json, os, sys
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
     args = sys.argv[1:]
     port = int(args[args.index("--port") + 1])
     name = args[args.index("--served-model-name") + 1]
+    failures = os.environ.get("STANDIN_FAILURES", "")  # a file holding how many starts fail as vLLM does without memory
+    left = int(open(failures).read() or 0) if failures else 0
+    if left > 0:
+        open(failures, "w").write(str(left - 1))
+        print("ValueError: No available memory for the cache blocks. Try increasing gpu_memory_utilization", flush=True)
+        sys.exit(1)
     print("stand-in vLLM server on", port, flush=True)
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *a):
@@ -141,11 +151,21 @@ def test_idle_limit_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> No
             idle_limit_s()
 
 
-def test_pool_applies_to_the_cpu_build_with_free_ports_only() -> None:
+def test_pool_applies_to_engines_with_free_ports_only() -> None:
     s = EngineSettings(model_path="/m", served_model_name="m")
-    assert pool_applies(s, gpu_seen=False)
-    assert not pool_applies(s, gpu_seen=True)
-    assert not pool_applies(replace(s, port=8000), gpu_seen=False)
+    assert pool_applies(s)
+    assert not pool_applies(replace(s, port=8000))
+
+
+def test_gpu_slots_read_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(GPU_SLOTS_ENV, raising=False)
+    assert gpu_slots() == 3
+    monkeypatch.setenv(GPU_SLOTS_ENV, "2")
+    assert gpu_slots() == 2
+    for bad in ("0", "-1", "two", "1.5"):
+        monkeypatch.setenv(GPU_SLOTS_ENV, bad)
+        with pytest.raises(ConfigError, match=GPU_SLOTS_ENV):
+            gpu_slots()
 
 
 def test_lease_round_trip_ignores_unknown_keys(tmp_path: Path) -> None:
@@ -277,5 +297,91 @@ def test_idle_engines_make_room_for_a_new_start_when_memory_is_short(
         assert pool.make_room(settings, keep=set()) == [idle.digest]  # only the unheld one goes
         assert not pid_alive(idle.reuse_record()["pid"]) and pid_alive(held["ngram"].reuse_record()["pid"])
         held["ngram"].stop()
+    finally:
+        pool.shutdown()
+
+
+class StandinGpu:
+    """A stand-in for NVML's reading of one GPU (unit test only): each live pooled engine holds the share its spec
+    asked for, until its keeper is gone."""
+
+    TOTAL_MIB = 100_000.0
+
+    def __init__(self, pool: EnginePool) -> None:
+        self.pool = pool
+
+    def read(self) -> DeviceMemory:
+        import json
+
+        used = 0.0
+        for lease in self.pool.leases():
+            if lease.keeper_alive():
+                spec = json.loads((self.pool.root / f"{lease.key_hash}.spec.json").read_text())
+                used += (spec["settings"]["gpu_memory_utilization"] or 0.9) * self.TOTAL_MIB
+        return DeviceMemory("stand-in GPU", self.TOTAL_MIB, self.TOTAL_MIB - used)
+
+
+def test_on_a_gpu_pooled_engines_start_one_by_one_with_a_fixed_share_and_idle_ones_make_room(
+    standin_python: str, tmp_path: Path
+) -> None:
+    pool = EnginePool(tmp_path / "pool", owner_pid=os.getpid(), idle_s=600.0)
+    gpu = StandinGpu(pool)
+    settings = settings_for(standin_python)
+    arms = [ArmSpec("baseline"), ArmSpec("ngram", speculative_config=NGRAM)]
+    k2 = ArmSpec("ngram-k2", speculative_config={**NGRAM, "num_speculative_tokens": 2})
+    logs = {n: tmp_path / f"{n}.log" for n in ("baseline", "ngram", "ngram-k2")}
+
+    def take(which: list[ArmSpec], run: str) -> dict:
+        plan = pooled_plan([a.name for a in which], gpu.read(), slots=2)
+        return pool.acquire(settings, which, started_by=run, run_logs=logs, plan=plan, probe=gpu.read)
+
+    try:
+        pair = take(arms, "paired")
+        leases = {lease.arm: lease for lease in pool.leases()}
+        assert leases["ngram"].spawned_unix_s >= leases["baseline"].ready_unix_s  # one by one
+        assert not fits(gpu.read(), 0.48)  # two shares of 1/2 less headroom (0.48 each): no room for a third
+        for engine in pair.values():
+            engine.stop()
+        sweep = take([k2], "sweep")  # a third kind of engine: the longest idle one makes room, the other stays
+        assert not sweep["ngram-k2"].reused
+        assert sorted(lease.arm for lease in pool.leases()) == ["ngram", "ngram-k2"]
+        assert not pid_alive(pair["baseline"].reuse_record()["pid"])
+        sweep["ngram-k2"].stop()
+        again = take(arms, "paired-2")  # ngram reused; baseline started again after ngram-k2 made room
+        assert [again["baseline"].reused, again["ngram"].reused] == [False, True]
+        assert sorted(lease.arm for lease in pool.leases()) == ["baseline", "ngram"]
+        for engine in again.values():
+            engine.stop()
+    finally:
+        pool.shutdown()
+
+
+def test_a_pooled_start_that_fails_for_memory_is_retried_after_idle_engines_stop(
+    standin_python: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pool = EnginePool(tmp_path / "pool", owner_pid=os.getpid(), idle_s=600.0)
+    gpu = StandinGpu(pool)
+    settings = settings_for(standin_python)
+    logs = {n: tmp_path / f"{n}.log" for n in ("baseline", "ngram")}
+    plan = pooled_plan(["baseline", "ngram"], gpu.read(), slots=3)
+    try:
+        idle = pool.acquire(settings, [ArmSpec("baseline")], started_by="a", run_logs=logs, plan=plan, probe=gpu.read)
+        idle["baseline"].stop()
+        failures = tmp_path / "failures"
+        failures.write_text("1")
+        monkeypatch.setenv("STANDIN_FAILURES", str(failures))  # the next server start fails as if memory were short
+        ngram = ArmSpec("ngram", speculative_config=NGRAM)
+        held = pool.acquire(settings, [ngram], started_by="b", run_logs=logs, plan=plan, probe=gpu.read)["ngram"]
+        record = held.reuse_record()
+        assert "No available memory for the cache blocks" in record["retried_after"]
+        assert "stopping 1 idle pooled engine" in record["retried_after"]
+        assert failures.read_text() == "0" and pid_alive(record["pid"])
+        assert not pid_alive(idle["baseline"].reuse_record()["pid"])
+        held.stop()
+        failures.write_text("2")  # two memory failures in a row: retried once, then the start fails naming both
+        twin = [ArmSpec("baseline")]
+        with pytest.raises(EngineError, match=r"retried after: .*No available memory"):
+            pool.acquire(settings, twin, started_by="c", run_logs=logs, plan=plan, probe=gpu.read)
+        assert failures.read_text() == "0"
     finally:
         pool.shutdown()

@@ -13,7 +13,7 @@ Environment knobs (read when ``setup_cache`` runs):
     SPECHARNESS_ASV_POOL      1 (default): the classes of one ``asv run`` share engines; 0: each starts its own
     SPECHARNESS_ENGINE_POOL_IDLE_S  seconds an unheld pooled engine lives on (default 300)
 
-Engines are started once per release (the CPU build): every experiment takes its engines from an engine pool
+Engines are started once per release: every experiment takes its engines from an engine pool
 (:mod:`specharness.engines.pool`, under ``<runs root>/engine-pool``), keyed by everything that makes an engine what it
 is (vLLM, model, engine arguments, the arm's options, the engine's environment). The first ``setup_cache`` that
 needs a key starts the server under a keeper process that outlives it; later classes with the same key drive the
@@ -23,7 +23,9 @@ the ``asv run`` process is gone or no class held them for the idle limit. Each r
 record which engines were reused (``reused``: started by which experiment, when, requests served before, pids).
 **So the classes of one release share one engine-instance offset**: their results are not independent samples of
 the engine start, and a difference between two classes' values of one release cannot be an engine-instance effect.
-On a GPU nothing is pooled (each run plans its own memory shares).
+On a GPU every pooled engine gets a fixed share of the device (1/3 less headroom, SPECHARNESS_ENGINE_POOL_GPU_SLOTS to
+change) and they start one by one; an idle pooled engine is stopped when a new one needs its memory
+(:func:`specharness.engines.fleet.pooled_plan`).
 """
 
 from __future__ import annotations
