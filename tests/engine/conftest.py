@@ -7,15 +7,25 @@ longer than the model length (the server answers HTTP 400) and an API key, which
 Engine starts are shared where sharing proves the same thing: the tests whose runs only need engines (``--attach``
 aside) run with ``pooled_env`` (an engine pool for the session, specharness.engines.pool), so the ASV smoke runs, the
 replay run, the until-decided run and the resume of the crashed run start one baseline, one ngram and one extra
-baseline between them, and those modules run first, back to back (:func:`pytest_collection_modifyitems`), so the
-pooled engines idle out (``POOL_IDLE_S``) before the rest start theirs. The tiny run (the CLI starting and stopping
-its own engines, with an API key), the attach tests (servers under a name of their own) and the fault tests' runs that
-are killed or signalled (they own their engines: that is what they test) start their own. At the end of the session
-every pooled server must be gone.
+baseline between them, and those modules run first, back to back (:func:`pytest_collection_modifyitems`); the pool is
+shut down as soon as the last test that uses it is done (:func:`pytest_runtest_teardown`), so its engines never share
+the machine with the starts that follow. The tiny run (the CLI starting and stopping its own engines, with an API
+key), the attach tests (servers under a name of their own) and the fault tests' runs that are killed or signalled (they
+own their engines: that is what they test) start their own. At the end of the session every pooled server must be
+gone.
+
+Engine starts overlap where the machine has room (2 CPU cores, at most 4 engines at once): a run that owns its engines
+may be launched in the background (:class:`BackgroundRun`) ahead of the test that checks it: the crashed run while
+the ASV smoke run starts the pool's first engines (:data:`LAUNCHED_WITH`), the two signalled runs together
+(test_faults.py), the tiny run while the attach module starts and drives its own servers. vLLM's CPU build pins every
+engine's worker to the same core by default (core 0 of 2, the last core left to the engine and API processes), so
+engines started together would still queue on that one core: the run launched alongside others has its engines bound
+to the spare core (:func:`spare_core_env`). Only the cores differ; every check is the same and runs on the real engine.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import signal
 import subprocess
@@ -44,18 +54,48 @@ TINY = [
     "32",
     "--no-progress",
 ]
+FAULT_RUN = [
+    "--workloads",
+    "copy",
+    "--clients",
+    "1",
+    "--blocks",
+    "2",
+    "--requests",
+    "6",
+    "--warmups",
+    "0",
+    "--max-tokens-cap",
+    "64",
+    "--no-progress",
+]
 
 
 TEST_API_KEY = "sk-specharness-test-5f3a9c1e77"
 # run first, in this order (the fault module's first test resumes a run on pooled engines)
 POOLED_MODULES = ("test_asv_smoke.py", "test_replay_run.py", "test_until_decided.py", "test_faults.py")
-POOL_IDLE_S = 180  # longer than any gap between two pooled runs, short enough not to overlap the later modules much
+POOL_IDLE_S = 180  # longer than any gap between two pooled runs
 MAX_MODEL_LEN = 2048  # the CLI's default --max-model-len
+BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"  # vLLM (CPU build): the cores an engine's worker is pinned to
+# background runs launched before the first test of a module, when a selected test needs them (else when needed)
+LAUNCHED_WITH = {"crashed_run": "test_asv_smoke.py", "tiny_run_launched": "test_attach.py"}
+POOL_KEY = pytest.StashKey[EnginePool]()
 
 
 def own_env() -> dict[str, str]:
     """This environment less any engine pool: a run started with it starts (and must stop) its own engines."""
     return {k: v for k, v in os.environ.items() if k not in (POOL_ENV, OWNER_ENV)}
+
+
+def spare_core_env() -> dict[str, str]:
+    """:func:`own_env` for a run whose engines start while other engines start or run: its engines' workers are
+    bound to the last allowed core, the one vLLM's default binding leaves to the engine and API processes (with
+    fewer than 2 cores, or a binding set by the caller's environment, the environment is left as it is)."""
+    env = own_env()
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) >= 2 and BIND_ENV not in env:
+        env[BIND_ENV] = str(cores[-1])
+    return env
 
 
 def cli(*args: str, timeout_s: float = 1500, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -68,13 +108,13 @@ def cli(*args: str, timeout_s: float = 1500, env: dict[str, str] | None = None) 
     )
 
 
-def start_cli(*args: str) -> subprocess.Popen[str]:
+def start_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "specharness", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=own_env(),
+        env=own_env() if env is None else env,
     )
 
 
@@ -91,6 +131,10 @@ def journal_lines(run_dir: Path) -> list[dict]:
     return out
 
 
+def measured(run_dir: Path, arm: str) -> list[dict]:
+    return [x for x in journal_lines(run_dir) if x.get("kind") == "request" and x["arm"] == arm and not x["warmup"]]
+
+
 def wait_for(predicate: Callable[[], bool], proc: subprocess.Popen[str], what: str, limit_s: float = 900) -> None:
     """Poll until ``predicate`` holds; fail if the harness exits first (bounded, stops by itself)."""
     deadline = time.monotonic() + limit_s
@@ -103,6 +147,52 @@ def wait_for(predicate: Callable[[], bool], proc: subprocess.Popen[str], what: s
             proc.kill()
             pytest.fail(f"gave up waiting for {what}")
         time.sleep(0.5)
+
+
+_DRIVERS = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="background-run")
+_LAUNCHED: list[BackgroundRun] = []
+
+
+class BackgroundRun:
+    """A ``specharness run`` started now and driven on a thread by ``drive(proc, out)`` (wait for a moment, kill or
+    signal something, collect the exit), checked later by a test through :meth:`result`: its engine starts and
+    requests overlap other tests' work. ``drive`` is what the test would otherwise do inline, unchanged."""
+
+    def __init__(
+        self,
+        out: Path,
+        args: list[str],
+        drive: Callable[[subprocess.Popen[str], Path], tuple[int, str]],
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.out = out
+        self.proc = start_cli("run", *args, "--out", str(out), env=env)
+        self._future = _DRIVERS.submit(drive, self.proc, out)
+        _LAUNCHED.append(self)
+
+    def result(self) -> tuple[int, str]:
+        """Wait for the drive to end: the harness's exit status and stderr (a failure in the drive fails here)."""
+        return self._future.result()
+
+    def wait(self) -> None:
+        """Wait for the drive to end, whatever its outcome (the test that checks the run reports it)."""
+        concurrent.futures.wait([self._future])
+
+    def stop(self) -> None:
+        """Kill the harness if it still runs (its engines die with it) and wait for the drive to notice."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.wait()
+
+
+def collect(proc: subprocess.Popen[str], out: Path, timeout_s: float = 1500) -> tuple[int, str]:
+    """Drive a run to its end: its exit status and stderr (killed past ``timeout_s``)."""
+    try:
+        _, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    return proc.returncode, stderr
 
 
 def groups_alive_after(groups: list[int], wait_s: float = 30.0) -> list[int]:
@@ -128,8 +218,31 @@ def assert_no_engine_left(run_dir: Path) -> None:
     assert not alive, f"engine process groups still alive after the harness exited: {alive}"
 
 
+def crash_ngram_mid_cell(proc: subprocess.Popen[str], out: Path) -> tuple[int, str]:
+    """Block 0 runs baseline then ngram: SIGKILL ngram's server once it has answered two requests of its first cell,
+    then collect the harness's exit."""
+    wait_for(lambda: len(measured(out, "ngram")) >= 2, proc, "ngram's first answers")
+    ngram_pid = next(x["pid"] for x in journal_lines(out) if x.get("kind") == "engine" and x["arm"] == "ngram")
+    os.kill(ngram_pid, signal.SIGKILL)
+    _, stderr = proc.communicate(timeout=600)
+    return proc.returncode, stderr
+
+
 @pytest.fixture(scope="session")
-def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def crashed_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundRun]:
+    """test_faults' crashed run, on engines of its own (bound to the spare core), launched with the ASV smoke module
+    (:data:`LAUNCHED_WITH`): its starts overlap the pool's first."""
+    run = BackgroundRun(tmp_path_factory.mktemp("crash") / "crash", FAULT_RUN, crash_ngram_mid_cell, spare_core_env())
+    try:
+        yield run
+    finally:
+        run.stop()
+
+
+@pytest.fixture(scope="session")
+def tiny_run_launched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundRun]:
+    """The tiny run (:func:`tiny_run`), launched with the attach module (:data:`LAUNCHED_WITH`): its engines (bound
+    to the spare core) start and answer while the attach module's own servers do."""
     where = tmp_path_factory.mktemp("tiny")
     overlong = where / "overlong.jsonl"  # about 3 tokens a repetition: far past MAX_MODEL_LEN
     case = {
@@ -139,21 +252,37 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "check": {"type": "contains", "values": ["Repeat"]},
     }
     overlong.write_bytes(orjson.dumps(case) + b"\n")
-    out = where / "run"
-    env = {**own_env(), "SPECHARNESS_TEST_API_KEY": TEST_API_KEY}
-    result = cli(
-        "run",
-        *TINY,
-        "--workloads",
-        f"copy,{overlong}",
-        "--api-key-env",
-        "SPECHARNESS_TEST_API_KEY",
-        "--out",
-        str(out),
-        env=env,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return out
+    args = [*TINY, "--workloads", f"copy,{overlong}", "--api-key-env", "SPECHARNESS_TEST_API_KEY"]
+    run = BackgroundRun(where / "run", args, collect, {**spare_core_env(), "SPECHARNESS_TEST_API_KEY": TEST_API_KEY})
+    try:
+        yield run
+    finally:
+        run.stop()
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tiny_run_launched: BackgroundRun) -> Path:
+    returncode, stderr = tiny_run_launched.result()
+    assert returncode == 0, stderr[-3000:]
+    return tiny_run_launched.out
+
+
+@pytest.fixture(autouse=True)
+def _launch_background_runs(request: pytest.FixtureRequest) -> None:
+    """Launch each run of :data:`LAUNCHED_WITH` once the session reaches its module, if a selected test needs it."""
+    items = request.session.items
+    here = items.index(request.node) if request.node in items else 0
+    for name, module in LAUNCHED_WITH.items():
+        firsts = [i for i, item in enumerate(items) if item.path.name == module]
+        if firsts and here >= firsts[0] and any(name in getattr(item, "fixturenames", ()) for item in items):
+            request.getfixturevalue(name)
+
+
+def wait_for_background_runs() -> None:
+    """Wait until every background run launched so far has ended (its harness exited, its engines stopped): before
+    a run that measures a known ratio, or that starts an engine of its own (never more than 4 engines at once)."""
+    for run in list(_LAUNCHED):
+        run.wait()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -166,22 +295,42 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=rank)  # stable: the order within a module is kept
 
 
+def stop_pool(pool: EnginePool) -> None:
+    """Shut the pool down; every pooled server and keeper must then be gone."""
+    servers = [lease.pid for lease in pool.leases() if lease.pid > 0]
+    pool.shutdown()
+    alive = groups_alive_after(servers)
+    for pid in alive:
+        os.killpg(pid, signal.SIGKILL)
+    keepers = [p.pid for p in psutil.process_iter(["cmdline"]) if str(pool.root) in " ".join(p.info["cmdline"] or [])]
+    assert not alive and not keepers, f"pooled servers {alive} or keepers {keepers} alive after the pool's shutdown"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Once the last test that uses the session's pool is torn down, shut the pool down (and check it is gone)."""
+    pool = item.session.stash.get(POOL_KEY, None)
+    if pool is None or "pooled_env" not in getattr(item, "fixturenames", ()):
+        return
+    items = item.session.items
+    if any("pooled_env" in getattr(later, "fixturenames", ()) for later in items[items.index(item) + 1 :]):
+        return
+    del item.session.stash[POOL_KEY]
+    stop_pool(pool)
+
+
 @pytest.fixture(scope="session")
-def engine_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EnginePool]:
-    """The session's engine pool, owned by this pytest process; at the end every pooled server must be gone."""
+def engine_pool(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EnginePool]:
+    """The session's engine pool, owned by this pytest process; shut down after the last test that uses it, or at
+    the end of the session: then every pooled server must be gone."""
     pool = EnginePool(tmp_path_factory.mktemp("engine-pool"), owner_pid=os.getpid(), idle_s=POOL_IDLE_S)
+    request.session.stash[POOL_KEY] = pool
     try:
         yield pool
     finally:
-        servers = [lease.pid for lease in pool.leases() if lease.pid > 0]
-        pool.shutdown()
-        alive = groups_alive_after(servers)
-        for pid in alive:
-            os.killpg(pid, signal.SIGKILL)
-        keepers = [
-            p.pid for p in psutil.process_iter(["cmdline"]) if str(pool.root) in " ".join(p.info["cmdline"] or [])
-        ]
-        assert not alive and not keepers, f"pooled servers {alive} or keepers {keepers} alive after the session"
+        if POOL_KEY in request.session.stash:
+            del request.session.stash[POOL_KEY]
+        stop_pool(pool)
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,8 @@
 
 The test starts the servers itself (the default model, the quick profile's arms, both spawned before either is
 waited for), under a served name the harness would never choose: requests only succeed if the run asked /v1/models.
+The session's tiny run (test_paired_run.py) is launched in the background with this module (conftest's
+``LAUNCHED_WITH``), its engines bound to the spare core, so its starts overlap these servers' starts.
 """
 
 from __future__ import annotations

@@ -1,9 +1,16 @@
-"""Faults on the real engine: a server SIGKILLed mid-cell, resume, and SIGTERM / SIGINT during a run."""
+"""Faults on the real engine: a server SIGKILLed mid-cell, resume, and SIGTERM / SIGINT during a run.
+
+The runs that are killed or signalled own their engines. They are launched in the background (conftest's
+:class:`~tests.engine.conftest.BackgroundRun`) so their engine starts overlap other work: the crashed run with the
+ASV smoke module, the two signalled runs together (:func:`signalled_runs`), each still a ``specharness run`` of its
+own, signalled and checked exactly as when they ran one after the other.
+"""
 
 from __future__ import annotations
 
-import os
 import signal
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import orjson
@@ -13,42 +20,29 @@ from specharness.engines.server import group_alive
 from specharness.experiment.journal import read_journal
 from specharness.records import SegmentEndEvent
 
-from .conftest import assert_no_engine_left, cli, journal_lines, start_cli, wait_for
+from .conftest import (
+    FAULT_RUN,
+    BackgroundRun,
+    assert_no_engine_left,
+    cli,
+    journal_lines,
+    measured,
+    own_env,
+    spare_core_env,
+    start_cli,
+    wait_for,
+)
 
 pytestmark = pytest.mark.engine
 
-FAULT_RUN = [
-    "--workloads",
-    "copy",
-    "--clients",
-    "1",
-    "--blocks",
-    "2",
-    "--requests",
-    "6",
-    "--warmups",
-    "0",
-    "--max-tokens-cap",
-    "64",
-    "--no-progress",
-]
 
-
-def measured(run_dir: Path, arm: str) -> list[dict]:
-    return [x for x in journal_lines(run_dir) if x.get("kind") == "request" and x["arm"] == arm and not x["warmup"]]
-
-
-def test_engine_killed_mid_cell_then_resume(tmp_path: Path, pooled_env: dict[str, str]) -> None:
-    """The crashed run owns its engines (one is killed); the resume takes its engines from the session's pool (the
-    resume path is what is tested here, and a start is a start)."""
-    out = tmp_path / "crash"
-    proc = start_cli("run", *FAULT_RUN, "--out", str(out))
-    # block 0 runs baseline then ngram; kill ngram once it has answered two requests of its first cell
-    wait_for(lambda: len(measured(out, "ngram")) >= 2, proc, "ngram's first answers")
-    ngram_pid = next(x["pid"] for x in journal_lines(out) if x.get("kind") == "engine" and x["arm"] == "ngram")
-    os.kill(ngram_pid, signal.SIGKILL)
-    _, stderr = proc.communicate(timeout=600)
-    assert proc.returncode == 2, stderr
+def test_engine_killed_mid_cell_then_resume(crashed_run: BackgroundRun, pooled_env: dict[str, str]) -> None:
+    """The crashed run owns its engines (one is killed: conftest's ``crash_ngram_mid_cell``, in the background since
+    the ASV smoke module began); the resume takes its engines from the session's pool (the resume path is what is tested
+    here, and a start is a start)."""
+    out = crashed_run.out
+    returncode, stderr = crashed_run.result()
+    assert returncode == 2, stderr
     assert "engine died" in stderr or "stopped answering" in stderr, stderr
     assert "--resume" in stderr
     assert_no_engine_left(out)
@@ -87,14 +81,50 @@ def test_engine_killed_mid_cell_then_resume(tmp_path: Path, pooled_env: dict[str
     assert all("--- the pooled engine's log" in (out / e["log_path"]).read_text(errors="replace") for e in pooled)
 
 
+def signal_mid_run(signum: signal.Signals) -> Callable[[subprocess.Popen[str], Path], tuple[int, str]]:
+    """Send ``signum`` to the harness once the first measured answer is journaled; collect its exit."""
+
+    def drive(proc: subprocess.Popen[str], out: Path) -> tuple[int, str]:
+        wait_for(lambda: len(measured(out, "baseline")) >= 1, proc, "the first measured answer")
+        proc.send_signal(signum)
+        _, stderr = proc.communicate(timeout=300)
+        return proc.returncode, stderr
+
+    return drive
+
+
+@pytest.fixture(scope="module")
+def signalled_runs(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[signal.Signals, BackgroundRun]]:
+    """The SIGTERM run and the SIGINT run, launched together: two ``specharness run`` processes, each with its own
+    two engines (SIGTERM's on vLLM's default cores, SIGINT's on the spare core), each signalled on its own. Only
+    the runs of the selected tests are launched."""
+    selected = {
+        callspec.params.get("signum")
+        for item in request.session.items
+        if item.path == request.path and (callspec := getattr(item, "callspec", None)) is not None
+    }
+    where = tmp_path_factory.mktemp("signalled")
+    runs = {
+        signum: BackgroundRun(where / signum.name, FAULT_RUN, signal_mid_run(signum), env)
+        for signum, env in ((signal.SIGTERM, own_env()), (signal.SIGINT, spare_core_env()))
+        if signum in selected
+    }
+    try:
+        yield runs
+    finally:
+        for run in runs.values():
+            run.stop()
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_signal_mid_run_stops_engines_and_writes_a_partial_report(tmp_path: Path, signum: signal.Signals) -> None:
-    out = tmp_path / "term"
-    proc = start_cli("run", *FAULT_RUN, "--out", str(out))
-    wait_for(lambda: len(measured(out, "baseline")) >= 1, proc, "the first measured answer")
-    proc.send_signal(signum)
-    _, stderr = proc.communicate(timeout=300)
-    assert proc.returncode == 130, stderr
+def test_signal_mid_run_stops_engines_and_writes_a_partial_report(
+    signalled_runs: dict[signal.Signals, BackgroundRun], signum: signal.Signals
+) -> None:
+    out = signalled_runs[signum].out
+    returncode, stderr = signalled_runs[signum].result()
+    assert returncode == 130, stderr
     assert_no_engine_left(out)
     contents = read_journal(out / "journal.jsonl")  # readable, nothing torn
     assert not contents.torn_lines and contents.requests
