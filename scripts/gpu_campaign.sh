@@ -3,9 +3,12 @@
 # carried to /tmp/stage. Writes what comes back under $OUT.
 #   scripts/gpu_campaign.sh asv               unpack, then the standard paired experiment through ASV (existing env),
 #                                             recorded at the release ledger's commit for the unpacked vLLM release
+#   scripts/gpu_campaign.sh starts-fork       baseline and ngram started twice each, as the harness starts them now
 #   scripts/gpu_campaign.sh pool              baseline started twice (STARTS_ARMS to change), then two ASV classes that
 #                                             share engines through the engine pool (PairedNgram, SampledDistribution;
 #                                             quick profile)
+#   scripts/gpu_campaign.sh reuse             the default run twice, back to back, no flags: the second takes the first's
+#                                             pooled engines (SPECHARNESS_ENGINE_POOL)
 #   scripts/gpu_campaign.sh crosscheck        specharness vs vllm bench serve on one baseline server
 #   scripts/gpu_campaign.sh sweep             NgramConfigSweep through ASV
 #   scripts/gpu_campaign.sh load              LoadSweep through ASV
@@ -49,7 +52,7 @@ case "$MODE" in
     # ASV saves results from an existing environment only with --set-commit-hash: the ledger commit of this release.
     "$PY" -m specharness ledger >/dev/null || exit 4
     COMMIT="$(git -C .asv/ledger rev-parse "vllm-$VLLM_TAG")" || { echo "vllm $VLLM_TAG is not in the release ledger" >&2; exit 4; }
-    "$PY" -m specharness machine --name h200 | tee "$OUT/machine.txt"
+    "$PY" -m specharness machine --name "${MACHINE:-h200}" | tee "$OUT/machine.txt"
     bench='PairedNgram'; [ "$MODE" = sweep ] && bench='NgramConfigSweep'; [ "$MODE" = load ] && bench='LoadSweep'
     export SPECHARNESS_ASV_PROFILE=standard
     for k in $(seq 1 "${REPEATS:-1}"); do  # REPEATS>1: repeated runs of one release (run-to-run spread)
@@ -57,7 +60,7 @@ case "$MODE" in
     # ASV takes no range with an existing environment and walks every configured branch head (running the suite once
     # per branch): a copy of the config that names only the CUDA branch runs it once.
     "$PY" -c 'import json; from asv.util import load_json; c = load_json("asv.conf.json", js_comments=True); c["branches"] = ["vllm"]; json.dump(c, open("asv.gpu.json", "w"))'
-    timeout "${ASV_LIMIT_S:-540}" "$PY" -m asv run --config asv.gpu.json -E "existing:$PY" --set-commit-hash "$COMMIT" --machine h200 --bench "$bench" --show-stderr \
+    timeout "${ASV_LIMIT_S:-540}" "$PY" -m asv run --config asv.gpu.json -E "existing:$PY" --set-commit-hash "$COMMIT" --machine "${MACHINE:-h200}" --bench "$bench" --show-stderr \
       2>&1 | tee "$OUT/asv_$MODE.log"
     echo "asv $MODE wall: $(( $(date +%s) - start )) s" | tee -a "$OUT/asv_$MODE.log"
     mkdir -p "$OUT/repeat$k" && cp results/h200/"${COMMIT:0:8}"-* "$OUT/repeat$k/"
@@ -101,6 +104,10 @@ case "$MODE" in
       timeout "${STARTS_C_LIMIT_S:-90}" "$PY" -m specharness starts --out /tmp/starts-debug --arms baseline --repeat 1 \
       2>&1 | tee -a "$OUT/starts.log"
     tar -C /tmp -cJf "$OUT/starts.tar.xz" starts-nopyc starts starts-debug ;;
+  starts-fork)  # the starts as the harness now makes them (engine core forked), nothing else
+    timeout "${STARTS_LIMIT_S:-230}" "$PY" -m specharness starts --out /tmp/starts-fork --arms "${STARTS_ARMS:-baseline,ngram}" \
+      --repeat "${STARTS_REPEAT:-2}" 2>&1 | tee "$OUT/starts.log"
+    tar -C /tmp -cJf "$OUT/starts.tar.xz" starts-fork ;;
   pool)
     # first the starts (baseline twice: the first on this machine's empty compile cache), then two ASV classes that
     # share engines through the engine pool (PairedNgram, SampledDistribution; quick profile)
@@ -108,14 +115,24 @@ case "$MODE" in
       --repeat 2 2>&1 | tee "$OUT/starts.log"
     "$PY" -m specharness ledger >/dev/null || exit 4
     COMMIT="$(git -C .asv/ledger rev-parse "vllm-$VLLM_TAG")" || { echo "vllm $VLLM_TAG is not in the release ledger" >&2; exit 4; }
-    "$PY" -m specharness machine --name h200 | tee "$OUT/machine.txt"
+    "$PY" -m specharness machine --name "${MACHINE:-h200}" | tee "$OUT/machine.txt"
     "$PY" -c 'import json; from asv.util import load_json; c = load_json("asv.conf.json", js_comments=True); c["branches"] = ["vllm"]; json.dump(c, open("asv.gpu.json", "w"))'
     start=$(date +%s)
     SPECHARNESS_ASV_PROFILE=quick timeout "${POOL_ASV_LIMIT_S:-240}" "$PY" -m asv run --config asv.gpu.json -E "existing:$PY" \
-      --set-commit-hash "$COMMIT" --machine h200 --bench 'PairedNgram|SampledDistribution' --show-stderr 2>&1 | tee "$OUT/asv_pool.log"
+      --set-commit-hash "$COMMIT" --machine "${MACHINE:-h200}" --bench 'PairedNgram|SampledDistribution' --show-stderr 2>&1 | tee "$OUT/asv_pool.log"
     echo "asv pool wall: $(( $(date +%s) - start )) s; pooled engine starts: $(ls /tmp/asvruns/engine-pool/*.spec.json 2>/dev/null | wc -l)" | tee -a "$OUT/asv_pool.log"
     tar -C /tmp --exclude='*.log' -cJf "$OUT/pool_runs.tar.xz" asvruns
     tar -C /tmp -cJf "$OUT/pool_logs.tar.xz" asvruns/engine-pool starts-fork ;;
+  reuse)  # both runs take their engines from one pool that lives as long as this script
+    mkdir -p /tmp/reuse-pool; export SPECHARNESS_ENGINE_POOL=/tmp/reuse-pool SPECHARNESS_ENGINE_POOL_OWNER=$$
+    for k in 1 2; do
+      start=$(date +%s)
+      timeout "${REUSE_LIMIT_S:-270}" "$PY" -m specharness run ${REUSE_ARGS:---profile quick} --out "/tmp/reuse$k" --no-progress 2>&1 \
+        | grep -v 'it/s]' | tail -25 | tee -a "$OUT/reuse.log"
+      echo "run $k wall: $(( $(date +%s) - start )) s; pooled engine starts so far: $(ls /tmp/reuse-pool/*.spec.json 2>/dev/null | wc -l)" | tee -a "$OUT/reuse.log"
+    done
+    tar -C /tmp --exclude='*.log' -cJf "$OUT/reuse_runs.tar.xz" reuse1 reuse2
+    tar -C /tmp -cJf "$OUT/reuse_pool.tar.xz" reuse-pool ;;
   crosscheck)
     timeout "${CROSS_LIMIT_S:-540}" "$PY" -m specharness crosscheck --out /tmp/cross --num-prompts 16 --max-tokens 64 \
       2>&1 | tee "$OUT/crosscheck.log"

@@ -102,7 +102,7 @@ def memory_share(device: DeviceMemory, arms: int) -> float:
     split evenly, as a fraction of the total (vLLM's unit), rounded down to 0.01."""
     headroom = max(_HEADROOM_MIN_MIB, _HEADROOM_FRACTION * device.total_mib)
     usable = max(0.0, device.free_mib - headroom)
-    return math.floor(usable / arms / device.total_mib * 100) / 100
+    return math.floor(usable / arms / device.total_mib * 100 + 1e-9) / 100  # 0.96 / 3 is 0.32, not 0.31
 
 
 def plan_launch(

@@ -11,6 +11,8 @@ import hashlib
 import importlib.util
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,6 +100,39 @@ def _dir_revision(directory: Path) -> str:
 
 
 def convert_gguf(gguf: Path, out_dir: Path) -> None:
+    """Dequantise a GGUF to a bf16 HF directory, in a child process; ModelError with the child's reason when it fails.
+
+    A child, because importing torch and transformers writes variables into the importing process's environment
+    (``KMP_DUPLICATE_LIB_OK``, ``KMP_INIT_AT_FORK``, ``TORCHINDUCTOR_CACHE_DIR`` on the GPU machine;
+    ``TORCHINDUCTOR_CACHE_DIR``, ``LD_LIBRARY_PATH`` with the CPU build): engines started afterwards would
+    inherit them, and the engine pool, which keys engines by the variables an engine reads, would take the first run
+    of a fresh cache for a different engine from every later one and start its engines again."""
+    package_root = str(Path(__file__).resolve().parents[2])  # this specharness, whatever the working directory holds
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "specharness.engines.model", str(gguf), str(out_dir)],
+        cwd=out_dir.parent,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=False,
+    )
+    if proc.returncode == 2:  # the converter's own one-line reason
+        lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
+        raise ModelError(lines[-1] if lines else f"could not convert {gguf}")
+    if proc.returncode != 0:
+        how = f"killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exited with {proc.returncode}"
+        raise ModelError(
+            f"could not convert {gguf}: the converter ({sys.executable} -m specharness.engines.model) {how}; "
+            "if it ran out of memory, free some and run again"
+        )
+    if not (out_dir / "config.json").is_file():
+        raise ModelError(f"could not convert {gguf}: the converter wrote no {out_dir / 'config.json'}")
+
+
+def _convert_here(gguf: Path, out_dir: Path) -> None:
     """Dequantise a GGUF to a bf16 HF directory vLLM can load (atomic: a half-written folder never appears)."""
     try:
         import torch
@@ -153,3 +188,11 @@ def resolve_model(spec: str) -> ResolvedModel:
     return ResolvedModel(
         name=path.name, serve_path=path, source_path=path, revision_sha256=_dir_revision(path), origin="hf-dir"
     )
+
+
+if __name__ == "__main__":  # the child of convert_gguf: python -m specharness.engines.model GGUF OUT_DIR
+    try:
+        _convert_here(Path(sys.argv[1]), Path(sys.argv[2]))
+    except ModelError as error:
+        print(error, file=sys.stderr)
+        sys.exit(2)

@@ -83,10 +83,11 @@ DEFAULT_GPU_SLOTS = 3  # an A/A pair and the ngram arm at once, as the control p
 ENGINE_OVERHEAD_GIB = 2.0  # a CPU engine's memory beyond its KV cache space (weights, compiled graphs, processes)
 _POLL_S = 1.0
 # what the engine sees from the environment and can change it; anything else (paths, terminal) does not
-_ENGINE_ENV = re.compile(r"^(VLLM_|CUDA_|TORCH|OMP_|MKL_|KMP_|HF_|TRANSFORMERS_|PYTORCH_|LD_PRELOAD$)")
+_ENGINE_ENV = re.compile(r"^(VLLM_|CUDA_|TORCH|OMP_|MKL_|KMP_|HF_|TRANSFORMERS_|PYTORCH_|LD_PRELOAD$|PYTHONPATH$)")
 _KEY_ENV = "SPECHARNESS_ENGINE_POOL_API_KEY"
-_VANISHED_S = 60.0
-_RELEASE_S = 15.0  # how long make_room waits for a stopped engine's memory to show as free  # a lease not (or no longer) on disk this long after the hold began: its keeper is gone
+_VANISHED_S = 60.0  # a lease not (or no longer) on disk this long after the hold began: its keeper is gone
+_RELEASE_S = 15.0  # how long make_room waits for a stopped engine's memory to show as free
+_GPU_START = "gpu-start"  # the lock one GPU start at a time holds
 
 
 def idle_limit_s() -> float:
@@ -212,6 +213,17 @@ class Lease:
         tmp.write_text(json.dumps(asdict(self), indent=1))
         tmp.replace(path)
 
+    def create(self, path: Path) -> None:
+        """Write the lease only where none is yet (the keeper may have written its own already)."""
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(asdict(self), indent=1))
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink(missing_ok=True)
+
     def keeper_alive(self) -> bool:
         return _alive(self.keeper_pid, self.keeper_started)
 
@@ -227,6 +239,21 @@ class EnginePool:
 
     def lease_path(self, digest: str) -> Path:
         return self.root / f"{digest}.lease.json"
+
+    @contextlib.contextmanager
+    def _try_locked(self, digest: str) -> Iterator[bool]:
+        """Like :meth:`_locked` without waiting: yields whether the lock was taken."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / f"{digest}.lock", "a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                yield False
+                return
+            try:
+                yield True
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
     @contextlib.contextmanager
     def _locked(self, digest: str) -> Iterator[None]:
@@ -269,21 +296,25 @@ class EnginePool:
             wanted.append((arm, arm_settings, key, key_hash(key)))
         ours = {digest for *_, digest in wanted}  # never stopped to make room: this run is about to use them
         try:
+            for arm, arm_settings, _key, digest in wanted:  # every hold first: another run's make_room skips them
+                held[arm.name] = PooledEngine(self, arm, digest, arm_settings, run_logs[arm.name])
             for arm, arm_settings, key, digest in wanted:
+                engine = held[arm.name]
                 room = _room(arm_settings, probe)
-                with self._locked(digest):
-                    engine = PooledEngine(self, arm, digest, arm_settings, run_logs[arm.name])  # holds from here on
-                    held[arm.name] = engine
-                    lease = Lease.read(self.lease_path(digest))
-                    engine.reused = lease is not None and _usable(lease, arm_settings)
-                    if not engine.reused:
-                        if lease is not None:
-                            _stop_keeper(lease)
-                        self.make_room(arm_settings, keep=ours, room=room, settle_s=_RELEASE_S if probe else 0.0)
-                        self._spawn_keeper(arm_settings, arm, key, digest, started_by)
-                engine.spawn()
-                if one_by_one:
-                    self._ready_or_retry(engine, arm_settings, key, started_by, keep=ours, room=room)
+                # on a GPU one start at a time across every run of this pool: vLLM sizes its KV cache from what the
+                # device has free while it profiles, so an engine starting beside another would get less
+                with self._locked(_GPU_START) if one_by_one else contextlib.nullcontext():
+                    with self._locked(digest):
+                        lease = Lease.read(self.lease_path(digest))
+                        engine.reused = lease is not None and _usable(lease, arm_settings)
+                        if not engine.reused:
+                            if lease is not None:
+                                _stop_keeper(lease)
+                            self.make_room(arm_settings, keep=ours, room=room, settle_s=_RELEASE_S if probe else 0.0)
+                            self._spawn_keeper(arm_settings, arm, key, digest, started_by)
+                    engine.spawn()
+                    if one_by_one:
+                        self._ready_or_retry(engine, arm_settings, key, started_by, keep=ours, room=room)
             for engine in held.values():
                 engine.wait_ready()
         except BaseException:
@@ -310,9 +341,13 @@ class EnginePool:
             if not is_memory_failure(str(error)):
                 raise
             with self._locked(engine.digest):
-                stopped = self.make_room(settings, keep=keep, room=room, every_idle=True, settle_s=_RELEASE_S)
-                engine.retried = f"{error} (started again after stopping {len(stopped)} idle pooled engine(s))"
-                self._spawn_keeper(settings, engine.arm, key, engine.digest, started_by)
+                current = Lease.read(self.lease_path(engine.digest))
+                if current is not None and current.state != "failed" and current.keeper_alive():
+                    engine.retried = f"{error} (another run sharing this engine started it again)"
+                else:
+                    stopped = self.make_room(settings, keep=keep, room=room, every_idle=True, settle_s=_RELEASE_S)
+                    engine.retried = f"{error} (started again after stopping {len(stopped)} idle pooled engine(s))"
+                    self._spawn_keeper(settings, engine.arm, key, engine.digest, started_by)
             engine.reused = False
             engine.restart_wait()
             try:
@@ -348,14 +383,21 @@ class EnginePool:
         for lease in idle:
             if not every_idle and has_room():
                 break
-            _stop_keeper(lease)
-            deadline = time.monotonic() + wait_s
-            while lease.keeper_alive() and time.monotonic() < deadline:
-                time.sleep(0.2)
+            with self._try_locked(lease.key_hash) as mine:
+                # another run may have taken it since the list was made: skip one that is busy or now held
+                current = Lease.read(self.lease_path(lease.key_hash))
+                if not mine or current is None or current.keeper_pid != lease.keeper_pid:
+                    continue
+                if _holders(self.root, lease.key_hash):
+                    continue
+                _stop_keeper(lease)
+                deadline = time.monotonic() + wait_s
+                while lease.keeper_alive() and time.monotonic() < deadline:
+                    time.sleep(0.2)
             stopped.append(lease.key_hash)
-        deadline = time.monotonic() + settle_s
-        while stopped and not has_room() and time.monotonic() < deadline:
-            time.sleep(0.2)
+            deadline = time.monotonic() + settle_s  # the memory comes back a moment after: wait before the next victim
+            while not has_room() and time.monotonic() < deadline:
+                time.sleep(0.2)
         return stopped
 
     def _spawn_keeper(
@@ -380,7 +422,7 @@ class EnginePool:
         if settings.api_key:
             env[_KEY_ENV] = settings.api_key  # the key reaches the keeper through its environment, never a file
         with open(self.root / f"{digest}.keeper.log", "ab") as log:
-            subprocess.Popen(
+            keeper = subprocess.Popen(
                 [self.python, "-m", "specharness.engines.pool", "keep", str(spec_path)],
                 env=env,
                 stdout=log,
@@ -388,6 +430,20 @@ class EnginePool:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # outlives the experiment that started it; ASV's kill does not reach it
             )
+        # the lease exists before the caller lets go of the lock (the keeper rewrites it a moment later): a run that
+        # takes the lock next sees this keeper instead of starting a second one
+        Lease(
+            key_hash=digest,
+            arm=arm.name,
+            state="starting",
+            keeper_pid=keeper.pid,
+            keeper_started=_start_time(keeper.pid),
+            owner_pid=self.owner_pid,
+            idle_s=self.idle_s,
+            started_by=started_by,
+            spawned_unix_s=time.time(),
+            log_path=str(self.root / f"{digest}.log"),
+        ).create(self.lease_path(digest))
 
     def leases(self) -> list[Lease]:
         return [lease for p in sorted(self.root.glob("*.lease.json")) if (lease := Lease.read(p)) is not None]
@@ -693,6 +749,7 @@ def keep(spec_path: Path) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         server.stop(grace_s=10.0)
+        server.wait_gone()  # the engine core and its workers too: on a GPU their memory is what make_room waits for
         current = Lease.read(lease_path)
         if current is not None and current.keeper_pid == me and current.state != "failed":
             lease_path.unlink(missing_ok=True)

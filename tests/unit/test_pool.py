@@ -342,6 +342,7 @@ def test_on_a_gpu_pooled_engines_start_one_by_one_with_a_fixed_share_and_idle_on
         assert not fits(gpu.read(), 0.48)  # two shares of 1/2 less headroom (0.48 each): no room for a third
         for engine in pair.values():
             engine.stop()
+            time.sleep(0.05)  # idle since: apart by more than the file system's coarse clock (else a tie)
         sweep = take([k2], "sweep")  # a third kind of engine: the longest idle one makes room, the other stays
         assert not sweep["ngram-k2"].reused
         assert sorted(lease.arm for lease in pool.leases()) == ["ngram", "ngram-k2"]
@@ -385,3 +386,55 @@ def test_a_pooled_start_that_fails_for_memory_is_retried_after_idle_engines_stop
         assert failures.read_text() == "0"
     finally:
         pool.shutdown()
+
+
+def test_make_room_leaves_an_engine_another_run_is_taking(standin_python: str, tmp_path: Path) -> None:
+    """Another run that holds an idle engine's lock (it is about to take it) keeps it: make_room skips it, even when
+    told to stop every idle engine, instead of stopping it under that run."""
+    import fcntl
+
+    pool = EnginePool(tmp_path / "pool", owner_pid=os.getpid(), idle_s=600.0)
+    settings = settings_for(standin_python)
+    logs = {"baseline": tmp_path / "baseline.log"}
+    try:
+        idle = pool.acquire(settings, [ArmSpec("baseline")], started_by="a", run_logs=logs)["baseline"]
+        idle.stop()
+        with open(pool.root / f"{idle.digest}.lock", "a") as other_run:
+            fcntl.flock(other_run, fcntl.LOCK_EX)
+            assert pool.make_room(settings, keep=set(), every_idle=True, room=lambda: False) == []
+            fcntl.flock(other_run, fcntl.LOCK_UN)
+        assert pid_alive(idle.reuse_record()["pid"])
+        assert pool.make_room(settings, keep=set(), every_idle=True, room=lambda: False) == [idle.digest]
+        assert wait_until(lambda: not pid_alive(idle.reuse_record()["pid"]))
+    finally:
+        pool.shutdown()
+
+
+def test_a_new_keeper_has_a_lease_before_its_starter_lets_go_of_the_lock(standin_python: str, tmp_path: Path) -> None:
+    """The starter writes the 'starting' lease itself: a run that takes the lock the moment after sees a live keeper
+    and waits for it, instead of finding no lease and starting a second keeper for the same engine."""
+    pool = EnginePool(tmp_path / "pool", owner_pid=os.getpid(), idle_s=600.0)
+    settings = settings_for(standin_python)
+    arm = ArmSpec("baseline")
+    key = engine_key(settings, arm, {})
+    digest = key_hash(key)
+    pool.root.mkdir(parents=True)  # as acquire's lock makes it
+    try:
+        pool._spawn_keeper(settings, arm, key, digest, "a")
+        lease = Lease.read(pool.lease_path(digest))  # at once, before the keeper has imported anything
+        assert lease is not None and lease.state in ("starting", "ready") and lease.keeper_alive()
+        assert wait_until(lambda: (now := Lease.read(pool.lease_path(digest))) is not None and now.state == "ready")
+        ready = Lease.read(pool.lease_path(digest))
+        assert ready is not None and ready.keeper_pid == lease.keeper_pid  # the keeper's own lease replaced it
+    finally:
+        pool.shutdown()
+
+
+def test_a_lease_is_created_only_where_none_is(tmp_path: Path) -> None:
+    path = tmp_path / "x.lease.json"
+    mine = Lease("x", "baseline", "ready", 1, None, 1, 1.0, "keeper", 0.0)
+    mine.write(path)
+    replace(mine, state="starting").create(path)  # the keeper's 'ready' is already there: it stays
+    again = Lease.read(path)
+    assert again is not None and again.state == "ready"
+    assert list(tmp_path.iterdir()) == [path]  # no temporary file left behind
