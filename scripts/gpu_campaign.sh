@@ -120,7 +120,7 @@ case "$MODE" in
     start=$(date +%s)
     SPECHARNESS_ASV_PROFILE=quick timeout "${POOL_ASV_LIMIT_S:-240}" "$PY" -m asv run --config asv.gpu.json -E "existing:$PY" \
       --set-commit-hash "$COMMIT" --machine "${MACHINE:-h200}" --bench 'PairedNgram|SampledDistribution' --show-stderr 2>&1 | tee "$OUT/asv_pool.log"
-    echo "asv pool wall: $(( $(date +%s) - start )) s; pooled engine starts: $(ls /tmp/asvruns/engine-pool/*.spec.json 2>/dev/null | wc -l)" | tee -a "$OUT/asv_pool.log"
+    echo "asv pool wall: $(( $(date +%s) - start )) s; pooled engine starts: $(cat /tmp/asvruns/engine-pool/*.keeper.log 2>/dev/null | grep -c ': starting the server$')" | tee -a "$OUT/asv_pool.log"
     tar -C /tmp --exclude='*.log' -cJf "$OUT/pool_runs.tar.xz" asvruns
     tar -C /tmp -cJf "$OUT/pool_logs.tar.xz" asvruns/engine-pool starts-fork ;;
   reuse)  # both runs take their engines from one pool that lives as long as this script
@@ -129,7 +129,7 @@ case "$MODE" in
       start=$(date +%s)
       timeout "${REUSE_LIMIT_S:-270}" "$PY" -m specharness run ${REUSE_ARGS:---profile quick} --out "/tmp/reuse$k" --no-progress 2>&1 \
         | grep -v 'it/s]' | tail -25 | tee -a "$OUT/reuse.log"
-      echo "run $k wall: $(( $(date +%s) - start )) s; pooled engine starts so far: $(ls /tmp/reuse-pool/*.spec.json 2>/dev/null | wc -l)" | tee -a "$OUT/reuse.log"
+      echo "run $k wall: $(( $(date +%s) - start )) s; pooled engine starts so far: $(cat /tmp/reuse-pool/*.keeper.log 2>/dev/null | grep -c ': starting the server$')" | tee -a "$OUT/reuse.log"
     done
     tar -C /tmp --exclude='*.log' -cJf "$OUT/reuse_runs.tar.xz" reuse1 reuse2
     tar -C /tmp -cJf "$OUT/reuse_pool.tar.xz" reuse-pool ;;

@@ -105,6 +105,19 @@ def memory_share(device: DeviceMemory, arms: int) -> float:
     return math.floor(usable / arms / device.total_mib * 100 + 1e-9) / 100  # 0.96 / 3 is 0.32, not 0.31
 
 
+def _check_user_share(arms: Sequence[str], user_share: float, device: DeviceMemory) -> None:
+    """A share the user set for every arm must fit the device that many times: else the last engine cannot start
+    (vLLM refuses it, or it finds no memory for its KV cache) after the others took minutes to start."""
+    n = len(arms)
+    if n * user_share > 1.0 + 1e-9:
+        most = math.floor(100 / n + 1e-9) / 100
+        raise ConfigError(
+            f"--gpu-memory-utilization {user_share} for each of {n} arms asks for {n * user_share:.2f} of "
+            f"{device.name}: give at most {most:.2f} (less leaves room for the CUDA contexts), or leave it out and "
+            "the harness splits the device"
+        )
+
+
 def plan_launch(
     arms: Sequence[str], device: DeviceMemory | None, *, mode: str = "auto", user_share: float | None = None
 ) -> LaunchPlan:
@@ -125,6 +138,7 @@ def plan_launch(
         else "one by one: each engine profiles memory only after the previous one holds its share"
     )
     if user_share is not None:
+        _check_user_share(arms, user_share, device)
         return LaunchPlan(
             strategy,
             dict.fromkeys(arms, user_share),
@@ -158,6 +172,7 @@ def pooled_plan(
         return LaunchPlan("together", dict.fromkeys(arms), "pooled, together: no NVIDIA GPU seen: the CPU build")
     n = max(slots, len(arms))
     if user_share is not None:
+        _check_user_share(arms, user_share, device)
         return LaunchPlan(
             "one-by-one",
             dict.fromkeys(arms, user_share),

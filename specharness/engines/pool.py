@@ -334,7 +334,8 @@ class EnginePool:
         room: Callable[[], bool],
     ) -> None:
         """Wait for a new (or still starting) engine; one that failed for memory is started once more after every
-        idle pooled engine is stopped (on a GPU another engine's memory is what such a start lacks)."""
+        idle pooled engine is stopped (on a GPU another engine's memory is what such a start lacks), unless none was
+        stopped and the device still lacks the engine's share (then a second start would fail the same way)."""
         try:
             engine.wait_ready()
         except EngineError as error:
@@ -346,6 +347,11 @@ class EnginePool:
                     engine.retried = f"{error} (another run sharing this engine started it again)"
                 else:
                     stopped = self.make_room(settings, keep=keep, room=room, every_idle=True, settle_s=_RELEASE_S)
+                    if not stopped and not room():  # the same start again would fail the same way
+                        raise type(error)(
+                            f"{error} (not retried: no idle pooled engine to stop, and the device still lacks this "
+                            "engine's share: free the device or pass a smaller --gpu-memory-utilization)"
+                        ) from None
                     engine.retried = f"{error} (started again after stopping {len(stopped)} idle pooled engine(s))"
                     self._spawn_keeper(settings, engine.arm, key, engine.digest, started_by)
             engine.reused = False
@@ -705,6 +711,7 @@ def keep(spec_path: Path) -> int:
     why = "stopped"
     try:
         lease.write(lease_path)
+        print(f"keeper {me} ({arm.name}, {digest}): starting the server", flush=True)  # one line per start
         try:
             server.start()
         except EngineError as error:

@@ -19,7 +19,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,16 @@ from specharness.engines.memory import MemoryProbe
 from specharness.engines.model import cache_dir
 from specharness.engines.startlog import StartPhases, first_error, start_phases
 
-__all__ = ["ArmSpec", "EngineServer", "EngineSettings", "build_command", "group_alive", "stop_all", "warm_start_env"]
+__all__ = [
+    "ArmSpec",
+    "EngineServer",
+    "EngineSettings",
+    "build_command",
+    "group_alive",
+    "server_environment",
+    "stop_all",
+    "warm_start_env",
+]
 
 _ENTRYPOINT = "vllm.entrypoints.openai.api_server"
 _LIVE: list[EngineServer] = []
@@ -147,6 +156,25 @@ def warm_start_env(*, cpu_build: bool) -> dict[str, str]:
     return {"VLLM_USE_AOT_COMPILE": "0", "TORCHINDUCTOR_CACHE_DIR": str(cache_dir() / "torchinductor")}
 
 
+def server_environment(
+    base: Mapping[str, str], settings: EngineSettings, *, cpu_build: bool
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The server's environment (``base`` plus what the harness sets, where ``base`` does not set it already: the
+    user's own environment wins) and the part of it the harness set or chose, for the journal (no API key here)."""
+    env = dict(base)
+    ours: dict[str, str] = {"VLLM_USE_FLASHINFER_SAMPLER": "0"}
+    if settings.kv_cache_gib is not None:
+        ours["VLLM_CPU_KVCACHE_SPACE"] = str(settings.kv_cache_gib)
+    ours.update(warm_start_env(cpu_build=cpu_build))
+    for key, value in ours.items():
+        env.setdefault(key, value)
+    if settings.host in ("127.0.0.1", "localhost", "::1"):
+        env["VLLM_SERVER_DEV_MODE"] = "1"  # /server_info reports the effective config; loopback only
+    env["PYTHONUNBUFFERED"] = "1"
+    recorded = {k: env[k] for k in (*ours, "VLLM_SERVER_DEV_MODE", "PYTHONUNBUFFERED") if k in env}
+    return env, recorded
+
+
 def _port_free(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         try:
@@ -235,17 +263,7 @@ class EngineServer:
             and supports_per_request_spec_metrics(s.python)
         )
         self.command = build_command(s, self.arm, self.port, supports_per_request_metrics=self.per_request_metrics)
-        env = dict(os.environ)
-        ours: dict[str, str] = {"VLLM_USE_FLASHINFER_SAMPLER": "0"}
-        if s.kv_cache_gib is not None:
-            ours["VLLM_CPU_KVCACHE_SPACE"] = str(s.kv_cache_gib)
-        ours.update(warm_start_env(cpu_build=not _gpu_seen()))
-        for key, value in ours.items():  # the user's own environment wins
-            env.setdefault(key, value)
-        if s.host in ("127.0.0.1", "localhost", "::1"):
-            env["VLLM_SERVER_DEV_MODE"] = "1"  # /server_info reports the effective config; loopback only
-        env["PYTHONUNBUFFERED"] = "1"
-        self.engine_env = {k: env[k] for k in (*ours, "VLLM_SERVER_DEV_MODE", "PYTHONUNBUFFERED") if k in env}
+        env, self.engine_env = server_environment(os.environ, s, cpu_build=not _gpu_seen())
         if s.api_key:
             env["VLLM_API_KEY"] = s.api_key
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -345,10 +345,15 @@ def pooled_env(engine_pool: EnginePool) -> dict[str, str]:
 
 
 def assert_pooled_and_released(run_dir: Path) -> None:
-    """Every engine of the run came from the pool (journaled with ``reused``) and was released: its log in the run
-    folder ends with the pooled server's log, which the release copies in."""
-    engines = [line for line in journal_lines(run_dir) if line.get("kind") == "engine"]
+    """Every engine of the run came from the pool (journaled with ``reused``, and the launch as an ``engine_launch``
+    event of mode "pooled", together on the CPU build) and was released: its log in the run folder ends with the
+    pooled server's log, which the release copies in."""
+    lines = journal_lines(run_dir)
+    engines = [line for line in lines if line.get("kind") == "engine"]
     assert engines and all((e.get("reused") or {}).get("pooled") for e in engines), engines
+    launches = [line["report"] for line in lines if line.get("kind") == "engine_launch"]
+    assert launches and all(r["mode"] == "pooled" and r["plan"]["strategy"] == "together" for r in launches), launches
+    assert {arm for r in launches for arm in r["order"]} == {e["arm"] for e in engines}
     manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
     assert {e["arm"] for e in manifest["engines_reused"]} == {e["arm"] for e in engines}
     for e in engines:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from specharness._errors import EngineDied
-from specharness.engines.server import ArmSpec, EngineServer, EngineSettings, warm_start_env
+from specharness.engines.server import ArmSpec, EngineServer, EngineSettings, server_environment, warm_start_env
 
 ULIMIT_WARNING = (
     "(APIServer pid=1) WARNING 12-03 12:42:42 [system_utils.py:255] Found ulimit of 20000 and failed to "
@@ -84,6 +84,23 @@ def test_the_warm_start_environment_differs_between_the_cpu_build_and_a_gpu(
         "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "torchinductor"),
     }
     assert warm_start_env(cpu_build=False) == {"VLLM_WORKER_MULTIPROC_METHOD": "fork"}  # no second import on a GPU
+
+
+def test_the_users_environment_wins_over_what_the_harness_sets() -> None:
+    """A user who asks for vLLM's spawn (or any other value the harness would set) gets it, and the journal records
+    the value the server got, not the harness's default."""
+    settings = EngineSettings(model_path="m", served_model_name="m")
+    user = {"VLLM_WORKER_MULTIPROC_METHOD": "spawn", "VLLM_USE_FLASHINFER_SAMPLER": "1", "HOME": "/home/u"}
+    env, recorded = server_environment(user, settings, cpu_build=False)
+    assert env["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn"
+    assert recorded["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn"
+    assert env["VLLM_USE_FLASHINFER_SAMPLER"] == "1" and env["HOME"] == "/home/u"
+    assert user == {"VLLM_WORKER_MULTIPROC_METHOD": "spawn", "VLLM_USE_FLASHINFER_SAMPLER": "1", "HOME": "/home/u"}
+    env, recorded = server_environment({}, settings, cpu_build=False)
+    assert env["VLLM_WORKER_MULTIPROC_METHOD"] == "fork" and recorded["VLLM_WORKER_MULTIPROC_METHOD"] == "fork"
+    assert recorded["VLLM_CPU_KVCACHE_SPACE"] == "2" and "HOME" not in recorded
+    _, on_cpu = server_environment({}, settings, cpu_build=True)
+    assert "VLLM_WORKER_MULTIPROC_METHOD" not in on_cpu and on_cpu["VLLM_USE_AOT_COMPILE"] == "0"
 
 
 def test_the_cause_is_read_from_this_start_only(tmp_path: Path) -> None:

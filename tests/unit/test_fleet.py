@@ -49,6 +49,19 @@ def test_the_users_share_is_kept() -> None:
     assert plan.shares == {"baseline": 0.3, "ngram": 0.3} and "as the user set it" in plan.reason
 
 
+def test_a_users_share_that_cannot_fit_every_arm_is_refused_before_any_start() -> None:
+    three = ("baseline", "ngram", "baseline-b")
+    with pytest.raises(
+        ConfigError, match=r"^--gpu-memory-utilization 0.4 for each of 3 arms asks for 1.20 of NVIDIA H200"
+    ):
+        plan_launch(three, STANDIN_H200_FREE, user_share=0.4)
+    with pytest.raises(ConfigError, match=r"give at most 0.33"):
+        pooled_plan(three, STANDIN_H200_FREE, slots=3, user_share=0.4)
+    assert plan_launch(ARMS, STANDIN_H200_FREE, user_share=0.5).shares == {"baseline": 0.5, "ngram": 0.5}
+    assert pooled_plan(["baseline"], STANDIN_H200_FREE, slots=3, user_share=0.9).shares == {"baseline": 0.9}
+    assert plan_launch(three, None, user_share=0.9).strategy == "together"  # the CPU build has no device to split
+
+
 def test_together_on_a_gpu_only_when_asked() -> None:
     assert plan_launch(ARMS, STANDIN_H200_FREE, mode="together").strategy == "together"
     assert plan_launch(ARMS, STANDIN_H200_FREE, mode="auto").strategy == "one-by-one"

@@ -196,6 +196,8 @@ def test_engines_start_once_are_reused_then_stop_when_idle(standin_python: str, 
     assert all(e.reused for e in second.values())
     assert {arm: r["pid"] for arm, r in records.items()} == pids
     assert all(r["started_by"] == "run1" and r["requests_served_before"] == 3 for r in records.values())
+    starts = [line for log in pool.root.glob("*.keeper.log") for line in log.read_text().splitlines()]
+    assert sum(line.endswith(": starting the server") for line in starts) == 2  # two engines, each started once
     time.sleep(2.5)  # held: past the idle limit, nothing stops
     assert all(pid_alive(p) for p in pids.values()) and len(pool.leases()) == 2
     for engine in second.values():
@@ -384,6 +386,37 @@ def test_a_pooled_start_that_fails_for_memory_is_retried_after_idle_engines_stop
         with pytest.raises(EngineError, match=r"retried after: .*No available memory"):
             pool.acquire(settings, twin, started_by="c", run_logs=logs, plan=plan, probe=gpu.read)
         assert failures.read_text() == "0"
+    finally:
+        pool.shutdown()
+
+
+def test_a_memory_failure_is_not_retried_when_nothing_can_be_freed(
+    standin_python: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No idle pooled engine to stop and the device still short (another user holds it): a second start would fail
+    the same way, so the run fails at once, saying why."""
+    pool = EnginePool(tmp_path / "pool", owner_pid=os.getpid(), idle_s=600.0)
+    gpu = StandinGpu(pool)
+
+    def crowded() -> DeviceMemory:
+        seen = gpu.read()
+        return DeviceMemory(seen.name, seen.total_mib, seen.free_mib - 80_000.0)  # not the pool's: nothing to stop
+
+    failures = tmp_path / "failures"
+    failures.write_text("2")
+    monkeypatch.setenv("STANDIN_FAILURES", str(failures))
+    plan = pooled_plan(["baseline"], gpu.read(), slots=3)
+    try:
+        with pytest.raises(EngineError, match=r"No available memory.*\(not retried: no idle pooled engine to stop"):
+            pool.acquire(
+                settings_for(standin_python),
+                [ArmSpec("baseline")],
+                started_by="a",
+                run_logs={"baseline": tmp_path / "baseline.log"},
+                plan=plan,
+                probe=crowded,
+            )
+        assert failures.read_text() == "1"  # one start, not two
     finally:
         pool.shutdown()
 
