@@ -106,22 +106,30 @@ def memory_share(device: DeviceMemory, arms: int) -> float:
 
 
 def _check_user_share(arms: Sequence[str], user_share: float, device: DeviceMemory) -> None:
-    """A share the user set for every arm must fit the device that many times: else the last engine cannot start
-    (vLLM refuses it, or it finds no memory for its KV cache) after the others took minutes to start."""
+    """A share the user set for every arm must fit the device that many times, with the headroom :func:`fits` keeps:
+    else the last engine cannot start (vLLM refuses it, or it finds no memory for its KV cache) after the others took
+    minutes to start."""
     n = len(arms)
-    if n * user_share > 1.0 + 1e-9:
-        most = math.floor(100 / n + 1e-9) / 100
+    if n * user_share * device.total_mib + _HEADROOM_MIN_MIB > device.total_mib:
+        most = memory_share(DeviceMemory(device.name, device.total_mib, device.total_mib), n)
         raise ConfigError(
             f"--gpu-memory-utilization {user_share} for each of {n} arms asks for {n * user_share:.2f} of "
-            f"{device.name}: give at most {most:.2f} (less leaves room for the CUDA contexts), or leave it out and "
-            "the harness splits the device"
+            f"{device.name}, which needs room for its CUDA contexts too: give at most {most:.2f}, or leave it out "
+            "and the harness splits the device"
         )
 
 
 def plan_launch(
-    arms: Sequence[str], device: DeviceMemory | None, *, mode: str = "auto", user_share: float | None = None
+    arms: Sequence[str],
+    device: DeviceMemory | None,
+    *,
+    mode: str = "auto",
+    user_share: float | None = None,
+    side_by_side: bool = True,
 ) -> LaunchPlan:
-    """Decide how to start ``arms`` on ``device`` (None: the CPU build). Pure: the NVML reading comes in."""
+    """Decide how to start ``arms`` on ``device`` (None: the CPU build). Pure: the NVML reading comes in.
+    ``side_by_side``: the engines run at the same time (a run), so a user's share must fit every arm; False for
+    engines started one at a time, each stopped before the next (``specharness starts``)."""
     if mode not in MODES:
         raise ConfigError(f"engine start mode {mode!r} is unknown; use one of {', '.join(MODES)}")
     none: dict[str, float | None] = dict.fromkeys(arms)
@@ -138,7 +146,8 @@ def plan_launch(
         else "one by one: each engine profiles memory only after the previous one holds its share"
     )
     if user_share is not None:
-        _check_user_share(arms, user_share, device)
+        if side_by_side:
+            _check_user_share(arms, user_share, device)
         return LaunchPlan(
             strategy,
             dict.fromkeys(arms, user_share),

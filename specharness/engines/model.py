@@ -107,6 +107,7 @@ def convert_gguf(gguf: Path, out_dir: Path) -> None:
     ``TORCHINDUCTOR_CACHE_DIR``, ``LD_LIBRARY_PATH`` with the CPU build): engines started afterwards would
     inherit them, and the engine pool, which keys engines by the variables an engine reads, would take the first run
     of a fresh cache for a different engine from every later one and start its engines again."""
+    gguf, out_dir = gguf.resolve(), out_dir.resolve()  # the child runs in another working directory
     package_root = str(Path(__file__).resolve().parents[2])  # this specharness, whatever the working directory holds
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
     out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -119,14 +120,18 @@ def convert_gguf(gguf: Path, out_dir: Path) -> None:
         text=True,
         check=False,
     )
+    lines = [line.strip() for line in proc.stderr.replace("\r", "\n").splitlines() if line.strip()]
     if proc.returncode == 2:  # the converter's own one-line reason
-        lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
         raise ModelError(lines[-1] if lines else f"could not convert {gguf}")
-    if proc.returncode != 0:
-        how = f"killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exited with {proc.returncode}"
+    if proc.returncode < 0:  # killed (out of memory, most often): what it printed last is a progress bar, not a cause
         raise ModelError(
-            f"could not convert {gguf}: the converter ({sys.executable} -m specharness.engines.model) {how}; "
-            "if it ran out of memory, free some and run again"
+            f"could not convert {gguf}: the converter ({sys.executable} -m specharness.engines.model) was killed by "
+            f"signal {-proc.returncode}; if it ran out of memory, free some and run again"
+        )
+    if proc.returncode != 0:  # an error the converter did not catch: the last line of its traceback names it
+        raise ModelError(
+            f"could not convert {gguf}: the converter ({sys.executable} -m specharness.engines.model) exited with "
+            f"{proc.returncode}: {lines[-1] if lines else 'no output'}"
         )
     if not (out_dir / "config.json").is_file():
         raise ModelError(f"could not convert {gguf}: the converter wrote no {out_dir / 'config.json'}")

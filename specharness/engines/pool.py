@@ -86,6 +86,7 @@ _POLL_S = 1.0
 _ENGINE_ENV = re.compile(r"^(VLLM_|CUDA_|TORCH|OMP_|MKL_|KMP_|HF_|TRANSFORMERS_|PYTORCH_|LD_PRELOAD$|PYTHONPATH$)")
 _KEY_ENV = "SPECHARNESS_ENGINE_POOL_API_KEY"
 _VANISHED_S = 60.0  # a lease not (or no longer) on disk this long after the hold began: its keeper is gone
+_STOP_WAIT_S = 60.0  # how long a start waits for the keeper of an engine it replaces to be gone (server included)
 _RELEASE_S = 15.0  # how long make_room waits for a stopped engine's memory to show as free
 _GPU_START = "gpu-start"  # the lock one GPU start at a time holds
 
@@ -308,10 +309,11 @@ class EnginePool:
                         lease = Lease.read(self.lease_path(digest))
                         engine.reused = lease is not None and _usable(lease, arm_settings)
                         if not engine.reused:
-                            if lease is not None:
-                                _stop_keeper(lease)
+                            if lease is not None:  # one that is stopping, failed or unhealthy: gone before the next
+                                _stop_keeper(lease, wait_s=_STOP_WAIT_S)
                             self.make_room(arm_settings, keep=ours, room=room, settle_s=_RELEASE_S if probe else 0.0)
                             self._spawn_keeper(arm_settings, arm, key, digest, started_by)
+                            engine.restart_wait()  # its hold may be minutes old: the lease wait starts now
                     engine.spawn()
                     if one_by_one:
                         self._ready_or_retry(engine, arm_settings, key, started_by, keep=ours, room=room)
@@ -346,11 +348,14 @@ class EnginePool:
                 if current is not None and current.state != "failed" and current.keeper_alive():
                     engine.retried = f"{error} (another run sharing this engine started it again)"
                 else:
+                    if current is not None:  # the failed engine's own memory: its keeper stops the server, then ends
+                        _stop_keeper(current, wait_s=_STOP_WAIT_S)
                     stopped = self.make_room(settings, keep=keep, room=room, every_idle=True, settle_s=_RELEASE_S)
                     if not stopped and not room():  # the same start again would fail the same way
                         raise type(error)(
                             f"{error} (not retried: no idle pooled engine to stop, and the device still lacks this "
-                            "engine's share: free the device or pass a smaller --gpu-memory-utilization)"
+                            "engine's share: free the device, or give pooled engines a smaller share with more "
+                            f"{GPU_SLOTS_ENV} or --gpu-memory-utilization)"
                         ) from None
                     engine.retried = f"{error} (started again after stopping {len(stopped)} idle pooled engine(s))"
                     self._spawn_keeper(settings, engine.arm, key, engine.digest, started_by)
@@ -396,10 +401,7 @@ class EnginePool:
                     continue
                 if _holders(self.root, lease.key_hash):
                     continue
-                _stop_keeper(lease)
-                deadline = time.monotonic() + wait_s
-                while lease.keeper_alive() and time.monotonic() < deadline:
-                    time.sleep(0.2)
+                _stop_keeper(lease, wait_s=wait_s)
             stopped.append(lease.key_hash)
             deadline = time.monotonic() + settle_s  # the memory comes back a moment after: wait before the next victim
             while not has_room() and time.monotonic() < deadline:
@@ -511,10 +513,15 @@ def _usable(lease: Lease, settings: EngineSettings) -> bool:
         return False
 
 
-def _stop_keeper(lease: Lease) -> None:
+def _stop_keeper(lease: Lease, wait_s: float = 0.0) -> None:
+    """Ask a keeper to stop its server; with ``wait_s``, wait up to that long until the keeper is gone (it waits for
+    every process of its server first, so on a GPU their memory is free by then)."""
     if lease.keeper_alive():
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(lease.keeper_pid, signal.SIGTERM)
+    deadline = time.monotonic() + wait_s
+    while lease.keeper_alive() and time.monotonic() < deadline:
+        time.sleep(0.2)
 
 
 def requests_served(url: str, headers: Mapping[str, str] | None = None) -> int | None:
@@ -544,6 +551,7 @@ class PooledEngine(AttachedEngine):
         self._hold.touch()
         self._since = time.monotonic()
         self._released = False
+        self._taken = False  # spawn() ran: this run looked the engine up (a failed acquire may never get that far)
         self.retried = ""  # the memory failure a retried start followed, if any
 
     def restart_wait(self) -> None:
@@ -556,6 +564,7 @@ class PooledEngine(AttachedEngine):
 
     def spawn(self) -> None:
         """Nothing to spawn (a keeper does): write the note that begins this engine's log in the run folder."""
+        self._taken = True
         self._note(
             f"pooled {time.strftime('%Y-%m-%dT%H:%M:%S%z')}: the {self.arm.name} engine comes from the engine pool at "
             f"{self.pool.root} (lease {self.digest}, {'reused' if self.reused else 'started for this run'}); its "
@@ -640,11 +649,16 @@ class PooledEngine(AttachedEngine):
                 out.write(b"--- the pooled engine's log, from its start to this release ---\n" + text)
 
     def stop(self, grace_s: float = 20.0) -> None:
-        """Release the hold (the keeper's idle clock starts) and copy the engine's log into the run folder."""
+        """Release the hold (the keeper's idle clock starts) and copy the engine's log into the run folder. An engine
+        this run held but never took (its acquire failed before it) is only let go: its log and idle clock are
+        another run's business."""
         del grace_s
         if self._released:
             return
         self._released = True
+        if not self._taken:
+            self._hold.unlink(missing_ok=True)
+            return
         self._copy_log()
         self._hold.unlink(missing_ok=True)
         with contextlib.suppress(OSError):

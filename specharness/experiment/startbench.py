@@ -143,7 +143,8 @@ def measure_starts(
     model = resolve_model(config.model)
     settings = engine_settings(config, model)
     probe = MemoryProbe()
-    shares = plan_launch(names, probe.engine_device(), user_share=settings.gpu_memory_utilization).shares
+    device = probe.engine_device()
+    shares = plan_launch(names, device, user_share=settings.gpu_memory_utilization, side_by_side=False).shares
     machine = _machine_label(hardware_info(probe))
     out.mkdir(parents=True, exist_ok=True)
     path = out / STARTS_FILE

@@ -55,9 +55,12 @@ def test_a_users_share_that_cannot_fit_every_arm_is_refused_before_any_start() -
         ConfigError, match=r"^--gpu-memory-utilization 0.4 for each of 3 arms asks for 1.20 of NVIDIA H200"
     ):
         plan_launch(three, STANDIN_H200_FREE, user_share=0.4)
-    with pytest.raises(ConfigError, match=r"give at most 0.33"):
+    with pytest.raises(ConfigError, match=r"give at most 0.32"):  # the pool's own share of 3: 1/3 less headroom
         pooled_plan(three, STANDIN_H200_FREE, slots=3, user_share=0.4)
-    assert plan_launch(ARMS, STANDIN_H200_FREE, user_share=0.5).shares == {"baseline": 0.5, "ngram": 0.5}
+    with pytest.raises(ConfigError, match=r"asks for 1.00 of"):  # two halves leave nothing for the CUDA contexts
+        plan_launch(ARMS, STANDIN_H200_FREE, user_share=0.5)
+    assert plan_launch(ARMS, STANDIN_H200_FREE, user_share=0.49).shares == {"baseline": 0.49, "ngram": 0.49}
+    assert plan_launch(three, STANDIN_H200_FREE, user_share=0.9, side_by_side=False).shares["ngram"] == 0.9
     assert pooled_plan(["baseline"], STANDIN_H200_FREE, slots=3, user_share=0.9).shares == {"baseline": 0.9}
     assert plan_launch(three, None, user_share=0.9).strategy == "together"  # the CPU build has no device to split
 

@@ -421,6 +421,61 @@ def test_a_memory_failure_is_not_retried_when_nothing_can_be_freed(
         pool.shutdown()
 
 
+def test_an_engine_that_stopped_answering_is_gone_before_its_replacement_starts(
+    standin_python: str, tmp_path: Path
+) -> None:
+    """A live keeper whose server no longer answers (here: the stand-in server is frozen with SIGSTOP) is replaced;
+    its keeper (and with it the server, whose memory a GPU start would lack) is gone before the new keeper starts."""
+    pool = EnginePool(tmp_path / "pool", owner_pid=os.getpid(), idle_s=600.0)
+    settings = settings_for(standin_python)
+    logs = {"baseline": tmp_path / "baseline.log"}
+    try:
+        first = pool.acquire(settings, [ArmSpec("baseline")], started_by="a", run_logs=logs)["baseline"]
+        first.stop()
+        frozen = first.reuse_record()["pid"]
+        os.kill(frozen, signal.SIGSTOP)
+        again = pool.acquire(settings, [ArmSpec("baseline")], started_by="b", run_logs=logs)["baseline"]
+        assert not again.reused and not pid_alive(frozen)
+        lines = (pool.root / f"{again.digest}.keeper.log").read_text().splitlines()
+        order = [line.split(": ", 1)[1].rsplit("; ", 1)[-1] for line in lines]
+        assert order == ["starting the server", "server stopped", "starting the server"], lines
+        again.stop()
+    finally:
+        pool.shutdown()
+
+
+def test_a_failed_acquire_lets_go_of_engines_it_never_took_without_touching_them(
+    standin_python: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its first engine fails to start (on a GPU, one by one): the idle engine it held for its second arm keeps its
+    place in the eviction order, and no log of it lands in the failed run's folder."""
+    pool = EnginePool(tmp_path / "pool", owner_pid=os.getpid(), idle_s=600.0)
+    gpu = StandinGpu(pool)
+    settings = settings_for(standin_python)
+    ngram = ArmSpec("ngram", speculative_config=NGRAM)
+    plan = pooled_plan(["baseline", "ngram"], gpu.read(), slots=3)
+    try:
+        earlier = pool.acquire(
+            settings, [ngram], started_by="a", run_logs={"ngram": tmp_path / "a.log"}, plan=plan, probe=gpu.read
+        )
+        earlier["ngram"].stop()
+        touch = pool.root / f"{earlier['ngram'].digest}.touch"
+        os.utime(touch, (1_000_000.0, 1_000_000.0))
+        failures = tmp_path / "failures"
+        failures.write_text("2")
+        monkeypatch.setenv("STANDIN_FAILURES", str(failures))
+        logs = {"baseline": tmp_path / "b-baseline.log", "ngram": tmp_path / "b-ngram.log"}
+        with pytest.raises(EngineError, match="No available memory"):
+            pool.acquire(
+                settings, [ArmSpec("baseline"), ngram], started_by="b", run_logs=logs, plan=plan, probe=gpu.read
+            )
+        assert touch.stat().st_mtime == 1_000_000.0 and not logs["ngram"].exists()
+        assert not list(pool.root.glob(f"{earlier['ngram'].digest}.hold.*"))  # let go
+        assert pid_alive(earlier["ngram"].reuse_record()["pid"])
+    finally:
+        pool.shutdown()
+
+
 def test_make_room_leaves_an_engine_another_run_is_taking(standin_python: str, tmp_path: Path) -> None:
     """Another run that holds an idle engine's lock (it is about to take it) keeps it: make_room skips it, even when
     told to stop every idle engine, instead of stopping it under that run."""
