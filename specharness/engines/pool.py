@@ -280,8 +280,9 @@ class EnginePool:
         """One held engine per arm: a live lease's, or a new keeper's. ``plan``
         (:func:`~specharness.engines.fleet.pooled_plan`) gives each arm's GPU memory share and the order: "together"
         (the CPU build: every new keeper spawned before any is waited for, so their starts overlap) or "one-by-one"
-        (a GPU: each engine ready before the next starts; ``probe`` reads the device for :meth:`make_room`, and a
-        start that fails for memory is retried once after every idle pooled engine is stopped). ``run_logs``: each
+        (a GPU: each engine ready before the next starts, one start at a time across the pool, while an engine found
+        ready is taken without waiting for another run's start; ``probe`` reads the device for :meth:`make_room`, and
+        a start that fails for memory is retried once after every idle pooled engine is stopped). ``run_logs``: each
         arm's log in the run folder (a note, then the engine's log copied in on release). A start that fails raises
         the engine's error."""
         env = os.environ if env is None else env
@@ -301,6 +302,9 @@ class EnginePool:
                 held[arm.name] = PooledEngine(self, arm, digest, arm_settings, run_logs[arm.name])
             for arm, arm_settings, key, digest in wanted:
                 engine = held[arm.name]
+                if one_by_one and self._ready_now(engine, arm_settings):
+                    engine.spawn()  # a ready engine answering: nothing starts, so no wait behind another run's start
+                    continue
                 room = _room(arm_settings, probe)
                 # on a GPU one start at a time across every run of this pool: vLLM sizes its KV cache from what the
                 # device has free while it profiles, so an engine starting beside another would get less
@@ -324,6 +328,14 @@ class EnginePool:
                 engine.stop()
             raise
         return held
+
+    def _ready_now(self, engine: PooledEngine, settings: EngineSettings) -> bool:
+        """Whether ``engine``'s lease is ready and its server answers (then it is reused as it is); a lease that is
+        still starting, failed or gone goes the way of a start, behind the GPU start lock."""
+        with self._locked(engine.digest):
+            lease = Lease.read(self.lease_path(engine.digest))
+            engine.reused = lease is not None and lease.state == "ready" and _usable(lease, settings)
+        return engine.reused
 
     def _ready_or_retry(
         self,
@@ -352,10 +364,11 @@ class EnginePool:
                         _stop_keeper(current, wait_s=_STOP_WAIT_S)
                     stopped = self.make_room(settings, keep=keep, room=room, every_idle=True, settle_s=_RELEASE_S)
                     if not stopped and not room():  # the same start again would fail the same way
+                        busy = self.held_by_others(keep)
                         raise type(error)(
-                            f"{error} (not retried: no idle pooled engine to stop, and the device still lacks this "
-                            "engine's share: free the device, or give pooled engines a smaller share with more "
-                            f"{GPU_SLOTS_ENV} or --gpu-memory-utilization)"
+                            f"{error} (not retried: no idle pooled engine to stop ({busy}), and the device still "
+                            "lacks this engine's share: free the device, or give pooled engines a smaller share with "
+                            f"more {GPU_SLOTS_ENV} or --gpu-memory-utilization)"
                         ) from None
                     engine.retried = f"{error} (started again after stopping {len(stopped)} idle pooled engine(s))"
                     self._spawn_keeper(settings, engine.arm, key, engine.digest, started_by)
@@ -365,6 +378,15 @@ class EnginePool:
                 engine.wait_ready()
             except EngineError as again:
                 raise type(again)(f"{again} (retried after: {error})") from None
+
+    def held_by_others(self, keep: set[str]) -> str:
+        """The pooled engines other runs hold now (never stopped for a start), as a phrase for an error."""
+        held = [
+            f"{lease.arm} ({lease.started_by})"
+            for lease in self.leases()
+            if lease.key_hash not in keep and lease.keeper_alive() and _holders(self.root, lease.key_hash)
+        ]
+        return f"held by other runs: {', '.join(held)}" if held else "none held by other runs"
 
     def make_room(
         self,

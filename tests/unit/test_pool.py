@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -407,7 +408,9 @@ def test_a_memory_failure_is_not_retried_when_nothing_can_be_freed(
     monkeypatch.setenv("STANDIN_FAILURES", str(failures))
     plan = pooled_plan(["baseline"], gpu.read(), slots=3)
     try:
-        with pytest.raises(EngineError, match=r"No available memory.*\(not retried: no idle pooled engine to stop"):
+        with pytest.raises(
+            EngineError, match=r"No available memory.*\(not retried: no idle pooled engine to stop \(none"
+        ):
             pool.acquire(
                 settings_for(standin_python),
                 [ArmSpec("baseline")],
@@ -417,6 +420,22 @@ def test_a_memory_failure_is_not_retried_when_nothing_can_be_freed(
                 probe=crowded,
             )
         assert failures.read_text() == "1"  # one start, not two
+        keepers = {n: tmp_path / f"{n}.log" for n in ("baseline", "ngram")}
+        failures.write_text("0")
+        other = pool.acquire(settings_for(standin_python), [ArmSpec("baseline")], started_by="run-a", run_logs=keepers)
+        failures.write_text("1")  # a held engine is never stopped for a start: the error names who holds it
+        with pytest.raises(
+            EngineError, match=r"no idle pooled engine to stop \(held by other runs: baseline \(run-a\)"
+        ):
+            pool.acquire(
+                settings_for(standin_python),
+                [ArmSpec("ngram", speculative_config=NGRAM)],
+                started_by="run-b",
+                run_logs=keepers,
+                plan=pooled_plan(["ngram"], gpu.read(), slots=3),
+                probe=crowded,
+            )
+        other["baseline"].stop()
     finally:
         pool.shutdown()
 
@@ -526,3 +545,48 @@ def test_a_lease_is_created_only_where_none_is(tmp_path: Path) -> None:
     again = Lease.read(path)
     assert again is not None and again.state == "ready"
     assert list(tmp_path.iterdir()) == [path]  # no temporary file left behind
+
+
+def test_a_run_whose_engine_is_ready_does_not_wait_behind_another_runs_gpu_start(
+    standin_python: str, tmp_path: Path
+) -> None:
+    """On a GPU one engine starts at a time across the pool (a lock held through a start, 40-110 s): a run that only
+    reuses a ready engine takes it at once, while a run that must start one still waits for the lock."""
+    import fcntl
+
+    pool = EnginePool(tmp_path / "pool", owner_pid=os.getpid(), idle_s=600.0)
+    gpu = StandinGpu(pool)
+    settings = settings_for(standin_python)
+    ngram = ArmSpec("ngram", speculative_config=NGRAM)
+    logs = {n: tmp_path / f"{n}.log" for n in ("baseline", "ngram")}
+    plan = pooled_plan(["baseline", "ngram"], gpu.read(), slots=3)
+    taken: dict[str, dict] = {}
+
+    def take(arm: ArmSpec) -> threading.Thread:
+        def run() -> None:
+            taken[arm.name] = pool.acquire(
+                settings, [arm], started_by=arm.name, run_logs=logs, plan=plan, probe=gpu.read
+            )
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        return thread
+
+    try:
+        pool.acquire(settings, [ArmSpec("baseline")], started_by="a", run_logs=logs, plan=plan, probe=gpu.read)[
+            "baseline"
+        ].stop()
+        with open(pool.root / "gpu-start.lock", "a") as another_start:
+            fcntl.flock(another_start, fcntl.LOCK_EX)  # another run is starting an engine on this GPU
+            reuse, start = take(ArmSpec("baseline")), take(ngram)
+            reuse.join(60)
+            start.join(2)
+            reuse_waited, start_waited = reuse.is_alive(), start.is_alive()
+            fcntl.flock(another_start, fcntl.LOCK_UN)
+        start.join(60)
+        assert not reuse_waited and taken["baseline"]["baseline"].reused
+        assert start_waited and not start.is_alive() and not taken["ngram"]["ngram"].reused
+        for held in taken.values():
+            next(iter(held.values())).stop()
+    finally:
+        pool.shutdown()
