@@ -26,7 +26,9 @@ device, ``1/slots`` less headroom (SPECHARNESS_ENGINE_POOL_GPU_SLOTS, default 3,
 ``--gpu-memory-utilization``), so that the engines one run started have the share the next run asks for; new engines
 start one by one (vLLM's memory profiling must not see another engine allocating), an idle pooled engine is stopped
 while the device lacks the free memory a new one asks for, and a start that still fails for memory is retried once
-after every idle pooled engine is stopped.
+after every idle pooled engine is stopped. Runs that share the GPU queue for room: a run whose new engine does not
+fit while other runs hold the pooled engines lets go of what it holds and waits (up to the engine start timeout)
+until one of them is let go.
 """
 
 from __future__ import annotations
@@ -276,6 +278,8 @@ class EnginePool:
         env: Mapping[str, str] | None = None,
         plan: LaunchPlan | None = None,
         probe: Callable[[], DeviceMemory | None] | None = None,
+        say: Callable[[str], None] | None = None,
+        room_wait_s: float | None = None,
     ) -> dict[str, PooledEngine]:
         """One held engine per arm: a live lease's, or a new keeper's. ``plan``
         (:func:`~specharness.engines.fleet.pooled_plan`) gives each arm's GPU memory share and the order: "together"
@@ -284,10 +288,16 @@ class EnginePool:
         ready is taken without waiting for another run's start; ``probe`` reads the device for :meth:`make_room`, and
         a start that fails for memory is retried once after every idle pooled engine is stopped). ``run_logs``: each
         arm's log in the run folder (a note, then the engine's log copied in on release). A start that fails raises
-        the engine's error."""
+        the engine's error.
+
+        Runs that share one GPU queue for room: when a new engine's share is not free after idle engines were stopped
+        and other runs hold pooled engines (never stopped under a run), this run lets go of everything it holds (so
+        two waiting runs cannot hold each other up), says so through ``say``, and tries again once one of those
+        engines is let go or the share is free; after ``room_wait_s`` (default: the engine start timeout) in all it
+        starts anyway (a memory failure then names the holders). Each engine's :meth:`PooledEngine.reuse_record`
+        gives the time lost to that queueing (every pass before the one that took the engines)."""
         env = os.environ if env is None else env
         one_by_one = plan is not None and plan.strategy == "one-by-one"
-        held: dict[str, PooledEngine] = {}
         wanted: list[tuple[ArmSpec, EngineSettings, dict[str, Any], str]] = []
         kinds: list[str] = []
         for arm in arms:
@@ -297,37 +307,98 @@ class EnginePool:
             key = engine_key(arm_settings, arm, env, instance=kinds.count(kinds[-1]) - 1)
             wanted.append((arm, arm_settings, key, key_hash(key)))
         ours = {digest for *_, digest in wanted}  # never stopped to make room: this run is about to use them
-        try:
-            for arm, arm_settings, _key, digest in wanted:  # every hold first: another run's make_room skips them
-                held[arm.name] = PooledEngine(self, arm, digest, arm_settings, run_logs[arm.name])
-            for arm, arm_settings, key, digest in wanted:
-                engine = held[arm.name]
-                if one_by_one and self._ready_now(engine, arm_settings):
-                    engine.spawn()  # a ready engine answering: nothing starts, so no wait behind another run's start
-                    continue
-                room = _room(arm_settings, probe)
-                # on a GPU one start at a time across every run of this pool: vLLM sizes its KV cache from what the
-                # device has free while it profiles, so an engine starting beside another would get less
-                with self._locked(_GPU_START) if one_by_one else contextlib.nullcontext():
-                    with self._locked(digest):
-                        lease = Lease.read(self.lease_path(digest))
-                        engine.reused = lease is not None and _usable(lease, arm_settings)
-                        if not engine.reused:
-                            if lease is not None:  # one that is stopping, failed or unhealthy: gone before the next
-                                _stop_keeper(lease, wait_s=_STOP_WAIT_S)
-                            self.make_room(arm_settings, keep=ours, room=room, settle_s=_RELEASE_S if probe else 0.0)
-                            self._spawn_keeper(arm_settings, arm, key, digest, started_by)
-                            engine.restart_wait()  # its hold may be minutes old: the lease wait starts now
-                    engine.spawn()
-                    if one_by_one:
-                        self._ready_or_retry(engine, arm_settings, key, started_by, keep=ours, room=room)
+        t0 = time.monotonic()
+        wait_until = t0 + (settings.start_timeout_s if room_wait_s is None else room_wait_s)
+        started: set[str] = set()  # engines this acquire started, in any pass (never "reused" by it)
+        retried: dict[str, str] = {}  # the memory failure a start of this acquire followed, by engine
+        waited_s = 0.0
+        while True:
+            held: dict[str, PooledEngine] = {}
+            try:
+                self._take(held, wanted, ours, started_by, run_logs, one_by_one, probe, wait_until, started)
+            except _NoRoomYet as busy:
+                for engine in held.values():
+                    if engine.retried:
+                        retried[engine.digest] = engine.retried
+                    engine.let_go()
+                if say is not None:
+                    say(
+                        f"waiting for room on the GPU for the {busy.arm} engine (share {busy.share or 0:.2f}): "
+                        f"{busy.phrase}; up to {max(0.0, wait_until - time.monotonic()):.0f} s more"
+                    )
+                self._wait_for_room(busy.room, ours, busy.holders, until=wait_until)
+                waited_s = time.monotonic() - t0  # every pass before the one that takes the engines: queueing
+                continue
+            except BaseException:
+                for engine in held.values():
+                    engine.stop()
+                raise
             for engine in held.values():
-                engine.wait_ready()
-        except BaseException:
-            for engine in held.values():
-                engine.stop()
-            raise
-        return held
+                engine.waited_for_room_s = waited_s
+                if engine.digest in started:
+                    engine.reused = False
+                engine.retried = engine.retried or retried.get(engine.digest, "")
+            return held
+
+    def _take(
+        self,
+        held: dict[str, PooledEngine],
+        wanted: Sequence[tuple[ArmSpec, EngineSettings, dict[str, Any], str]],
+        ours: set[str],
+        started_by: str,
+        run_logs: Mapping[str, Path],
+        one_by_one: bool,
+        probe: Callable[[], DeviceMemory | None] | None,
+        wait_until: float,
+        started: set[str],
+    ) -> None:
+        """One pass of :meth:`acquire`, filling ``held`` and adding the engines it starts to ``started``; on a GPU,
+        before ``wait_until``, raises :class:`_NoRoomYet` when a new engine's share is not free and other runs hold
+        pooled engines."""
+        for arm, arm_settings, _key, digest in wanted:  # every hold first: another run's make_room skips them
+            held[arm.name] = PooledEngine(self, arm, digest, arm_settings, run_logs[arm.name])
+        for arm, arm_settings, key, digest in wanted:
+            engine = held[arm.name]
+            if one_by_one and self._ready_now(engine, arm_settings):
+                engine.spawn()  # a ready engine answering: nothing starts, so no wait behind another run's start
+                continue
+            room = _room(arm_settings, probe)
+            # on a GPU one start at a time across every run of this pool: vLLM sizes its KV cache from what the
+            # device has free while it profiles, so an engine starting beside another would get less
+            with self._locked(_GPU_START) if one_by_one else contextlib.nullcontext():
+                with self._locked(digest):
+                    lease = Lease.read(self.lease_path(digest))
+                    engine.reused = lease is not None and _usable(lease, arm_settings)
+                    if not engine.reused:
+                        if lease is not None:  # one that is stopping, failed or unhealthy: gone before the next
+                            _stop_keeper(lease, wait_s=_STOP_WAIT_S)
+                        self.make_room(arm_settings, keep=ours, room=room, settle_s=_RELEASE_S if probe else 0.0)
+                        queue = one_by_one and time.monotonic() < wait_until and not room()
+                        if queue and (holders := self._held_by_others(ours)):
+                            raise _NoRoomYet(arm.name, arm_settings.gpu_memory_utilization, room, holders)
+                        self._spawn_keeper(arm_settings, arm, key, digest, started_by)
+                        started.add(digest)
+                        engine.restart_wait()  # its hold may be minutes old: the lease wait starts now
+                engine.spawn()
+                if one_by_one:
+                    self._ready_or_retry(engine, arm_settings, key, started_by, keep=ours, room=room)
+                    if engine.retried:
+                        started.add(digest)
+        for engine in held.values():
+            engine.wait_ready()
+
+    def _wait_for_room(
+        self, room: Callable[[], bool], ours: set[str], holders: Sequence[Lease], *, until: float
+    ) -> None:
+        """Wait until the share is free, one of ``holders`` is let go, another pooled engine is idle (either may be
+        stopped now), or ``until``."""
+        seen = {lease.key_hash for lease in holders}
+        while time.monotonic() < until and not room():
+            time.sleep(_POLL_S)
+            others = [lease for lease in self.leases() if lease.key_hash not in ours and lease.keeper_alive()]
+            still_held = {lease.key_hash for lease in others if _holders(self.root, lease.key_hash)}
+            if not seen <= still_held or any(lease.key_hash not in still_held for lease in others):
+                return
 
     def _ready_now(self, engine: PooledEngine, settings: EngineSettings) -> bool:
         """Whether ``engine``'s lease is ready and its server answers (then it is reused as it is); a lease that is
@@ -379,14 +450,17 @@ class EnginePool:
             except EngineError as again:
                 raise type(again)(f"{again} (retried after: {error})") from None
 
-    def held_by_others(self, keep: set[str]) -> str:
-        """The pooled engines other runs hold now (never stopped for a start), as a phrase for an error."""
-        held = [
-            f"{lease.arm} ({lease.started_by})"
+    def _held_by_others(self, keep: set[str]) -> list[Lease]:
+        """The live pooled engines other runs hold now (never stopped for a start)."""
+        return [
+            lease
             for lease in self.leases()
             if lease.key_hash not in keep and lease.keeper_alive() and _holders(self.root, lease.key_hash)
         ]
-        return f"held by other runs: {', '.join(held)}" if held else "none held by other runs"
+
+    def held_by_others(self, keep: set[str]) -> str:
+        """:meth:`_held_by_others` as a phrase for a message."""
+        return _holders_phrase(self._held_by_others(keep))
 
     def make_room(
         self,
@@ -492,6 +566,20 @@ class EnginePool:
                     os.killpg(lease.keeper_pid, signal.SIGKILL)
 
 
+def _holders_phrase(held: Sequence[Lease]) -> str:
+    names = [f"{lease.arm} ({lease.started_by})" for lease in held]
+    return f"held by other runs: {', '.join(names)}" if names else "none held by other runs"
+
+
+class _NoRoomYet(Exception):  # control flow inside acquire (it never leaves the pool), not an error
+    """A new engine's share is not free and other runs hold pooled engines: :meth:`EnginePool.acquire` waits."""
+
+    def __init__(self, arm: str, share: float | None, room: Callable[[], bool], holders: Sequence[Lease]) -> None:
+        super().__init__(arm)
+        self.arm, self.share, self.room, self.holders = arm, share, room, list(holders)
+        self.phrase = _holders_phrase(holders)
+
+
 def _touched(root: Path, digest: str) -> float:
     try:
         return (root / f"{digest}.touch").stat().st_mtime
@@ -575,6 +663,7 @@ class PooledEngine(AttachedEngine):
         self._released = False
         self._taken = False  # spawn() ran: this run looked the engine up (a failed acquire may never get that far)
         self.retried = ""  # the memory failure a retried start followed, if any
+        self.waited_for_room_s = 0.0  # time acquire waited for other runs to let go of the GPU
 
     def restart_wait(self) -> None:
         """A new keeper was spawned for this engine: its lease is written anew (the wait for it starts again)."""
@@ -644,6 +733,7 @@ class PooledEngine(AttachedEngine):
             "lease": self.digest,
             "log": lease.log_path,
             "retried_after": self.retried,
+            "waited_for_room_s": self.waited_for_room_s,
         }
 
     def pids(self) -> list[int]:
@@ -669,6 +759,15 @@ class PooledEngine(AttachedEngine):
             text = self.server_log.read_bytes()
             with open(self.log_path, "ab") as out:
                 out.write(b"--- the pooled engine's log, from its start to this release ---\n" + text)
+
+    def let_go(self) -> None:
+        """Drop the hold only (acquire waits for room and will hold the engine again): its idle clock starts, no log
+        is copied."""
+        self._released = True
+        self._hold.unlink(missing_ok=True)
+        if self._taken:  # idle from now (a stale clock would let its keeper stop it at once); others' left alone
+            with contextlib.suppress(OSError):
+                (self.pool.root / f"{self.digest}.touch").touch()
 
     def stop(self, grace_s: float = 20.0) -> None:
         """Release the hold (the keeper's idle clock starts) and copy the engine's log into the run folder. An engine

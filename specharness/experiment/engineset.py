@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -210,6 +211,7 @@ def pooled_engines(
         run_logs={arm.name: engine_log(config.out_dir, arm.name, segment) for arm in arms},
         plan=plan,
         probe=probe.engine_device if device is not None else None,
+        say=lambda message: print(f"specharness: {message}", file=sys.stderr, flush=True),
     )
     launched = LaunchReport(
         mode="pooled",

@@ -490,18 +490,33 @@ def _manifest(a: Analysis, engines: list[dict[str, Any]]) -> list[str]:
         lines.append(f"  - command: `{' '.join(e['command'])}`")
         if phases := phases_text(e.get("start_phases_s") or {}, e.get("first_request_s")):
             lines.append(f"  - {phases}")
-        if (r := e.get("reused")) and r.get("reused"):
-            lines.append(
-                f"  - reused from the engine pool: started by `{r.get('started_by')}` at "
-                f"{_when(r.get('started_unix_s'))}, {r.get('requests_served_before')} requests served before this "
-                f"run, pids {r.get('pids')} (runs sharing an engine share its engine-instance offset)"
-            )
+        lines += pool_lines(e.get("reused") or {})
     lines += [
         "",
         "Plots: `plots/speedup.png` (same-work speedup with CI and the band), `plots/tpot_cdf.png`, "
         "`plots/acceptance_by_position.png`, `plots/groups.png` (speedup with CI and acceptance per group, when a workload "
         "has groups).",
     ]
+    return lines
+
+
+def pool_lines(r: dict[str, Any]) -> list[str]:
+    """The manifest's lines on a pooled engine's provenance (its ``reused`` record): who started a reused engine, the
+    time this run waited for room on the GPU, and a start retried after a memory failure."""
+    lines = []
+    if r.get("reused"):
+        lines.append(
+            f"  - reused from the engine pool: started by `{r.get('started_by')}` at "
+            f"{_when(r.get('started_unix_s'))}, {r.get('requests_served_before')} requests served before this "
+            f"run, pids {r.get('pids')} (runs sharing an engine share its engine-instance offset)"
+        )
+    if r.get("waited_for_room_s"):
+        lines.append(
+            f"  - waited {_f(r['waited_for_room_s'], 1)} s for room on the GPU before this run took its engines "
+            "(other runs held the pooled engines)"
+        )
+    if r.get("retried_after"):
+        lines.append(f"  - started again after a memory failure: {r['retried_after']}")
     return lines
 
 

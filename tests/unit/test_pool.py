@@ -8,6 +8,7 @@ pool's bookkeeping (start once, reuse, release, idle limit, owner gone, a killed
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -423,7 +424,8 @@ def test_a_memory_failure_is_not_retried_when_nothing_can_be_freed(
         keepers = {n: tmp_path / f"{n}.log" for n in ("baseline", "ngram")}
         failures.write_text("0")
         other = pool.acquire(settings_for(standin_python), [ArmSpec("baseline")], started_by="run-a", run_logs=keepers)
-        failures.write_text("1")  # a held engine is never stopped for a start: the error names who holds it
+        failures.write_text("1")  # a held engine is never stopped for a start: the run waits, then names who holds it
+        said: list[str] = []
         with pytest.raises(
             EngineError, match=r"no idle pooled engine to stop \(held by other runs: baseline \(run-a\)"
         ):
@@ -434,7 +436,10 @@ def test_a_memory_failure_is_not_retried_when_nothing_can_be_freed(
                 run_logs=keepers,
                 plan=pooled_plan(["ngram"], gpu.read(), slots=3),
                 probe=crowded,
+                say=said.append,
+                room_wait_s=2.0,
             )
+        assert len(said) == 1 and "waiting for room on the GPU for the ngram engine" in said[0], said
         other["baseline"].stop()
     finally:
         pool.shutdown()
@@ -588,5 +593,194 @@ def test_a_run_whose_engine_is_ready_does_not_wait_behind_another_runs_gpu_start
         assert start_waited and not start.is_alive() and not taken["ngram"]["ngram"].reused
         for held in taken.values():
             next(iter(held.values())).stop()
+    finally:
+        pool.shutdown()
+
+
+def test_runs_sharing_one_gpu_queue_for_room_instead_of_failing(standin_python: str, tmp_path: Path) -> None:
+    """Two shares fill the stand-in GPU, both held by run A: run B's new engine waits (saying who holds the device)
+    instead of starting into a full device, and starts once A lets go of one (that one is stopped to make room)."""
+    pool = EnginePool(tmp_path / "pool", owner_pid=os.getpid(), idle_s=600.0)
+    gpu = StandinGpu(pool)
+    settings = settings_for(standin_python)
+    k2 = ArmSpec("ngram-k2", speculative_config={**NGRAM, "num_speculative_tokens": 2})
+    logs = {n: tmp_path / f"{n}.log" for n in ("baseline", "ngram", "ngram-k2")}
+    said: list[str] = []
+    taken: dict[str, dict] = {}
+
+    def run_b() -> None:
+        plan = pooled_plan(["ngram-k2"], gpu.read(), slots=2)
+        taken["b"] = pool.acquire(
+            settings, [k2], started_by="run-b", run_logs=logs, plan=plan, probe=gpu.read, say=said.append
+        )
+
+    try:
+        plan = pooled_plan(["baseline", "ngram"], gpu.read(), slots=2)
+        a = pool.acquire(
+            settings,
+            [ArmSpec("baseline"), ArmSpec("ngram", speculative_config=NGRAM)],
+            started_by="run-a",
+            run_logs=logs,
+            plan=plan,
+            probe=gpu.read,
+        )
+        b = threading.Thread(target=run_b, daemon=True)
+        b.start()
+        assert wait_until(lambda: bool(said))
+        assert "held by other runs: baseline (run-a), ngram (run-a)" in said[0], said
+        assert b.is_alive() and sorted(lease.arm for lease in pool.leases()) == ["baseline", "ngram"]  # no start
+        a["baseline"].stop()
+        b.join(60)
+        assert not b.is_alive()
+        record = taken["b"]["ngram-k2"].reuse_record()
+        assert record["waited_for_room_s"] > 0 and not record["retried_after"]
+        assert not pid_alive(a["baseline"].reuse_record()["pid"]) and pid_alive(a["ngram"].reuse_record()["pid"])
+        a["ngram"].stop()
+        taken["b"]["ngram-k2"].stop()
+    finally:
+        pool.shutdown()
+
+
+def test_a_run_waiting_for_room_holds_nothing_so_two_waiting_runs_cannot_block_each_other(
+    standin_python: str, tmp_path: Path
+) -> None:
+    """Run A reuses an idle engine and needs a new one; the rest of the GPU is an engine another process holds. While
+    A waits it holds nothing (a second waiting run could stop A's idle engine instead of waiting for A forever);
+    once the other holder is gone, A takes its engine again and stops the other one to start its own."""
+    pool = EnginePool(tmp_path / "pool", owner_pid=os.getpid(), idle_s=600.0)
+    gpu = StandinGpu(pool)
+    settings = settings_for(standin_python)
+    ngram = ArmSpec("ngram", speculative_config=NGRAM)
+    k2 = ArmSpec("ngram-k2", speculative_config={**NGRAM, "num_speculative_tokens": 2})
+    logs = {n: tmp_path / f"{n}.log" for n in ("baseline", "ngram", "ngram-k2")}
+    plan = pooled_plan(["baseline", "ngram"], gpu.read(), slots=2)  # 0.48 each: two fill the device
+    said: list[str] = []
+    taken: dict[str, dict] = {}
+    other_run = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        first = pool.acquire(settings, [ArmSpec("baseline"), ngram], started_by="x", run_logs=logs, plan=plan)
+        for engine in first.values():
+            engine.stop()
+        held_elsewhere = first["ngram"].digest
+        (pool.root / f"{held_elsewhere}.hold.{other_run.pid}").touch()  # another run holds the ngram engine
+
+        def run_a() -> None:
+            try:
+                taken["a"] = pool.acquire(
+                    settings,
+                    [ArmSpec("baseline"), k2],
+                    started_by="a",
+                    run_logs=logs,
+                    plan=pooled_plan(["baseline", "ngram-k2"], gpu.read(), slots=2),
+                    probe=gpu.read,
+                    say=said.append,
+                )
+            except BaseException as error:
+                said.append(f"failed: {error!r}")
+                raise
+
+        a = threading.Thread(target=run_a, daemon=True)
+        a.start()
+        assert wait_until(lambda: bool(said)) and "held by other runs: ngram (x)" in said[0], said
+        assert not list(pool.root.glob(f"{first['baseline'].digest}.hold.*"))  # A let go of its idle baseline
+        other_run.kill()
+        other_run.wait()
+        a.join(60)
+        assert not a.is_alive()
+        assert [taken["a"]["baseline"].reused, taken["a"]["ngram-k2"].reused] == [True, False]
+        assert not pid_alive(first["ngram"].reuse_record()["pid"])
+        for engine in taken["a"].values():
+            engine.stop()
+    finally:
+        other_run.kill()
+        pool.shutdown()
+
+
+def test_the_report_names_a_wait_for_room_and_a_retried_start() -> None:
+    from specharness.reporting.markdown import pool_lines
+
+    fresh = {"reused": False, "waited_for_room_s": 0.0, "retried_after": ""}
+    assert pool_lines(fresh) == []
+    waited = pool_lines({**fresh, "waited_for_room_s": 41.6, "retried_after": "ValueError: No available memory"})
+    assert waited == [
+        "  - waited 41.6 s for room on the GPU before this run took its engines (other runs held the pooled engines)",
+        "  - started again after a memory failure: ValueError: No available memory",
+    ]
+    reused = pool_lines({"reused": True, "started_by": "quick-1", "started_unix_s": 0.0, "pids": [7]})
+    assert len(reused) == 1 and "started by `quick-1`" in reused[0]
+
+
+RUN_IN_A_PROCESS = textwrap.dedent(
+    """
+    import json, sys, time
+    from pathlib import Path
+    sys.path.insert(0, sys.argv[1])
+    from test_pool import NGRAM, StandinGpu, settings_for
+    from specharness.engines.fleet import pooled_plan
+    from specharness.engines.pool import EnginePool
+    from specharness.engines.server import ArmSpec
+    root, owner, python, name, reuse, new = sys.argv[2:8]
+    pool = EnginePool(Path(root), owner_pid=int(owner), idle_s=600.0)
+    gpu = StandinGpu(pool)
+    arms = [ArmSpec(reuse, speculative_config=NGRAM if reuse != "baseline" else None),
+            ArmSpec(new, speculative_config={**NGRAM, "num_speculative_tokens": int(new[-1])})]
+    plan = pooled_plan([a.name for a in arms], gpu.read(), slots=2)
+    logs = {a.name: Path(root).parent / f"{name}-{a.name}.log" for a in arms}
+    held = pool.acquire(settings_for(python), arms, started_by=name, run_logs=logs, plan=plan, probe=gpu.read,
+                        say=lambda m: print("said:", m, flush=True), room_wait_s=120.0)
+    print(json.dumps({a: e.reuse_record() for a, e in held.items()}), flush=True)
+    time.sleep(2.0)  # the run uses its engines a moment
+    for engine in held.values():
+        engine.stop()
+    """
+)
+
+
+def test_two_runs_in_two_processes_that_each_need_the_others_room_both_finish_without_waiting_it_out(
+    standin_python: str, tmp_path: Path
+) -> None:
+    """The stand-in GPU holds two engines, one idle engine for each of two runs (separate processes); each run takes
+    its idle engine and needs a new one. Holding what they took while waiting, each would wait for the other until
+    the room wait (120 s) ran out; letting go while waiting, one stops the other's engine, starts, finishes, and the
+    other follows."""
+    pool = EnginePool(tmp_path / "pool", owner_pid=os.getpid(), idle_s=600.0)
+    gpu = StandinGpu(pool)
+    settings = settings_for(standin_python)
+    ngram = ArmSpec("ngram", speculative_config=NGRAM)
+    plan = pooled_plan(["baseline", "ngram"], gpu.read(), slots=2)
+    logs = {n: tmp_path / f"{n}.log" for n in ("baseline", "ngram")}
+    script = tmp_path / "run_in_a_process.py"
+    script.write_text(RUN_IN_A_PROCESS)
+    try:
+        for engine in pool.acquire(
+            settings, [ArmSpec("baseline"), ngram], started_by="x", run_logs=logs, plan=plan, probe=gpu.read
+        ).values():
+            engine.stop()
+        runs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    str(script),
+                    str(Path(__file__).parent),
+                    str(pool.root),
+                    str(os.getpid()),
+                    standin_python,
+                    name,
+                    reuse,
+                    new,
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            for name, reuse, new in (("run-1", "baseline", "ngram-k2"), ("run-2", "ngram", "ngram-k3"))
+        ]
+        outputs = [run.communicate(timeout=300)[0] for run in runs]
+        assert [run.returncode for run in runs] == [0, 0], outputs
+        records = [json.loads(out.strip().splitlines()[-1]) for out in outputs]
+        waited = [r["waited_for_room_s"] for rec in records for r in rec.values()]
+        assert max(waited) < 60.0, (waited, outputs)  # well short of the 120 s room wait: nobody waited it out
+        assert any("said: waiting for room" in out for out in outputs), outputs  # and one of them did queue
+        assert all(not r["retried_after"] for rec in records for r in rec.values())
     finally:
         pool.shutdown()
