@@ -374,7 +374,7 @@ class EnginePool:
                             _stop_keeper(lease, wait_s=_STOP_WAIT_S)
                         self.make_room(arm_settings, keep=ours, room=room, settle_s=_RELEASE_S if probe else 0.0)
                         queue = one_by_one and time.monotonic() < wait_until and not room()
-                        if queue and (holders := self._others(ours)[1]):
+                        if queue and (holders := self._held_by_others(ours)):
                             raise _NoRoomYet(arm.name, arm_settings.gpu_memory_utilization, room, holders)
                         self._spawn_keeper(arm_settings, arm, key, digest, started_by)
                         started.add(digest)
@@ -395,8 +395,9 @@ class EnginePool:
         seen = {lease.key_hash for lease in holders}
         while time.monotonic() < until and not room():
             time.sleep(_POLL_S)
-            idle, held = self._others(ours)
-            if idle or not seen <= {lease.key_hash for lease in held}:
+            others = [lease for lease in self.leases() if lease.key_hash not in ours and lease.keeper_alive()]
+            still_held = {lease.key_hash for lease in others if _holders(self.root, lease.key_hash)}
+            if not seen <= still_held or any(lease.key_hash not in still_held for lease in others):
                 return
 
     def _ready_now(self, engine: PooledEngine, settings: EngineSettings) -> bool:
@@ -434,7 +435,7 @@ class EnginePool:
                         _stop_keeper(current, wait_s=_STOP_WAIT_S)
                     stopped = self.make_room(settings, keep=keep, room=room, every_idle=True, settle_s=_RELEASE_S)
                     if not stopped and not room():  # the same start again would fail the same way
-                        busy = _holders_phrase(self._others(keep)[1])
+                        busy = self.held_by_others(keep)
                         raise type(error)(
                             f"{error} (not retried: no idle pooled engine to stop ({busy}), and the device still "
                             "lacks this engine's share: free the device, or give pooled engines a smaller share with "
@@ -449,15 +450,17 @@ class EnginePool:
             except EngineError as again:
                 raise type(again)(f"{again} (retried after: {error})") from None
 
-    def _others(self, keep: set[str]) -> tuple[list[Lease], list[Lease]]:
-        """The live pooled engines not in ``keep``: those nobody holds (idle: may be stopped for a start), and those
-        other runs hold (never stopped under them)."""
-        idle: list[Lease] = []
-        held: list[Lease] = []
-        for lease in self.leases():
-            if lease.key_hash not in keep and lease.keeper_alive():
-                (held if _holders(self.root, lease.key_hash) else idle).append(lease)
-        return idle, held
+    def _held_by_others(self, keep: set[str]) -> list[Lease]:
+        """The live pooled engines other runs hold now (never stopped for a start)."""
+        return [
+            lease
+            for lease in self.leases()
+            if lease.key_hash not in keep and lease.keeper_alive() and _holders(self.root, lease.key_hash)
+        ]
+
+    def held_by_others(self, keep: set[str]) -> str:
+        """:meth:`_held_by_others` as a phrase for a message."""
+        return _holders_phrase(self._held_by_others(keep))
 
     def make_room(
         self,
@@ -478,7 +481,11 @@ class EnginePool:
         lease hashes stopped."""
         has_room = room or _room(settings, None)
         stopped: list[str] = []
-        idle, _held = self._others(keep)
+        idle = [
+            lease
+            for lease in self.leases()
+            if lease.key_hash not in keep and lease.keeper_alive() and not _holders(self.root, lease.key_hash)
+        ]
         idle.sort(key=lambda lease: _touched(self.root, lease.key_hash))
         for lease in idle:
             if not every_idle and has_room():
