@@ -4,11 +4,15 @@
 #   scripts/gpu_campaign.sh asv               unpack, then the standard paired experiment through ASV (existing env),
 #                                             recorded at the release ledger's commit for the unpacked vLLM release
 #   scripts/gpu_campaign.sh starts-fork       baseline and ngram started twice each, as the harness starts them now
+#   scripts/gpu_campaign.sh starts-preload    baseline spawned twice, then baseline and ngram twice each forked from a
+#                                             preloaded interpreter (SPECHARNESS_PRELOADED_SERVER=0, then 1)
 #   scripts/gpu_campaign.sh pool              baseline started twice (STARTS_ARMS to change), then two ASV classes that
 #                                             share engines through the engine pool (PairedNgram, SampledDistribution;
 #                                             quick profile)
 #   scripts/gpu_campaign.sh reuse             the default run twice, back to back, no flags: the second takes the first's
 #                                             pooled engines (SPECHARNESS_ENGINE_POOL)
+#   scripts/gpu_campaign.sh queue             two runs at once on one pool that the GPU cannot hold both of: the second
+#                                             queues for room until the first lets go of its engines
 #   scripts/gpu_campaign.sh crosscheck        specharness vs vllm bench serve on one baseline server
 #   scripts/gpu_campaign.sh sweep             NgramConfigSweep through ASV
 #   scripts/gpu_campaign.sh load              LoadSweep through ASV
@@ -108,10 +112,19 @@ case "$MODE" in
     timeout "${STARTS_LIMIT_S:-230}" "$PY" -m specharness starts --out /tmp/starts-fork --arms "${STARTS_ARMS:-baseline,ngram}" \
       --repeat "${STARTS_REPEAT:-2}" 2>&1 | tee "$OUT/starts.log"
     tar -C /tmp -cJf "$OUT/starts.tar.xz" starts-fork ;;
+  starts-preload)
+    # spawned against preloaded servers on one machine: baseline spawned twice (the first on this machine's empty
+    # compile cache), then baseline and ngram twice each forked from one preloader (its import in the first of them)
+    SPECHARNESS_PRELOADED_SERVER=0 timeout "${STARTS_LIMIT_S:-260}" "$PY" -m specharness starts --out /tmp/starts-spawned \
+      --arms baseline --repeat 2 2>&1 | tee "$OUT/starts.log"
+    SPECHARNESS_PRELOADED_SERVER=1 timeout "${PRELOAD_LIMIT_S:-260}" "$PY" -m specharness starts --out /tmp/starts-preloaded \
+      --arms "${STARTS_ARMS:-baseline,ngram}" --repeat "${STARTS_REPEAT:-2}" 2>&1 | tee -a "$OUT/starts.log"
+    cat /tmp/starts-spawned/starts.md /tmp/starts-preloaded/starts.md
+    tar -C /tmp -cJf "$OUT/starts.tar.xz" starts-spawned starts-preloaded ;;
   pool)
-    # first the starts (baseline twice: the first on this machine's empty compile cache), then two ASV classes that
-    # share engines through the engine pool (PairedNgram, SampledDistribution; quick profile)
-    timeout "${STARTS_LIMIT_S:-140}" "$PY" -m specharness starts --out /tmp/starts-fork --arms "${STARTS_ARMS:-baseline}" \
+    # first the starts (baseline twice: the first on this machine's empty compile cache; POOL_STARTS=0 skips them),
+    # then two ASV classes that share engines through the engine pool (PairedNgram, SampledDistribution; quick profile)
+    [ "${POOL_STARTS:-1}" = 0 ] || timeout "${STARTS_LIMIT_S:-140}" "$PY" -m specharness starts --out /tmp/starts-fork --arms "${STARTS_ARMS:-baseline}" \
       --repeat 2 2>&1 | tee "$OUT/starts.log"
     "$PY" -m specharness ledger >/dev/null || exit 4
     COMMIT="$(git -C .asv/ledger rev-parse "vllm-$VLLM_TAG")" || { echo "vllm $VLLM_TAG is not in the release ledger" >&2; exit 4; }
@@ -122,7 +135,7 @@ case "$MODE" in
       --set-commit-hash "$COMMIT" --machine "${MACHINE:-h200}" --bench 'PairedNgram|SampledDistribution' --show-stderr 2>&1 | tee "$OUT/asv_pool.log"
     echo "asv pool wall: $(( $(date +%s) - start )) s; pooled engine starts: $(cat /tmp/asvruns/engine-pool/*.keeper.log 2>/dev/null | grep -c ': starting the server$')" | tee -a "$OUT/asv_pool.log"
     tar -C /tmp --exclude='*.log' -cJf "$OUT/pool_runs.tar.xz" asvruns
-    tar -C /tmp -cJf "$OUT/pool_logs.tar.xz" asvruns/engine-pool starts-fork ;;
+    tar -C /tmp -cJf "$OUT/pool_logs.tar.xz" asvruns/engine-pool $(cd /tmp && ls -d starts-fork 2>/dev/null) ;;
   reuse)  # both runs take their engines from one pool that lives as long as this script
     mkdir -p /tmp/reuse-pool; export SPECHARNESS_ENGINE_POOL=/tmp/reuse-pool SPECHARNESS_ENGINE_POOL_OWNER=$$
     for k in 1 2; do
@@ -133,6 +146,25 @@ case "$MODE" in
     done
     tar -C /tmp --exclude='*.log' -cJf "$OUT/reuse_runs.tar.xz" reuse1 reuse2
     tar -C /tmp -cJf "$OUT/reuse_pool.tar.xz" reuse-pool ;;
+  queue)
+    # two runs at once on one pool: the first (baseline, ngram) holds two of the three pooled slots; the second,
+    # started QUEUE_GAP_S later with other engines (one more engine argument: other pool keys), starts one engine in
+    # the third slot, finds no room for its second while the first holds its engines, lets go of its own and queues
+    # until the first run lets go of its engines (which are then idle and stopped to make room)
+    mkdir -p /tmp/queue-pool; export SPECHARNESS_ENGINE_POOL=/tmp/queue-pool SPECHARNESS_ENGINE_POOL_OWNER=$$
+    start=$(date +%s)
+    timeout "${QUEUE_LIMIT_S:-520}" "$PY" -m specharness run ${QUEUE_ARGS:---workloads copy --clients 1 --blocks 2 --requests 4} \
+      --out /tmp/queue1 --no-progress > "$OUT/queue1.log" 2>&1 &
+    first=$!
+    sleep "${QUEUE_GAP_S:-20}"
+    timeout "${QUEUE_LIMIT_S:-520}" "$PY" -m specharness run ${QUEUE_ARGS:---workloads copy --clients 1 --blocks 2 --requests 4} \
+      ${QUEUE_ARGS2:---engine-arg=--max-num-batched-tokens --engine-arg=4096} --out /tmp/queue2 --no-progress > "$OUT/queue2.log" 2>&1
+    echo "run 2 ended: exit $? at $(( $(date +%s) - start )) s"
+    wait "$first"; echo "run 1 ended: exit $?"
+    echo "queue wall: $(( $(date +%s) - start )) s; pooled engine starts: $(cat /tmp/queue-pool/*.keeper.log 2>/dev/null | grep -c ': starting the server$')"
+    grep -h -i 'waiting for room\|verdict\|wall' "$OUT/queue1.log" "$OUT/queue2.log" | grep -v 'it/s]' | tail -20
+    tar -C /tmp --exclude='*.log' -cJf "$OUT/queue_runs.tar.xz" queue1 queue2
+    tar -C /tmp -cJf "$OUT/queue_pool.tar.xz" queue-pool ;;
   crosscheck)
     timeout "${CROSS_LIMIT_S:-540}" "$PY" -m specharness crosscheck --out /tmp/cross --num-prompts 16 --max-tokens 64 \
       2>&1 | tee "$OUT/crosscheck.log"

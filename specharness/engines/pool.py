@@ -843,6 +843,8 @@ def keep(spec_path: Path) -> int:
     signal.signal(signal.SIGTERM, stop_on_signal)
     signal.signal(signal.SIGINT, stop_on_signal)
     server = EngineServer(settings, arm, Path(spec["log"]))
+    # forked servers (on a GPU): the keepers of one pool share one preloader, which lives as long as the pool's owner
+    server.preload_scope, server.preload_owner, server.preload_idle_s = str(root), lease.owner_pid, lease.idle_s
     why = "stopped"
     try:
         lease.write(lease_path)

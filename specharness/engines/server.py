@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 
 from specharness._errors import ConfigError, EngineDied, EngineNotInstalled, EngineStartTimeout, PortInUse
+from specharness.engines import preload
 from specharness.engines.memory import MemoryProbe
 from specharness.engines.model import cache_dir
 from specharness.engines.startlog import StartPhases, first_error, start_phases
@@ -226,7 +227,7 @@ class EngineServer:
         self.log_path = log_path
         self.port = 0
         self.command: list[str] = []
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: subprocess.Popen[bytes] | preload.ForkedProcess | None = None
         self.start_s = float("nan")
         self.version = ""
         self.per_request_metrics = False
@@ -235,6 +236,11 @@ class EngineServer:
         self.engine_env: dict[str, str] = {}  # environment the harness set for the server (the API key left out)
         self._log_offset = 0  # where this start's output begins in the log (a restart or resume appends)
         self._t0 = time.perf_counter()
+        # a server forked from a preloaded interpreter (preload.enabled): one preloader per scope, ending with its owner
+        self.preload_scope = f"process-{os.getpid()}"
+        self.preload_owner = os.getpid()
+        self.preload_idle_s = 300.0
+        self.preload_note = ""  # why a start meant to be forked was spawned as usual
 
     @property
     def base_url(self) -> str:
@@ -270,23 +276,49 @@ class EngineServer:
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child after Popen
         self._log_offset = log.tell()
         t0 = time.perf_counter()
+        spawned_at = time.time()
         try:
-            self.process = subprocess.Popen(
-                self.command,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-            )
+            self.process = self._forked(env) if preload.enabled(os.environ, cpu_build=not _gpu_seen()) else None
+            if self.process is None:
+                if self.preload_note:  # the reason goes to the engine's own log, above its output
+                    log.write(f"specharness: {self.preload_note}\n".encode())
+                    log.flush()
+                self.process = subprocess.Popen(
+                    self.command,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=env,
+                    start_new_session=True,
+                    preexec_fn=_die_with_parent,
+                )
         finally:
             log.close()
+        self.engine_env[preload.ENV] = "1" if isinstance(self.process, preload.ForkedProcess) else "0"
         _LIVE.append(self)
         self._t0 = t0
-        self.spawned_at = time.time()
+        self.spawned_at = spawned_at  # a forked start's preloader import (its first start) counts as import
         if self.on_spawn is not None:
             self.on_spawn(self.process.pid)
+
+    def _forked(self, env: Mapping[str, str]) -> preload.ForkedProcess | None:
+        """The server forked from this scope's preloader (started when none answers); None, with the reason in
+        :attr:`preload_note`, when no preloader can serve it (the start then goes the usual way)."""
+        try:
+            return preload.spawn_forked(
+                self.settings.python,
+                _ENTRYPOINT,
+                self.command[3:],
+                env,
+                self.log_path,
+                scope=self.preload_scope,
+                owner_pid=self.preload_owner,
+                idle_s=self.preload_idle_s,
+                ready_timeout_s=self.settings.start_timeout_s,
+            )
+        except preload.PreloadUnavailable as why:
+            self.preload_note = f"not forked from a preloaded interpreter ({why}); spawned as usual"
+            return None
 
     def wait_ready(self) -> None:
         """Wait for /health (or the process's end, or the start timeout); then read the version. Idempotent."""
@@ -411,6 +443,10 @@ class EngineServer:
         if note:
             found["async_scheduling_note"] = note.group(1).strip()
             found.setdefault("async_scheduling", False)
+        # the CPU build on a CPU without bf16 matmul in oneDNN (e.g. AVX2-only) runs its linear layers through torch
+        fallback = re.search(r"(Failed to create oneDNN linear, fallback to torch linear[^\n]{0,160})", text)
+        if fallback:
+            found["cpu_linear_fallback"] = fallback.group(1).strip()
         if "source" not in found:
             found["source"] = "engine log"
             hit = re.search(r"speculative_config=(SpeculativeConfig\([^)]*\)|None)", text)

@@ -25,6 +25,7 @@ from specharness.analysis.stats import RatioInterval
 from specharness.analysis.structured_validity import StructuredValidity, structured_validity
 from specharness.analysis.sweep import Capacity, WorkloadSweep, offered_text
 from specharness.analysis.verdict import band_edges
+from specharness.engines.preload import ENV as PRELOAD_ENV
 from specharness.reporting.group_tables import groups_markdown
 from specharness.reporting.start_table import phases_text
 
@@ -482,21 +483,39 @@ def _manifest(a: Analysis, engines: list[dict[str, Any]]) -> list[str]:
             "- Arm order by block: " + "; ".join(f"b{k}: {' → '.join(v)}" for k, v in m["block_orders"].items())
         )
     for e in engines:
-        lines.append(
-            f"- Engine `{e['arm']}`: vLLM {e['vllm_version']}, started in {_f(e['start_s'], 1)} s, "
-            f"async scheduling {e['async_scheduling']}, prefix caching "
-            f"{e['effective_settings'].get('enable_prefix_caching', '—')}, log `{e['log']}`"
-        )
-        lines.append(f"  - command: `{' '.join(e['command'])}`")
-        if phases := phases_text(e.get("start_phases_s") or {}, e.get("first_request_s")):
-            lines.append(f"  - {phases}")
-        lines += pool_lines(e.get("reused") or {})
+        lines += engine_lines(e)
     lines += [
         "",
         "Plots: `plots/speedup.png` (same-work speedup with CI and the band), `plots/tpot_cdf.png`, "
         "`plots/acceptance_by_position.png`, `plots/groups.png` (speedup with CI and acceptance per group, when a workload "
         "has groups).",
     ]
+    return lines
+
+
+def engine_lines(e: dict[str, Any]) -> list[str]:
+    """The manifest's lines on one engine: version, start, command, start phases, what the engine log says about
+    this CPU's linear layers, how its server was started, and its pool provenance."""
+    lines = [
+        f"- Engine `{e['arm']}`: vLLM {e['vllm_version']}, started in {_f(e['start_s'], 1)} s, "
+        f"async scheduling {e['async_scheduling']}, prefix caching "
+        f"{e['effective_settings'].get('enable_prefix_caching', '—')}, log `{e['log']}`",
+        f"  - command: `{' '.join(e['command'])}`",
+    ]
+    if phases := phases_text(e.get("start_phases_s") or {}, e.get("first_request_s")):
+        lines.append(f"  - {phases}")
+    if fallback := (e.get("effective_settings") or {}).get("cpu_linear_fallback"):
+        lines.append(
+            f'  - on this CPU the engine runs its linear layers through torch, not oneDNN ("{fallback}"): '
+            "its speed, and what speculation saves, do not carry to CPUs whose oneDNN has bf16 matmul "
+            "(AVX512-BF16 or AMX)"
+        )
+    if (e.get("engine_env") or {}).get(PRELOAD_ENV) == "1":
+        lines.append(
+            "  - server forked from a preloaded interpreter (torch and vLLM imported once per run or engine "
+            f"pool; same module, arguments and engine; {PRELOAD_ENV}=0 spawns it afresh)"
+        )
+    lines += pool_lines(e.get("reused") or {})
     return lines
 
 

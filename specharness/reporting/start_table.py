@@ -7,6 +7,7 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 
+from specharness.engines.preload import ENV as PRELOAD_ENV
 from specharness.experiment.startbench import CACHES, StartMeasurement
 
 __all__ = ["format_starts", "phases_text"]
@@ -62,16 +63,19 @@ def format_starts(starts: Sequence[StartMeasurement]) -> str:
         "timestamps (whole seconds); *to /health* from the harness's clock (spawn to the first healthy answer); then",
         "two 16-token chat requests, timed.",
         "Compile caches: " + "; ".join(f"*{key}*: {text}" for key, text in CACHES.items()) + ".",
+        "Server: *spawned* (`python -m`, every import done again) or *preloaded* (forked from a process that imported",
+        f"torch and vLLM once: that process's import counts in the first such start; {PRELOAD_ENV}).",
         "",
-        "| arm | round | caches | "
+        "| arm | round | caches | server | "
         + " | ".join(label for _, label in _PHASES)
         + " | to /health | 1st request | 2nd request |",
-        "|---|---|---|" + "---|" * (len(_PHASES) + 3),
+        "|---|---|---|---|" + "---|" * (len(_PHASES) + 3),
     ]
     for s in starts:
         phases = " | ".join(_s(s.phases_s.get(key)) for key, _ in _PHASES)
         tail = f"{_s(s.to_health_s, 1)} | {_s(s.first_request_s, 2)} | {_s(s.second_request_s, 2)}"
-        lines.append(f"| {s.arm} | {s.index} | {s.caches} | {phases} | {tail} |")
+        server = "preloaded" if s.engine_env.get(PRELOAD_ENV) == "1" else "spawned"
+        lines.append(f"| {s.arm} | {s.index} | {s.caches} | {server} | {phases} | {tail} |")
     lines.append("")
     failed = [s for s in starts if s.error]
     for s in failed:

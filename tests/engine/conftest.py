@@ -2,7 +2,9 @@
 
 They run in CI. A session fixture makes one tiny paired run through the CLI; the fault tests start their own.
 The tiny run also carries two client-side checks that cost no extra engine start: a second workload whose prompt is
-longer than the model length (the server answers HTTP 400) and an API key, which must reach vLLM and no file.
+longer than the model length (the server answers HTTP 400) and an API key, which must reach vLLM and no file; its
+servers are forked from a preloaded interpreter (SPECHARNESS_PRELOADED_SERVER=1, the GPU's default), so the real
+server runs that way too, while every other run here spawns its servers (the CPU's default).
 
 Engine starts are shared where sharing proves the same thing: the tests whose runs only need engines (``--attach``
 aside) run with ``pooled_env`` (an engine pool for the session, specharness.engines.pool), so the ASV smoke runs, the
@@ -39,6 +41,7 @@ import psutil
 import pytest
 
 from specharness.engines.pool import IDLE_ENV, OWNER_ENV, POOL_ENV, EnginePool
+from specharness.engines.preload import ENV as PRELOAD_ENV
 from specharness.engines.server import group_alive
 
 TINY = [
@@ -253,7 +256,8 @@ def tiny_run_launched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Back
     }
     overlong.write_bytes(orjson.dumps(case) + b"\n")
     args = [*TINY, "--workloads", f"copy,{overlong}", "--api-key-env", "SPECHARNESS_TEST_API_KEY"]
-    run = BackgroundRun(where / "run", args, collect, {**spare_core_env(), "SPECHARNESS_TEST_API_KEY": TEST_API_KEY})
+    env = {**spare_core_env(), "SPECHARNESS_TEST_API_KEY": TEST_API_KEY, PRELOAD_ENV: "1"}  # servers forked
+    run = BackgroundRun(where / "run", args, collect, env)
     try:
         yield run
     finally:

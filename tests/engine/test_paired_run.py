@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
+import os
+import time
 from pathlib import Path
 
 import orjson
 import pytest
 
 from specharness.analysis.verdict import QUALITY_VERDICTS, SPEED_VERDICTS
+from specharness.engines.preload import ENV as PRELOAD_ENV
 from specharness.experiment.journal import read_journal
 
 from .conftest import MAX_MODEL_LEN, TEST_API_KEY, assert_no_engine_left, cli
@@ -18,6 +21,20 @@ pytestmark = pytest.mark.engine
 
 def report(run_dir: Path) -> dict:
     return orjson.loads((run_dir / "report.json").read_bytes())
+
+
+def wait_gone(pid: int, limit_s: float = 10.0) -> bool:
+    """Whether process ``pid`` is gone (or a zombie) within ``limit_s``."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return True
+        except (ProcessLookupError, OSError):
+            return True
+        time.sleep(0.2)
+    return False
 
 
 def test_every_request_is_journaled(tiny_run: Path) -> None:
@@ -152,5 +169,18 @@ def test_report_rebuilds_from_the_journal_alone(tiny_run: Path) -> None:
     assert after["comparisons"] == before["comparisons"] and "## Decision" in (tiny_run / "report.md").read_text()
 
 
+def test_both_servers_were_forked_from_one_preloader(tiny_run: Path) -> None:
+    engines = report(tiny_run)["engines"]
+    assert [e["engine_env"].get(PRELOAD_ENV) for e in engines] == ["1", "1"]
+    logs = list((tiny_run / "logs").glob("preloader.*.log"))
+    assert len(logs) == 1, logs
+    imported = [line for line in logs[0].read_text().splitlines() if "imported vllm.entrypoints" in line]
+    assert len(imported) == 1  # one import of vLLM's server module for both servers
+    assert "forked from a preloaded interpreter" in (tiny_run / "report.md").read_text()
+
+
 def test_no_engine_outlives_the_run(tiny_run: Path) -> None:
     assert_no_engine_left(tiny_run)
+    log = next((tiny_run / "logs").glob("preloader.*.log")).read_text()
+    preloader = int(log.split("preloader ", 1)[1].split(":", 1)[0])
+    assert wait_gone(preloader), f"the preloader {preloader} outlived the run"

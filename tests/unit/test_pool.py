@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from specharness._errors import ConfigError, EngineError
+from specharness.engines import preload
 from specharness.engines.fleet import fits, pooled_plan
 from specharness.engines.memory import DeviceMemory
 from specharness.engines.pool import (
@@ -243,6 +244,40 @@ def test_keepers_stop_when_the_owner_is_gone(standin_python: str, tmp_path: Path
         owner.kill()
         owner.wait()
     assert wait_until(lambda: not pid_alive(pid) and not pool.leases()), "the server outlived its owner"
+
+
+def test_keepers_of_one_pool_fork_their_servers_from_one_preloader(
+    standin_python: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With SPECHARNESS_PRELOADED_SERVER=1 (a GPU's default) the keepers' servers are forked from one preloader per
+    pool, which imports the server module once (here a stand-in on the fake vllm's path) and ends with the owner."""
+    openai = tmp_path / "fakevllm" / "vllm" / "entrypoints" / "openai"
+    openai.mkdir(parents=True)
+    for folder in (openai.parent, openai):
+        (folder / "__init__.py").write_text("")
+    marks = tmp_path / "imports"  # what the server module imports (its own code runs per start, as with python -m)
+    (openai.parent.parent / "heavy.py").write_text(f"open({str(marks)!r}, 'a').write('imported\\n')\n")
+    module = "import vllm.heavy\nif __name__ == '__main__':\n"
+    (openai / "api_server.py").write_text(module + textwrap.indent(STANDIN_SERVER, "    "))
+    monkeypatch.setenv(preload.ENV, "1")
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    pool = EnginePool(tmp_path / "pool", owner_pid=owner.pid, idle_s=600.0)
+    arms = [ArmSpec("baseline"), ArmSpec("ngram", speculative_config=NGRAM)]
+    try:
+        held = pool.acquire(
+            settings_for(standin_python), arms, started_by="r", run_logs={a.name: tmp_path / a.name for a in arms}
+        )
+        pids = [engine.reuse_record()["pid"] for engine in held.values()]
+        assert all(pid_alive(pid) for pid in pids) and len(set(pids)) == 2
+        assert [lease.engine_env.get(preload.ENV) for lease in pool.leases()] == ["1", "1"]
+        assert marks.read_text() == "imported\n"  # one import for both servers
+        log = next(pool.root.glob("preloader.*.log")).read_text()
+        preloader = int(log.split()[1].rstrip(":"))
+        assert pid_alive(preloader)
+    finally:
+        owner.kill()
+        owner.wait()
+    assert wait_until(lambda: not any(pid_alive(p) for p in [*pids, preloader]), limit_s=60)
 
 
 def test_a_killed_keeper_takes_its_server_along(standin_python: str, tmp_path: Path) -> None:

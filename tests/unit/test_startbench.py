@@ -30,7 +30,7 @@ from specharness.reporting.report import write_report
 from specharness.reporting.start_table import format_starts, phases_text
 
 
-def standin(arm: str, index: int, total: float, *, error: str = "") -> StartMeasurement:
+def standin(arm: str, index: int, total: float, *, error: str = "", preloaded: bool = False) -> StartMeasurement:
     phases = {
         "import_s": total * 0.4,
         "weights_s": 2.0,
@@ -51,6 +51,7 @@ def standin(arm: str, index: int, total: float, *, error: str = "") -> StartMeas
         first_request_s=0.4,
         second_request_s=0.2,
         log_path=f"logs/{arm}.start{index}.log",
+        engine_env={"SPECHARNESS_PRELOADED_SERVER": "1" if preloaded else "0"},
         error=error,
     )
 
@@ -102,13 +103,14 @@ def test_the_table_has_every_start_and_the_later_starts_median() -> None:
         standin("ngram", 1, 160.0),
         standin("baseline", 2, 40.0),
         standin("ngram", 2, 44.0),
-        standin("baseline", 3, 38.0),
+        standin("baseline", 3, 38.0, preloaded=True),
         standin("ngram", 3, math.nan, error="ngram server ended (exit code 1) while starting: ValueError: boom"),
     ]
     table = format_starts(starts)
     rows = [line for line in table.splitlines() if line.startswith("| baseline") or line.startswith("| ngram")]
     assert len(rows) == 6
-    assert "| baseline | 1 | empty | 150 | 60 | 2 | 60 |" in table
+    assert "| baseline | 1 | empty | spawned | 150 | 60 | 2 | 60 |" in table
+    assert "| baseline | 3 | warmed | preloaded | 38 |" in table  # how the server was started, per start
     assert all(row.count("|") == rows[0].count("|") for row in rows)  # a failure adds no cell the header lacks
     assert "- failed: ngram, round 3: ngram server ended (exit code 1) while starting: ValueError: boom" in table
     assert (

@@ -1,0 +1,427 @@
+"""Engine servers forked from a preloaded interpreter: a warm start without importing torch and vLLM again.
+
+Once the compile cache loads, most of a warm GPU start is the API server process importing torch and vLLM (22 of
+36 s on one H100 80GB, vLLM 0.26.0, 2026-12-05). A *preloader* is a process of the engine's interpreter, started with
+the server's environment, that imports the server module once and then forks one server per start: the child takes
+the start's arguments, environment, working folder and log, and runs the module as ``__main__`` exactly as
+``python -m`` does; only the modules it imports are already loaded. Nothing of the engine changes (same code, same
+arguments, same compiled graphs, same engine-core start); the preloader never touches the GPU, so vLLM's own fork of
+the engine core from the server sees an uninitialised CUDA, as after ``python -m``. Importing vLLM leaves a few
+native threads (idle pools), so Python warns at each fork that a multi-threaded process forks; vLLM's own default
+forks its engine core from a server process with more threads than that.
+
+Measured on one H100 80GB, vLLM 0.26.0 (2026-12-05, ``scripts/gpu_campaign.sh starts-preload``): a warm baseline
+start took 54 s spawned (import 22 s) and 16 s forked from the preloader (import 2 s); the preloader's own import,
+19 s, is paid by the first start it serves.
+
+One preloader serves every start with the same interpreter, module, environment and *scope*: the harness process
+(``specharness run``, ``specharness starts``) or an engine pool (its keepers share one). It listens on an abstract
+Unix socket named after those; a start connects, sends its request and keeps the connection open: the preloader
+answers the server's pid, later its exit status, and kills the server's process group when the connection closes
+first (the harness died), as PR_SET_PDEATHSIG does for a server the harness spawned itself. The server gets SIGKILL
+if the preloader dies. The preloader ends when its owner process is gone (stopping its servers) or when it has had
+no server for ``idle_s``.
+
+This file imports nothing outside the standard library: the preloader runs it by path in the engine's interpreter,
+which need not have specharness installed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import hashlib
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+__all__ = ["ENV", "ForkedProcess", "PreloadUnavailable", "enabled", "spawn_forked"]
+
+ENV = "SPECHARNESS_PRELOADED_SERVER"  # "1": fork servers from a preloaded interpreter, "0": never (default: on a GPU)
+_POLL_S = 0.5
+_REQUEST_LIMIT = 1 << 22  # bytes of one start request (argv and environment)
+
+
+class PreloadUnavailable(Exception):
+    """No preloader could serve this start (it failed to import the server module, or did not answer); the caller
+    starts the server the usual way."""
+
+
+def enabled(env: Mapping[str, str], *, cpu_build: bool) -> bool:
+    """Whether servers are forked from a preloader: ``ENV`` when it is "0" or "1", else on a GPU only (the CPU
+    build spawns its engine core, which imports vLLM again anyway, so the gain there is the API server's share)."""
+    value = env.get(ENV, "").strip()
+    if value in ("0", "1"):
+        return value == "1"
+    return not cpu_build
+
+
+def _address(python: str, module: str, env: Mapping[str, str], scope: str) -> str:
+    """The preloader's abstract socket name for this interpreter, module, environment and scope."""
+    key = json.dumps([python, module, sorted(env.items()), scope])
+    return "specharness-preload-" + hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+def _connect(name: str) -> socket.socket | None:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect("\0" + name)
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+class ForkedProcess:
+    """A server forked by a preloader, with the part of :class:`subprocess.Popen` the harness uses: ``pid``,
+    :meth:`poll`, :meth:`wait` (``returncode`` as Popen gives it: negative for a signal)."""
+
+    def __init__(self, pid: int, sock: socket.socket, preloader_pid: int) -> None:
+        self.pid = pid
+        self.preloader_pid = preloader_pid
+        self.returncode: int | None = None
+        self._sock = sock
+        self._buffer = b""
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self._read(0.0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None:
+            left = _POLL_S if deadline is None else deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(f"forked server {self.pid}", timeout or 0.0)
+            self._read(min(left, _POLL_S))
+        return self.returncode
+
+    def _read(self, timeout: float) -> None:
+        readable, _, _ = select.select([self._sock], [], [], timeout)
+        if not readable:
+            return
+        data = self._sock.recv(4096)
+        if not data:  # the preloader is gone: its servers got SIGKILL (their death signal)
+            self._finish(-signal.SIGKILL)
+            return
+        self._buffer += data
+        while b"\n" in self._buffer:
+            line, self._buffer = self._buffer.split(b"\n", 1)
+            message = json.loads(line)
+            if "exit" in message:
+                self._finish(int(message["exit"]))
+
+    def _finish(self, code: int) -> None:
+        self.returncode = code
+        with contextlib.suppress(OSError):
+            self._sock.close()
+
+
+def spawn_forked(
+    python: str,
+    module: str,
+    args: Sequence[str],
+    env: Mapping[str, str],
+    log_path: Path,
+    *,
+    scope: str,
+    owner_pid: int,
+    idle_s: float = 300.0,
+    ready_timeout_s: float = 900.0,
+) -> ForkedProcess:
+    """Fork ``python -m module args`` (environment ``env``, output appended to ``log_path``, working folder this
+    process's) from the preloader of this interpreter, module, environment and scope, starting that preloader when
+    none answers (it imports ``module`` first: the first start pays the import once). Raises
+    :class:`PreloadUnavailable` when no preloader can serve it."""
+    name = _address(python, module, env, scope)
+    request = json.dumps({"argv": list(args), "env": dict(env), "cwd": os.getcwd(), "log": str(log_path)})
+    for _ in range(2):  # a preloader that ends (idle) just as a start connects answers nothing: start another
+        sock = _connect(name) or _start_preloader(
+            name, python, module, env, log_path.parent, owner_pid, idle_s, ready_timeout_s
+        )
+        try:
+            sock.sendall(request.encode() + b"\n")
+            reply = _read_line(sock, timeout_s=60.0)
+        except OSError:
+            reply = None
+        if reply is not None and "pid" in reply:
+            return ForkedProcess(int(str(reply["pid"])), sock, int(str(reply.get("preloader_pid", 0))))
+        sock.close()
+        if reply is not None:
+            raise PreloadUnavailable(f"the preloader did not fork the server: {reply.get('error')}")
+    raise PreloadUnavailable("the preloader did not answer the start request")
+
+
+def _read_line(sock: socket.socket, timeout_s: float) -> dict[str, object] | None:
+    data = b""
+    deadline = time.monotonic() + timeout_s
+    while b"\n" not in data:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([sock], [], [], left)[0]:
+            return None
+        chunk = sock.recv(4096)
+        if not chunk:
+            return None
+        data += chunk
+    line = json.loads(data.split(b"\n", 1)[0])
+    return line if isinstance(line, dict) else None
+
+
+def _start_preloader(
+    name: str,
+    python: str,
+    module: str,
+    env: Mapping[str, str],
+    log_dir: Path,
+    owner_pid: int,
+    idle_s: float,
+    ready_timeout_s: float,
+) -> socket.socket:
+    """Start the preloader ``name`` (one at a time: a lock in the temp folder) and connect to it once it listens."""
+    lock_path = Path(tempfile.gettempdir()) / f"{name}.lock"
+    with open(lock_path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        sock = _connect(name)  # another start may have started it meanwhile
+        if sock is not None:
+            return sock
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = log_dir / f"preloader.{name.rsplit('-', 1)[1][:12]}.log"
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                [python, str(Path(__file__).resolve()), "serve", name, module, str(owner_pid), str(idle_s)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=dict(env),
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + ready_timeout_s
+        while (sock := _connect(name)) is None:
+            if proc.poll() is not None:
+                raise PreloadUnavailable(
+                    f"the preloader ended (exit code {proc.returncode}) before it listened: {_last_line(log_path)} "
+                    f"(log: {log_path})"
+                )
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise PreloadUnavailable(
+                    f"the preloader did not listen within {ready_timeout_s:.0f} s (log: {log_path})"
+                )
+            time.sleep(0.1)
+        return sock
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return "(no log)"
+    return lines[-1] if lines else "(empty log)"
+
+
+# --- the preloader (runs in the engine's interpreter) ---------------------------------------------------------------
+
+
+def _start_time(pid: int) -> str | None:
+    """A process's start time (clock ticks since boot, from /proc): tells a live owner from a reused pid."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _kill_group(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+def serve(name: str, module: str, owner_pid: int, idle_s: float) -> int:
+    """Import ``module``, then fork a server for each start request until the owner is gone or no server has run
+    for ``idle_s``; returns the exit code."""
+    owner_started = _start_time(owner_pid)
+    t0 = time.monotonic()
+    __import__(module)
+    threads = len(os.listdir("/proc/self/task"))  # native ones (thread pools) too: Python warns at each fork
+    print(f"preloader {os.getpid()}: imported {module} in {time.monotonic() - t0:.1f} s; {threads} threads", flush=True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind("\0" + name)
+    listener.listen(16)
+    servers: dict[int, socket.socket | None] = {}  # server pid -> its start's connection (None once closed)
+    stopping = False
+
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    last_server = time.monotonic()
+    why = ""
+    while not why:
+        conns = [conn for conn in servers.values() if conn is not None]
+        readable, _, _ = select.select([listener, *conns], [], [], _POLL_S)
+        for sock in readable:
+            if sock is listener:
+                new, _ = listener.accept()
+                pid = _fork_one(new, listener, conns, module)
+                if pid is not None:
+                    servers[pid] = new
+                continue
+            with contextlib.suppress(OSError):
+                if sock.recv(1):
+                    continue
+            for pid, start in list(servers.items()):  # the start's process is gone: stop its server
+                if start is sock:
+                    _kill_group(pid, signal.SIGKILL)
+                    servers[pid] = None
+                    sock.close()
+        last_server = _reap(servers) or last_server
+        if servers:
+            last_server = time.monotonic()
+        if stopping:
+            why = "signal"
+        elif owner_started is None or _start_time(owner_pid) != owner_started:
+            why = f"owner {owner_pid} is gone"
+        elif time.monotonic() - last_server > idle_s:
+            why = f"no server for {idle_s:.0f} s"
+    listener.close()
+    for pid in servers:
+        _kill_group(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 20.0
+    while servers and time.monotonic() < deadline:
+        time.sleep(0.2)
+        _reap(servers)
+    for pid in servers:
+        _kill_group(pid, signal.SIGKILL)
+    print(f"preloader {os.getpid()}: {why}; ended", flush=True)
+    return 0
+
+
+def _reap(servers: dict[int, socket.socket | None]) -> float | None:
+    """Collect ended servers and tell each one's start its exit status; the time of the last one, if any ended."""
+    ended = None
+    while servers:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+        conn = servers.pop(pid, None)
+        ended = time.monotonic()
+        if conn is not None:
+            with contextlib.suppress(OSError):
+                conn.sendall(json.dumps({"exit": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
+            conn.close()
+    return ended
+
+
+def _fork_one(conn: socket.socket, listener: socket.socket, others: Sequence[socket.socket], module: str) -> int | None:
+    """Read one start request from ``conn`` and fork its server (``python -m module``); the server's pid, or None
+    for a bad request. ``others``: the connections of other starts, closed in the child."""
+    conn.settimeout(10.0)
+    data = b""
+    try:
+        while b"\n" not in data and len(data) < _REQUEST_LIMIT:
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        request = json.loads(data.split(b"\n", 1)[0])
+        argv, env, cwd, log = request["argv"], request["env"], request["cwd"], request["log"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        with contextlib.suppress(OSError):
+            conn.sendall(json.dumps({"error": f"bad start request: {error}"}).encode() + b"\n")
+        conn.close()
+        return None
+    conn.settimeout(None)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    session_r, session_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the server
+        os.close(session_r)
+        _become_server([listener, conn, *others], session_w, module, argv, env, cwd, log)
+    os.close(session_w)
+    os.read(session_r, 1)  # its own session exists before anyone is told its pid (and may signal the group)
+    os.close(session_r)
+    conn.sendall(json.dumps({"pid": pid, "preloader_pid": os.getpid()}).encode() + b"\n")
+    return pid
+
+
+def _become_server(
+    sockets: Sequence[socket.socket],
+    session_w: int,
+    module: str,
+    argv: list[str],
+    env: dict[str, str],
+    cwd: str,
+    log: str,
+) -> None:
+    """In the forked child: become ``python -m module argv`` in its own session, never returning."""
+    code = 1
+    try:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
+            signal.signal(sig, signal.SIG_DFL)
+        with contextlib.suppress(Exception):
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with us
+        os.setsid()
+        os.write(session_w, b"s")
+        os.close(session_w)
+        for sock in sockets:
+            sock.close()
+        out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.close(out)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(env)
+        sys.argv = [module, *argv]  # run_module puts the module's file first, as python -m does
+        import runpy
+
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            code = exc.code or 0
+        else:
+            print(exc.code, file=sys.stderr)
+            code = 1
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 5 or args[0] != "serve":
+        print("usage: python preload.py serve NAME MODULE OWNER_PID IDLE_S", file=sys.stderr)
+        return 2
+    if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+        sys.path[0] = os.getcwd()  # as python -m has it: this file's folder must not shadow top-level modules
+    return serve(args[1], args[2], int(args[3]), float(args[4]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

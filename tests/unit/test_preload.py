@@ -1,0 +1,150 @@
+"""Servers forked from a preloaded interpreter (specharness.engines.preload), on stand-in modules: a "heavy" module
+whose import is recorded, and a "server" module that imports it and, run as ``__main__``, prints what it was given,
+then exits or sleeps as its arguments say. Real processes, real sockets, real signals; no vLLM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from specharness.engines import preload
+
+HEAVY = textwrap.dedent(
+    """
+    import os
+    with open(os.environ["STANDIN_MARKS"], "a") as marks:
+        marks.write(f"imported in {os.getpid()}\\n")
+    """
+)
+SERVER = textwrap.dedent(
+    """
+    import os, sys, time
+    import standin_heavy  # noqa: F401
+    if __name__ == "__main__":
+        print(f"argv={sys.argv[1:]} X={os.environ.get('X')} cwd={os.getcwd()} sid={os.getsid(0) == os.getpid()}",
+              flush=True)
+        if sys.argv[1] == "exit":
+            sys.exit(int(sys.argv[2]))
+        time.sleep(float(sys.argv[2]))
+    """
+)
+
+
+@pytest.fixture
+def standin(tmp_path: Path) -> dict[str, str]:
+    """The environment a start passes: stand-in modules on the path, a marks file, and a variable to check."""
+    (tmp_path / "standin_heavy.py").write_text(HEAVY)
+    (tmp_path / "standin_server.py").write_text(SERVER)
+    return dict(os.environ, PYTHONPATH=str(tmp_path), STANDIN_MARKS=str(tmp_path / "marks"), X="seen")
+
+
+def spawn(env: dict[str, str], log: Path, *args: str, scope: str, owner: int | None = None) -> preload.ForkedProcess:
+    return preload.spawn_forked(
+        sys.executable, "standin_server", args, env, log, scope=scope, owner_pid=owner or os.getpid(), idle_s=60
+    )
+
+
+def wait_until(predicate: Callable[[], bool], limit_s: float = 20.0) -> bool:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return predicate()
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_enabled_on_a_gpu_by_default_and_as_the_variable_says() -> None:
+    assert preload.enabled({}, cpu_build=False)
+    assert not preload.enabled({}, cpu_build=True)
+    assert preload.enabled({preload.ENV: "1"}, cpu_build=True)
+    assert not preload.enabled({preload.ENV: "0"}, cpu_build=False)
+
+
+def test_starts_share_one_import_and_get_their_own_arguments(standin: dict[str, str], tmp_path: Path) -> None:
+    scope = uuid.uuid4().hex
+    first = spawn(standin, tmp_path / "a.log", "exit", "3", scope=scope)
+    assert first.wait(20) == 3
+    second = spawn(dict(standin), tmp_path / "b.log", "exit", "0", scope=scope)
+    assert second.wait(20) == 0
+    assert first.pid != second.pid and first.preloader_pid == second.preloader_pid
+    marks = (tmp_path / "marks").read_text().splitlines()
+    assert marks == [f"imported in {first.preloader_pid}"]  # once, in the preloader; neither server imported it
+    assert f"argv=['exit', '3'] X=seen cwd={os.getcwd()} sid=True" in (tmp_path / "a.log").read_text()
+    assert "argv=['exit', '0']" in (tmp_path / "b.log").read_text()
+    logs = list(tmp_path.glob("preloader.*.log"))
+    assert len(logs) == 1 and "imported standin_server" in logs[0].read_text()
+
+
+def test_another_environment_gets_another_preloader(standin: dict[str, str], tmp_path: Path) -> None:
+    scope = uuid.uuid4().hex
+    one = spawn(standin, tmp_path / "a.log", "exit", "0", scope=scope)
+    other = spawn({**standin, "X": "other"}, tmp_path / "b.log", "exit", "0", scope=scope)
+    assert one.wait(20) == 0 and other.wait(20) == 0
+    assert one.preloader_pid != other.preloader_pid
+    assert "X=other" in (tmp_path / "b.log").read_text()
+
+
+def test_a_signalled_server_reports_the_signal_and_leads_its_group(standin: dict[str, str], tmp_path: Path) -> None:
+    server = spawn(standin, tmp_path / "a.log", "sleep", "60", scope=uuid.uuid4().hex)
+    assert server.poll() is None
+    os.killpg(server.pid, signal.SIGTERM)  # at once: its session exists before its pid is known
+    assert server.wait(20) == -signal.SIGTERM
+    with pytest.raises(subprocess.TimeoutExpired):
+        spawn(standin, tmp_path / "b.log", "sleep", "60", scope=uuid.uuid4().hex).wait(0.5)
+
+
+def test_a_server_dies_with_the_process_that_started_it(standin: dict[str, str], tmp_path: Path) -> None:
+    """The start's process is killed (SIGKILL: no cleanup); the preloader sees its connection close and stops the
+    server, as PR_SET_PDEATHSIG stops a spawned one."""
+    code = (
+        "import os, sys, time; from pathlib import Path; from specharness.engines import preload\n"
+        f"p = preload.spawn_forked(sys.executable, 'standin_server', ['sleep', '60'], dict(os.environ), "
+        f"Path({str(tmp_path / 'a.log')!r}), scope={uuid.uuid4().hex!r}, owner_pid={os.getpid()}, idle_s=60)\n"
+        "print(p.pid, flush=True); time.sleep(60)\n"
+    )
+    starter = subprocess.Popen([sys.executable, "-c", code], env=standin, stdout=subprocess.PIPE, text=True)
+    assert starter.stdout is not None
+    pid = int(starter.stdout.readline())
+    assert alive(pid)
+    starter.kill()
+    starter.wait()
+    assert wait_until(lambda: not alive(pid))
+
+
+def test_the_preloader_ends_with_its_owner_and_stops_its_servers(standin: dict[str, str], tmp_path: Path) -> None:
+    owner = subprocess.Popen(["sleep", "60"])
+    server = spawn(standin, tmp_path / "a.log", "sleep", "60", scope=uuid.uuid4().hex, owner=owner.pid)
+    preloader = server.preloader_pid
+    assert alive(preloader) and alive(server.pid)
+    owner.kill()
+    owner.wait()
+    assert wait_until(lambda: not alive(preloader) and not alive(server.pid), limit_s=30)
+    assert server.wait(5) == -signal.SIGTERM  # stopped by the preloader, which told the start before it ended
+    log = next(tmp_path.glob("preloader.*.log")).read_text()
+    assert f"owner {owner.pid} is gone" in log
+
+
+def test_a_module_that_fails_to_import_is_named(standin: dict[str, str], tmp_path: Path) -> None:
+    (tmp_path / "standin_heavy.py").write_text("raise ImportError('no such engine here')\n")
+    with pytest.raises(preload.PreloadUnavailable, match="ImportError: no such engine here"):
+        spawn(standin, tmp_path / "a.log", "exit", "0", scope=uuid.uuid4().hex)
