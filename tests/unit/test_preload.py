@@ -9,14 +9,15 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from specharness.engines import preload
+
+from .test_pool import pid_alive as alive
+from .test_pool import wait_until
 
 HEAVY = textwrap.dedent(
     """
@@ -51,26 +52,6 @@ def spawn(env: dict[str, str], log: Path, *args: str, scope: str, owner: int | N
     return preload.spawn_forked(
         sys.executable, "standin_server", args, env, log, scope=scope, owner_pid=owner or os.getpid(), idle_s=60
     )
-
-
-def wait_until(predicate: Callable[[], bool], limit_s: float = 20.0) -> bool:
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return predicate()
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def test_enabled_on_a_gpu_by_default_and_as_the_variable_says() -> None:
