@@ -108,10 +108,10 @@ case "$MODE" in
       timeout "${STARTS_C_LIMIT_S:-90}" "$PY" -m specharness starts --out /tmp/starts-debug --arms baseline --repeat 1 \
       2>&1 | tee -a "$OUT/starts.log"
     tar -C /tmp -cJf "$OUT/starts.tar.xz" starts-nopyc starts starts-debug ;;
-  starts-fork)  # the starts as the harness now makes them (engine core forked), nothing else
-    timeout "${STARTS_LIMIT_S:-230}" "$PY" -m specharness starts --out /tmp/starts-fork --arms "${STARTS_ARMS:-baseline,ngram}" \
-      --repeat "${STARTS_REPEAT:-2}" 2>&1 | tee "$OUT/starts.log"
-    tar -C /tmp -cJf "$OUT/starts.tar.xz" starts-fork ;;
+  starts-fork)  # the starts as the harness now makes them (engine core forked; on a GPU the server forked from a
+    # preloaded interpreter), nothing else; starts.jsonl and starts.md are written under $OUT as each start ends
+    timeout "${STARTS_LIMIT_S:-230}" "$PY" -m specharness starts --out "$OUT/starts-fork" --arms "${STARTS_ARMS:-baseline,ngram}" \
+      --repeat "${STARTS_REPEAT:-2}" 2>&1 | tee "$OUT/starts.log" ;;
   starts-preload)
     # spawned against preloaded servers on one machine: baseline spawned twice (the first on this machine's empty
     # compile cache), then baseline and ngram twice each forked from one preloader (its import in the first of them)

@@ -14,8 +14,13 @@ Measured on one H100 80GB, vLLM 0.26.0 (2026-12-05, ``scripts/gpu_campaign.sh st
 start took 54 s spawned (import 22 s) and 16 s forked from the preloader (import 2 s); the preloader's own import,
 19 s, is paid by the first start it serves.
 
-One preloader serves every start with the same interpreter, module, environment and *scope*: the harness process
-(``specharness run``, ``specharness starts``) or an engine pool (its keepers share one). It listens on an abstract
+What vLLM's import sets in the environment (``env_override``: ``PYTORCH_NVML_BASED_CUDA_CHECK`` and others) is set
+in each server, as its own import would; exit handlers and non-daemon threads run at a server's end, as at the end
+of ``python -m``.
+
+One preloader serves every start with the same interpreter, module, environment, *scope* and owner: the harness
+process (``specharness run``, ``specharness starts``) or an engine pool (the keepers of one owner's runs share one).
+It accepts starts only from processes of its own user (SO_PEERCRED). It listens on an abstract
 Unix socket named after those; a start connects, sends its request and keeps the connection open: the preloader
 answers the server's pid, later its exit status, and kills the server's process group when the connection closes
 first (the harness died), as PR_SET_PDEATHSIG does for a server the harness spawned itself. The server gets SIGKILL
@@ -37,6 +42,7 @@ import os
 import select
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -48,6 +54,7 @@ __all__ = ["ENV", "ForkedProcess", "PreloadUnavailable", "enabled", "spawn_forke
 
 ENV = "SPECHARNESS_PRELOADED_SERVER"  # "1": fork servers from a preloaded interpreter, "0": never (default: on a GPU)
 _POLL_S = 0.5
+_UNAVAILABLE: dict[str, str] = {}  # preloaders that failed in this process, with why
 _REQUEST_LIMIT = 1 << 22  # bytes of one start request (argv and environment)
 
 
@@ -65,9 +72,10 @@ def enabled(env: Mapping[str, str], *, cpu_build: bool) -> bool:
     return not cpu_build
 
 
-def _address(python: str, module: str, env: Mapping[str, str], scope: str) -> str:
-    """The preloader's abstract socket name for this interpreter, module, environment and scope."""
-    key = json.dumps([python, module, sorted(env.items()), scope])
+def _address(python: str, module: str, env: Mapping[str, str], scope: str, owner_pid: int) -> str:
+    """The preloader's abstract socket name for this interpreter, module, environment, scope and owner (runs of
+    other owners sharing a pool folder get their own: a preloader stops its servers when its owner ends)."""
+    key = json.dumps([python, module, sorted(env.items()), scope, owner_pid, _start_time(owner_pid)])
     return "specharness-preload-" + hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
@@ -85,12 +93,13 @@ class ForkedProcess:
     """A server forked by a preloader, with the part of :class:`subprocess.Popen` the harness uses: ``pid``,
     :meth:`poll`, :meth:`wait` (``returncode`` as Popen gives it: negative for a signal)."""
 
-    def __init__(self, pid: int, sock: socket.socket, preloader_pid: int) -> None:
+    def __init__(self, pid: int, sock: socket.socket, preloader_pid: int, buffered: bytes = b"") -> None:
         self.pid = pid
         self.preloader_pid = preloader_pid
         self.returncode: int | None = None
         self._sock = sock
-        self._buffer = b""
+        self._buffer = buffered  # what came after the pid line (an exit, when the server ended at once)
+        self._messages()
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -115,7 +124,10 @@ class ForkedProcess:
             self._finish(-signal.SIGKILL)
             return
         self._buffer += data
-        while b"\n" in self._buffer:
+        self._messages()
+
+    def _messages(self) -> None:
+        while b"\n" in self._buffer and self.returncode is None:
             line, self._buffer = self._buffer.split(b"\n", 1)
             message = json.loads(line)
             if "exit" in message:
@@ -143,38 +155,46 @@ def spawn_forked(
     process's) from the preloader of this interpreter, module, environment and scope, starting that preloader when
     none answers (it imports ``module`` first: the first start pays the import once). Raises
     :class:`PreloadUnavailable` when no preloader can serve it."""
-    name = _address(python, module, env, scope)
+    name = _address(python, module, env, scope, owner_pid)
+    if name in _UNAVAILABLE:  # this process saw it fail: every start would pay for the failing import again
+        raise PreloadUnavailable(_UNAVAILABLE[name])
     request = json.dumps({"argv": list(args), "env": dict(env), "cwd": os.getcwd(), "log": str(log_path)})
     for _ in range(2):  # a preloader that ends (idle) just as a start connects answers nothing: start another
-        sock = _connect(name) or _start_preloader(
-            name, python, module, env, log_path.parent, owner_pid, idle_s, ready_timeout_s
-        )
+        try:
+            sock = _connect(name) or _start_preloader(
+                name, python, module, env, log_path.parent, owner_pid, idle_s, ready_timeout_s
+            )
+        except PreloadUnavailable as why:
+            _UNAVAILABLE[name] = str(why)
+            raise
         try:
             sock.sendall(request.encode() + b"\n")
-            reply = _read_line(sock, timeout_s=60.0)
+            reply, rest = _read_line(sock, timeout_s=60.0)
         except OSError:
-            reply = None
+            reply, rest = None, b""
         if reply is not None and "pid" in reply:
-            return ForkedProcess(int(str(reply["pid"])), sock, int(str(reply.get("preloader_pid", 0))))
+            return ForkedProcess(int(str(reply["pid"])), sock, int(str(reply.get("preloader_pid", 0))), rest)
         sock.close()
         if reply is not None:
             raise PreloadUnavailable(f"the preloader did not fork the server: {reply.get('error')}")
     raise PreloadUnavailable("the preloader did not answer the start request")
 
 
-def _read_line(sock: socket.socket, timeout_s: float) -> dict[str, object] | None:
+def _read_line(sock: socket.socket, timeout_s: float) -> tuple[dict[str, object] | None, bytes]:
+    """The first JSON line from ``sock`` (None when none comes in time) and the bytes read after it."""
     data = b""
     deadline = time.monotonic() + timeout_s
     while b"\n" not in data:
         left = deadline - time.monotonic()
         if left <= 0 or not select.select([sock], [], [], left)[0]:
-            return None
+            return None, b""
         chunk = sock.recv(4096)
         if not chunk:
-            return None
+            return None, b""
         data += chunk
-    line = json.loads(data.split(b"\n", 1)[0])
-    return line if isinstance(line, dict) else None
+    first, rest = data.split(b"\n", 1)
+    line = json.loads(first)
+    return (line if isinstance(line, dict) else None), rest
 
 
 def _start_preloader(
@@ -233,11 +253,13 @@ def _last_line(path: Path) -> str:
 
 
 def _start_time(pid: int) -> str | None:
-    """A process's start time (clock ticks since boot, from /proc): tells a live owner from a reused pid."""
+    """A live process's start time (clock ticks since boot, from /proc): tells a live owner from a reused pid; None
+    for a process that is gone or a zombie."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
         return None
+    return None if len(fields) < 20 or fields[0] == "Z" else fields[19]
 
 
 def _kill_group(pid: int, sig: int) -> None:
@@ -245,14 +267,29 @@ def _kill_group(pid: int, sig: int) -> None:
         os.killpg(pid, sig)
 
 
+def _env_changes(before: Mapping[str, str], after: Mapping[str, str]) -> dict[str, str | None]:
+    """What an import did to the environment: each variable it set (its value) or removed (None)."""
+    changes: dict[str, str | None] = {k: v for k, v in after.items() if before.get(k) != v}
+    changes.update({k: None for k in before if k not in after})
+    return changes
+
+
 def serve(name: str, module: str, owner_pid: int, idle_s: float) -> int:
     """Import ``module``, then fork a server for each start request until the owner is gone or no server has run
     for ``idle_s``; returns the exit code."""
+    me = os.getpid()
     owner_started = _start_time(owner_pid)
+    before = dict(os.environ)
     t0 = time.monotonic()
     __import__(module)
+    imported_env = _env_changes(before, os.environ)  # vLLM sets some at import (env_override): each server gets them
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)  # loaded before any fork: a forked child opens no library
     threads = len(os.listdir("/proc/self/task"))  # native ones (thread pools) too: Python warns at each fork
-    print(f"preloader {os.getpid()}: imported {module} in {time.monotonic() - t0:.1f} s; {threads} threads", flush=True)
+    print(
+        f"preloader {me}: imported {module} in {time.monotonic() - t0:.1f} s; {threads} threads; environment set by "
+        f"the import: {', '.join(sorted(imported_env)) or 'none'}",
+        flush=True,
+    )
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind("\0" + name)
     listener.listen(16)
@@ -273,7 +310,11 @@ def serve(name: str, module: str, owner_pid: int, idle_s: float) -> int:
         for sock in readable:
             if sock is listener:
                 new, _ = listener.accept()
-                pid = _fork_one(new, listener, conns, module)
+                _, uid, _ = struct.unpack("3i", new.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+                if uid != os.getuid():  # only this user's processes may start a server as this user
+                    new.close()
+                    continue
+                pid = _fork_one(new, listener, conns, module, imported_env, libc)
                 if pid is not None:
                     servers[pid] = new
                 continue
@@ -303,7 +344,7 @@ def serve(name: str, module: str, owner_pid: int, idle_s: float) -> int:
         _reap(servers)
     for pid in servers:
         _kill_group(pid, signal.SIGKILL)
-    print(f"preloader {os.getpid()}: {why}; ended", flush=True)
+    print(f"preloader {me}: {why}; ended", flush=True)
     return 0
 
 
@@ -326,9 +367,18 @@ def _reap(servers: dict[int, socket.socket | None]) -> float | None:
     return ended
 
 
-def _fork_one(conn: socket.socket, listener: socket.socket, others: Sequence[socket.socket], module: str) -> int | None:
-    """Read one start request from ``conn`` and fork its server (``python -m module``); the server's pid, or None
-    for a bad request. ``others``: the connections of other starts, closed in the child."""
+def _fork_one(
+    conn: socket.socket,
+    listener: socket.socket,
+    others: Sequence[socket.socket],
+    module: str,
+    imported_env: Mapping[str, str | None],
+    libc: ctypes.CDLL,
+) -> int | None:
+    """Read one start request from ``conn`` and fork its server (``python -m module``); the server's pid (tracked
+    until reaped, even when its start went away before the answer: its connection then reads as closed and the
+    server is stopped), or None for a bad request. ``others``: the connections of other starts, closed in the
+    child."""
     conn.settimeout(10.0)
     data = b""
     try:
@@ -351,30 +401,45 @@ def _fork_one(conn: socket.socket, listener: socket.socket, others: Sequence[soc
     pid = os.fork()
     if pid == 0:  # the server
         os.close(session_r)
-        _become_server([listener, conn, *others], session_w, module, argv, env, cwd, log)
+        child_env = {**env, **{k: v for k, v in imported_env.items() if v is not None}}
+        for key in (k for k, v in imported_env.items() if v is None):
+            child_env.pop(key, None)
+        _become_server([listener, conn, *others], session_w, libc, module, argv, child_env, cwd, log)
     os.close(session_w)
-    os.read(session_r, 1)  # its own session exists before anyone is told its pid (and may signal the group)
+    ready = select.select([session_r], [], [], 30.0)[0]  # its own session exists before its pid is told
     os.close(session_r)
-    conn.sendall(json.dumps({"pid": pid, "preloader_pid": os.getpid()}).encode() + b"\n")
+    if not ready:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    try:
+        conn.sendall(json.dumps({"pid": pid, "preloader_pid": os.getpid()}).encode() + b"\n")
+    except OSError as error:  # the start went away: its server must not run on
+        print(f"preloader {os.getpid()}: the start of server {pid} went away before its answer ({error})", flush=True)
+        _kill_group(pid, signal.SIGKILL)
     return pid
 
 
 def _become_server(
     sockets: Sequence[socket.socket],
     session_w: int,
+    libc: ctypes.CDLL,
     module: str,
     argv: list[str],
     env: dict[str, str],
     cwd: str,
     log: str,
 ) -> None:
-    """In the forked child: become ``python -m module argv`` in its own session, never returning."""
+    """In the forked child: become ``python -m module argv`` in its own session, never returning (exit handlers and
+    non-daemon threads are run and joined as at the end of ``python -m``)."""
     code = 1
     try:
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
-            signal.signal(sig, signal.SIG_DFL)
-        with contextlib.suppress(Exception):
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with us
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # as python -m has it
+        parent = os.getppid()
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with the preloader
+        if os.getppid() != parent:  # it died before the death signal was set
+            os._exit(1)
         os.setsid()
         os.write(session_w, b"s")
         os.close(session_w)
@@ -391,8 +456,14 @@ def _become_server(
         os.environ.clear()
         os.environ.update(env)
         sys.argv = [module, *argv]  # run_module puts the module's file first, as python -m does
+        if sys.path:
+            sys.path[0] = cwd  # python -m's first path entry: the folder it was started in
         import runpy
+        import warnings
 
+        # running a module the preloader imported: runpy warns that it is in sys.modules; python -m runs it as
+        # __main__ beside any imported copy the same way
+        warnings.filterwarnings("ignore", message=".*found in sys.modules.*", category=RuntimeWarning)
         runpy.run_module(module, run_name="__main__", alter_sys=True)
         code = 0
     except SystemExit as exc:
@@ -407,7 +478,14 @@ def _become_server(
         traceback.print_exc()
         code = 1
     finally:
-        with contextlib.suppress(Exception):
+        import atexit
+        import threading
+
+        with contextlib.suppress(BaseException):
+            getattr(threading, "_shutdown", lambda: None)()  # join non-daemon threads, as interpreter exit does
+        with contextlib.suppress(BaseException):
+            getattr(atexit, "_run_exitfuncs", lambda: None)()
+        with contextlib.suppress(BaseException):
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code)

@@ -283,6 +283,7 @@ class EngineServer:
                 if self.preload_note:  # the reason goes to the engine's own log, above its output
                     log.write(f"specharness: {self.preload_note}\n".encode())
                     log.flush()
+                    t0, spawned_at = time.perf_counter(), time.time()  # the usual start gets its own time
                 self.process = subprocess.Popen(
                     self.command,
                     stdout=log,
