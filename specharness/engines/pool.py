@@ -567,7 +567,9 @@ class EnginePool:
 
 
 def _holders_phrase(held: Sequence[Lease]) -> str:
-    names = [f"{lease.arm} ({lease.started_by})" for lease in held]
+    """The engines other runs hold, in words, in the order of their runs and arms (the leases' own order follows
+    their key hashes, which differ with the environment)."""
+    names = [f"{lease.arm} ({lease.started_by})" for lease in sorted(held, key=lambda x: (x.started_by, x.arm))]
     return f"held by other runs: {', '.join(names)}" if names else "none held by other runs"
 
 
