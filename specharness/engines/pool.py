@@ -56,6 +56,7 @@ from specharness.engines.attached import AttachedEngine
 from specharness.engines.counters import REQUEST_SUCCESS, scrape
 from specharness.engines.fleet import LaunchPlan, fits
 from specharness.engines.memory import DeviceMemory
+from specharness.engines.preload import process_start_time
 from specharness.engines.server import ArmSpec, EngineServer, EngineSettings
 from specharness.engines.startlog import first_error, is_memory_failure
 
@@ -144,17 +145,8 @@ def pool_applies(settings: EngineSettings) -> bool:
     return settings.port == 0
 
 
-def _start_time(pid: int) -> str | None:
-    """The process's start time from /proc (guards against a reused pid); None when it has ended."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return None if len(fields) < 20 or fields[0] in ("Z", "X") else fields[19]  # a zombie has ended
-
-
 def _alive(pid: int, started: str | None = None) -> bool:
-    now = _start_time(pid)
+    now = process_start_time(pid)
     return now is not None and (started is None or now == started)
 
 
@@ -374,7 +366,7 @@ class EnginePool:
                             _stop_keeper(lease, wait_s=_STOP_WAIT_S)
                         self.make_room(arm_settings, keep=ours, room=room, settle_s=_RELEASE_S if probe else 0.0)
                         queue = one_by_one and time.monotonic() < wait_until and not room()
-                        if queue and (holders := self._held_by_others(ours)):
+                        if queue and (holders := self._others(ours)[1]):
                             raise _NoRoomYet(arm.name, arm_settings.gpu_memory_utilization, room, holders)
                         self._spawn_keeper(arm_settings, arm, key, digest, started_by)
                         started.add(digest)
@@ -395,9 +387,8 @@ class EnginePool:
         seen = {lease.key_hash for lease in holders}
         while time.monotonic() < until and not room():
             time.sleep(_POLL_S)
-            others = [lease for lease in self.leases() if lease.key_hash not in ours and lease.keeper_alive()]
-            still_held = {lease.key_hash for lease in others if _holders(self.root, lease.key_hash)}
-            if not seen <= still_held or any(lease.key_hash not in still_held for lease in others):
+            idle, held = self._others(ours)
+            if idle or not seen <= {lease.key_hash for lease in held}:
                 return
 
     def _ready_now(self, engine: PooledEngine, settings: EngineSettings) -> bool:
@@ -435,7 +426,7 @@ class EnginePool:
                         _stop_keeper(current, wait_s=_STOP_WAIT_S)
                     stopped = self.make_room(settings, keep=keep, room=room, every_idle=True, settle_s=_RELEASE_S)
                     if not stopped and not room():  # the same start again would fail the same way
-                        busy = self.held_by_others(keep)
+                        busy = _holders_phrase(self._others(keep)[1])
                         raise type(error)(
                             f"{error} (not retried: no idle pooled engine to stop ({busy}), and the device still "
                             "lacks this engine's share: free the device, or give pooled engines a smaller share with "
@@ -450,17 +441,15 @@ class EnginePool:
             except EngineError as again:
                 raise type(again)(f"{again} (retried after: {error})") from None
 
-    def _held_by_others(self, keep: set[str]) -> list[Lease]:
-        """The live pooled engines other runs hold now (never stopped for a start)."""
-        return [
-            lease
-            for lease in self.leases()
-            if lease.key_hash not in keep and lease.keeper_alive() and _holders(self.root, lease.key_hash)
-        ]
-
-    def held_by_others(self, keep: set[str]) -> str:
-        """:meth:`_held_by_others` as a phrase for a message."""
-        return _holders_phrase(self._held_by_others(keep))
+    def _others(self, keep: set[str]) -> tuple[list[Lease], list[Lease]]:
+        """The live pooled engines not in ``keep``, in two lists: idle (no live holder: may be stopped for a start)
+        and held by other runs (never stopped under them)."""
+        idle: list[Lease] = []
+        held: list[Lease] = []
+        for lease in self.leases():
+            if lease.key_hash not in keep and lease.keeper_alive():
+                (held if _holders(self.root, lease.key_hash) else idle).append(lease)
+        return idle, held
 
     def make_room(
         self,
@@ -481,12 +470,7 @@ class EnginePool:
         lease hashes stopped."""
         has_room = room or _room(settings, None)
         stopped: list[str] = []
-        idle = [
-            lease
-            for lease in self.leases()
-            if lease.key_hash not in keep and lease.keeper_alive() and not _holders(self.root, lease.key_hash)
-        ]
-        idle.sort(key=lambda lease: _touched(self.root, lease.key_hash))
+        idle = sorted(self._others(keep)[0], key=lambda lease: _touched(self.root, lease.key_hash))
         for lease in idle:
             if not every_idle and has_room():
                 break
@@ -541,7 +525,7 @@ class EnginePool:
             arm=arm.name,
             state="starting",
             keeper_pid=keeper.pid,
-            keeper_started=_start_time(keeper.pid),
+            keeper_started=process_start_time(keeper.pid),
             owner_pid=self.owner_pid,
             idle_s=self.idle_s,
             started_by=started_by,
@@ -830,14 +814,14 @@ def keep(spec_path: Path) -> int:
         arm=arm.name,
         state="starting",
         keeper_pid=me,
-        keeper_started=_start_time(me),
+        keeper_started=process_start_time(me),
         owner_pid=spec["owner_pid"],
         idle_s=spec["idle_s"],
         started_by=spec["started_by"],
         spawned_unix_s=time.time(),
         log_path=spec["log"],
     )
-    owner_started = _start_time(lease.owner_pid)
+    owner_started = process_start_time(lease.owner_pid)
 
     def stop_on_signal(signum: int, frame: object) -> None:
         raise SystemExit(f"keeper {me}: signal {signum}")

@@ -50,7 +50,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["ENV", "ForkedProcess", "PreloadUnavailable", "enabled", "spawn_forked"]
+__all__ = ["ENV", "ForkedProcess", "PreloadUnavailable", "enabled", "forked", "process_start_time", "spawn_forked"]
 
 ENV = "SPECHARNESS_PRELOADED_SERVER"  # "1": fork servers from a preloaded interpreter, "0": never (default: on a GPU)
 _POLL_S = 0.5
@@ -72,10 +72,15 @@ def enabled(env: Mapping[str, str], *, cpu_build: bool) -> bool:
     return not cpu_build
 
 
+def forked(engine_env: Mapping[str, str]) -> bool:
+    """Whether a server's journaled environment (``engine_env``) says it was forked from a preloader."""
+    return engine_env.get(ENV) == "1"
+
+
 def _address(python: str, module: str, env: Mapping[str, str], scope: str, owner_pid: int) -> str:
     """The preloader's abstract socket name for this interpreter, module, environment, scope and owner (runs of
     other owners sharing a pool folder get their own: a preloader stops its servers when its owner ends)."""
-    key = json.dumps([python, module, sorted(env.items()), scope, owner_pid, _start_time(owner_pid)])
+    key = json.dumps([python, module, sorted(env.items()), scope, owner_pid, process_start_time(owner_pid)])
     return "specharness-preload-" + hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
@@ -252,14 +257,14 @@ def _last_line(path: Path) -> str:
 # --- the preloader (runs in the engine's interpreter) ---------------------------------------------------------------
 
 
-def _start_time(pid: int) -> str | None:
-    """A live process's start time (clock ticks since boot, from /proc): tells a live owner from a reused pid; None
-    for a process that is gone or a zombie."""
+def process_start_time(pid: int) -> str | None:
+    """A live process's start time (clock ticks since boot, from /proc): tells a live process from a reused pid;
+    None for a process that has ended (gone, or a zombie)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return None
-    return None if len(fields) < 20 or fields[0] == "Z" else fields[19]
+    return None if len(fields) < 20 or fields[0] in ("Z", "X") else fields[19]
 
 
 def _kill_group(pid: int, sig: int) -> None:
@@ -278,7 +283,7 @@ def serve(name: str, module: str, owner_pid: int, idle_s: float) -> int:
     """Import ``module``, then fork a server for each start request until the owner is gone or no server has run
     for ``idle_s``; returns the exit code."""
     me = os.getpid()
-    owner_started = _start_time(owner_pid)
+    owner_started = process_start_time(owner_pid)
     before = dict(os.environ)
     t0 = time.monotonic()
     __import__(module)
@@ -331,7 +336,7 @@ def serve(name: str, module: str, owner_pid: int, idle_s: float) -> int:
             last_server = time.monotonic()
         if stopping:
             why = "signal"
-        elif owner_started is None or _start_time(owner_pid) != owner_started:
+        elif owner_started is None or process_start_time(owner_pid) != owner_started:
             why = f"owner {owner_pid} is gone"
         elif time.monotonic() - last_server > idle_s:
             why = f"no server for {idle_s:.0f} s"

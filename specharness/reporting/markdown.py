@@ -26,6 +26,7 @@ from specharness.analysis.structured_validity import StructuredValidity, structu
 from specharness.analysis.sweep import Capacity, WorkloadSweep, offered_text
 from specharness.analysis.verdict import band_edges
 from specharness.engines.preload import ENV as PRELOAD_ENV
+from specharness.engines.preload import forked
 from specharness.reporting.group_tables import groups_markdown
 from specharness.reporting.start_table import phases_text
 
@@ -510,7 +511,7 @@ def engine_lines(e: dict[str, Any]) -> list[str]:
             "its speed, and what speculation saves, do not carry to CPUs whose oneDNN has bf16 matmul "
             "(AVX512-BF16 or AMX)"
         )
-    if (e.get("engine_env") or {}).get(PRELOAD_ENV) == "1":
+    if forked(e.get("engine_env") or {}):
         lines.append(
             "  - server forked from a preloaded interpreter (torch and vLLM imported once per run or engine "
             f"pool; same module, arguments and engine; {PRELOAD_ENV}=0 spawns it afresh)"

@@ -8,6 +8,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 
 from specharness.engines.preload import ENV as PRELOAD_ENV
+from specharness.engines.preload import forked
 from specharness.experiment.startbench import CACHES, StartMeasurement
 
 __all__ = ["format_starts", "phases_text"]
@@ -74,7 +75,7 @@ def format_starts(starts: Sequence[StartMeasurement]) -> str:
     for s in starts:
         phases = " | ".join(_s(s.phases_s.get(key)) for key, _ in _PHASES)
         tail = f"{_s(s.to_health_s, 1)} | {_s(s.first_request_s, 2)} | {_s(s.second_request_s, 2)}"
-        server = "preloaded" if s.engine_env.get(PRELOAD_ENV) == "1" else "spawned"
+        server = "preloaded" if forked(s.engine_env) else "spawned"
         lines.append(f"| {s.arm} | {s.index} | {s.caches} | {server} | {phases} | {tail} |")
     lines.append("")
     failed = [s for s in starts if s.error]
