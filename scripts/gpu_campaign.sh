@@ -4,6 +4,9 @@
 #   scripts/gpu_campaign.sh asv               unpack, then the standard paired experiment through ASV (existing env),
 #                                             recorded at the release ledger's commit for the unpacked vLLM release
 #   scripts/gpu_campaign.sh starts-fork       baseline and ngram started twice each, as the harness starts them now
+#   scripts/gpu_campaign.sh starts-warm       baseline and ngram started three times each as the harness starts them
+#                                             (STARTS_ARMS, STARTS_REPEAT), then one ngram start (STACKS_ARM) with
+#                                             vLLM's DEBUG log and a stack sample of each process every 0.5 s
 #   scripts/gpu_campaign.sh starts-preload    baseline spawned twice, then baseline and ngram twice each forked from a
 #                                             preloaded interpreter (SPECHARNESS_PRELOADED_SERVER=0, then 1)
 #   scripts/gpu_campaign.sh pool              baseline started twice (STARTS_ARMS to change), then two ASV classes that
@@ -112,6 +115,16 @@ case "$MODE" in
     # preloaded interpreter), nothing else; starts.jsonl and starts.md are written under $OUT as each start ends
     timeout "${STARTS_LIMIT_S:-230}" "$PY" -m specharness starts --out "$OUT/starts-fork" --arms "${STARTS_ARMS:-baseline,ngram}" \
       --repeat "${STARTS_REPEAT:-2}" 2>&1 | tee "$OUT/starts.log" ;;
+  starts-warm)  # warm starts: STARTS_ARMS (default baseline,ngram) started STARTS_REPEAT times (default 3) as the
+    # harness starts them, then one start of STACKS_ARM (default ngram) with vLLM's DEBUG log and a stack sample of
+    # each of its processes every 0.5 s (scripts/diag/sitecustomize.py), to attribute its silent seconds
+    timeout "${STARTS_LIMIT_S:-400}" "$PY" -m specharness starts --out /tmp/starts-warm --arms "${STARTS_ARMS:-baseline,ngram}" \
+      --repeat "${STARTS_REPEAT:-3}" 2>&1 | tee "$OUT/starts.log"
+    cp /tmp/starts-warm/starts.md /tmp/starts-warm/starts.jsonl "$OUT/"
+    SPECHARNESS_STACKS=/tmp/starts-stacks/stacks PYTHONPATH="$ROOT/scripts/diag:$PYTHONPATH" VLLM_LOGGING_LEVEL=DEBUG \
+      timeout "${STACKS_LIMIT_S:-120}" "$PY" -m specharness starts --out /tmp/starts-stacks --arms "${STACKS_ARM:-ngram}" \
+      --repeat 1 2>&1 | tee -a "$OUT/starts.log"
+    tar -C /tmp -cJf "$OUT/starts-logs.tar.xz" starts-warm starts-stacks ;;
   starts-preload)
     # spawned against preloaded servers on one machine: baseline spawned twice (the first on this machine's empty
     # compile cache), then baseline and ngram twice each forked from one preloader (its import in the first of them)

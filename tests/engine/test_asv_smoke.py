@@ -23,6 +23,8 @@ from specharness.experiment.journal import read_journal
 from specharness.history.asv.ledger import ensure_ledger, ledger_tags
 from specharness.history.asv.notes import read_companion
 
+from .conftest import ASV_ENGINE
+
 pytestmark = pytest.mark.engine
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,6 +81,7 @@ def test_asv_smoke_run_records_the_slowdown_with_its_interval(
         **pooled_env,
         "ASV_PYTHONPATH": str(ROOT),  # ASV drops PYTHONPATH; this checkout's harness, not whatever is installed
         "SPECHARNESS_ASV_PROFILE": "smoke",
+        "SPECHARNESS_ASV_ENGINE": ASV_ENGINE,
         "SPECHARNESS_ASV_RUNS": str(tmp_path),
         "SPECHARNESS_ASV_NOTES": str(tmp_path / "notes"),
     }
@@ -138,6 +141,7 @@ def test_asv_smoke_load_sweep_tracks_the_crossover_from_real_engines(
         **pooled_env,
         "ASV_PYTHONPATH": str(ROOT),
         "SPECHARNESS_ASV_PROFILE": "smoke",
+        "SPECHARNESS_ASV_ENGINE": ASV_ENGINE,
         "SPECHARNESS_ASV_RUNS": str(tmp_path),
     }
     assert asv(asv_config, "machine", "--yes", "--machine", "ci-smoke").returncode == 0

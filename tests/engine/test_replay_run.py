@@ -11,7 +11,7 @@ import pytest
 
 from specharness.experiment.journal import read_journal
 
-from .conftest import assert_pooled_and_released, cli
+from .conftest import ENGINE_ARGS, assert_pooled_and_released, cli
 
 pytestmark = pytest.mark.engine
 
@@ -56,6 +56,7 @@ def replay_run(tmp_path_factory: pytest.TempPathFactory, pooled_env: dict[str, s
     out = where / "run"
     result = cli(
         "run",
+        *ENGINE_ARGS,
         "--workloads",
         str(workload),
         "--clients",

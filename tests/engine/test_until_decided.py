@@ -9,7 +9,7 @@ import pytest
 
 from specharness.experiment.journal import read_journal
 
-from .conftest import assert_pooled_and_released, cli, journal_lines, wait_for_background_runs
+from .conftest import ENGINE_ARGS, assert_pooled_and_released, cli, journal_lines, wait_for_background_runs
 
 pytestmark = pytest.mark.engine
 
@@ -22,6 +22,7 @@ def sequential_run(tmp_path_factory: pytest.TempPathFactory, pooled_env: dict[st
     out = tmp_path_factory.mktemp("until") / "run"
     result = cli(
         "run",
+        *ENGINE_ARGS,
         "--arms",
         "baseline,baseline-slow",
         "--workloads",
