@@ -12,7 +12,9 @@ from specharness.experiment.design import Profile
 from specharness.experiment.telemetry import KEEP_TEXT
 from specharness.traffic.client import Sampling
 
-__all__ = ["RunConfig"]
+__all__ = ["DTYPES", "RunConfig"]
+
+DTYPES = ("auto", "bfloat16", "float16", "half", "float32", "float")  # what vLLM's --dtype accepts
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +29,7 @@ class RunConfig:
     host: str = "127.0.0.1"
     port: int = 0
     max_model_len: int = 2048
+    dtype: str = "bfloat16"  # vLLM's --dtype, the same for every arm
     kv_cache_gib: int | None = 2
     gpu_memory_utilization: float | None = None
     start_timeout_s: float = 900.0
@@ -82,6 +85,8 @@ class RunConfig:
                 f"--attach names {', '.join(sorted(self.attach))} but the run's arms are "
                 f"{', '.join(self.profile.arms)}; give one URL per arm (or --arms to match)"
             )
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"--dtype {self.dtype!r}: use one of vLLM's {', '.join(DTYPES)}")
         if self.keep_text not in KEEP_TEXT:
             raise ConfigError(f"--keep-text {self.keep_text!r}: use full (default), hash or none")
         for flag, value, ok, need in rules:
@@ -97,6 +102,7 @@ class RunConfig:
             "host": self.host,
             "port": self.port,
             "max_model_len": self.max_model_len,
+            "dtype": self.dtype,
             "kv_cache_gib": self.kv_cache_gib,
             "gpu_memory_utilization": self.gpu_memory_utilization,
             "start_timeout_s": self.start_timeout_s,
@@ -122,6 +128,7 @@ class RunConfig:
             host=raw["host"],
             port=raw["port"],
             max_model_len=raw["max_model_len"],
+            dtype=raw.get("dtype", "bfloat16"),
             kv_cache_gib=raw["kv_cache_gib"],
             gpu_memory_utilization=raw["gpu_memory_utilization"],
             start_timeout_s=raw["start_timeout_s"],

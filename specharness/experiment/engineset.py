@@ -86,6 +86,7 @@ def engine_settings(config: RunConfig, model: ResolvedModel) -> EngineSettings:
         host=c.host,
         port=c.port,
         max_model_len=c.max_model_len,
+        dtype=c.dtype,
         seed=c.sampling.seed or 0,
         kv_cache_gib=c.kv_cache_gib,
         gpu_memory_utilization=c.gpu_memory_utilization,

@@ -80,6 +80,12 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="bind address for the servers (default loopback only)")
     p.add_argument("--port", type=int, default=0, help="first port (0: pick free ports)")
     p.add_argument("--max-model-len", type=int, default=2048)
+    p.add_argument(
+        "--dtype",
+        default="bfloat16",
+        help="vLLM's dtype for weights and activations (default bfloat16; float32 where the CPU build's oneDNN has "
+        "no bf16 matmul: report.md names that fallback under each engine)",
+    )
     p.add_argument("--kv-cache-gib", type=int, default=2, help="CPU build: VLLM_CPU_KVCACHE_SPACE per engine")
     p.add_argument("--gpu-memory-utilization", type=float, help="GPU build: per engine (0.3 fits two on an H200)")
     p.add_argument("--start-timeout", type=float, default=900.0, help="seconds to wait for each engine's /health")
@@ -234,6 +240,7 @@ def engine_fields(args: argparse.Namespace) -> dict[str, Any]:
         "host": args.host,
         "port": args.port,
         "max_model_len": args.max_model_len,
+        "dtype": args.dtype,
         "kv_cache_gib": args.kv_cache_gib,
         "gpu_memory_utilization": args.gpu_memory_utilization,
         "start_timeout_s": args.start_timeout,

@@ -509,7 +509,7 @@ def engine_lines(e: dict[str, Any]) -> list[str]:
         lines.append(
             f'  - on this CPU the engine runs its linear layers through torch, not oneDNN ("{fallback}"): '
             "its speed, and what speculation saves, do not carry to CPUs whose oneDNN has bf16 matmul "
-            "(AVX512-BF16 or AMX)"
+            "(AVX512-BF16 or AMX); `--dtype float32` keeps them in oneDNN on this CPU"
         )
     if forked(e.get("engine_env") or {}):
         lines.append(

@@ -162,5 +162,5 @@ def test_the_manifest_names_the_fallback_and_a_preloaded_server() -> None:
             "engine_env": {"SPECHARNESS_PRELOADED_SERVER": "1"},
         }
     )
-    assert any("not oneDNN" in line and "AVX512-BF16 or AMX" in line for line in marked)
+    assert any("not oneDNN" in line and "AVX512-BF16 or AMX" in line and "--dtype float32" in line for line in marked)
     assert any(line.startswith("  - server forked from a preloaded interpreter") for line in marked)

@@ -9,8 +9,11 @@ import pytest
 
 from specharness import ConfigError
 from specharness.cli import _parser
+from specharness.engines.model import ResolvedModel
+from specharness.engines.server import ArmSpec, build_command
 from specharness.experiment.config import RunConfig
 from specharness.experiment.design import get_profile
+from specharness.experiment.engineset import engine_settings
 from specharness.experiment.options import engine_fields, engine_options, run_config
 from specharness.history.asv.suite import _engine_options
 
@@ -123,3 +126,23 @@ def test_the_cli_gives_one_line_for_a_bad_declared_rule(capsys: pytest.CaptureFi
     err = capsys.readouterr().err
     assert err.count("specharness: error:") == 1 and "--min-prefix-tokens -2: give 0 or more" in err
     assert "Traceback" not in err
+
+
+def test_dtype_reaches_every_engine_and_the_manifest(tmp_path: Path) -> None:
+    """--dtype (for CPUs whose oneDNN has no bf16 matmul) is one engine option: read by the CLI and the ASV suite
+    alike, saved in the manifest (an older manifest without it reads bfloat16, what its engines ran), and the one
+    --dtype of each server's command line; a dtype vLLM does not know is one line naming the flag."""
+    assert engine_fields(parse("run", "--dtype", "float32")) == engine_options(["--dtype", "float32"])
+    config, _ = run_config(parse("run", "--dtype", "float32", "--out", str(tmp_path / "r")), "run")
+    saved = config.to_dict()
+    assert saved["dtype"] == "float32"
+    assert RunConfig.from_manifest(config.out_dir, saved, None).dtype == "float32"
+    older = {k: v for k, v in saved.items() if k != "dtype"}
+    assert RunConfig.from_manifest(config.out_dir, older, None).dtype == "bfloat16"
+    model = ResolvedModel(  # a stand-in: only its path and name reach the command
+        name="stand-in", serve_path=tmp_path, source_path=tmp_path, revision_sha256="0" * 64, origin="hf-dir"
+    )
+    cmd = build_command(engine_settings(config, model), ArmSpec("baseline"), 8000, supports_per_request_metrics=True)
+    assert cmd.count("--dtype") == 1 and cmd[cmd.index("--dtype") + 1] == "float32"
+    with pytest.raises(ConfigError, match="--dtype 'fp8'"):
+        run_config(parse("run", "--dtype", "fp8", "--out", str(tmp_path / "r2")), "run")
