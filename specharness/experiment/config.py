@@ -87,6 +87,11 @@ class RunConfig:
             )
         if self.dtype not in DTYPES:
             raise ConfigError(f"--dtype {self.dtype!r}: use one of vLLM's {', '.join(DTYPES)}")
+        if any(arg == "--dtype" or arg.startswith("--dtype=") for arg in self.extra_engine_args):
+            raise ConfigError(
+                "--engine-arg --dtype: the engines' dtype is an engine option, journaled in the manifest; "
+                "use --dtype (e.g. --dtype float32) instead"
+            )
         if self.keep_text not in KEEP_TEXT:
             raise ConfigError(f"--keep-text {self.keep_text!r}: use full (default), hash or none")
         for flag, value, ok, need in rules:
@@ -128,14 +133,42 @@ class RunConfig:
             host=raw["host"],
             port=raw["port"],
             max_model_len=raw["max_model_len"],
-            dtype=raw.get("dtype", "bfloat16"),
+            dtype=raw.get("dtype") or _given_dtype(raw.get("extra_engine_args", ())),
             kv_cache_gib=raw["kv_cache_gib"],
             gpu_memory_utilization=raw["gpu_memory_utilization"],
             start_timeout_s=raw["start_timeout_s"],
             api_key=api_key,
             python=raw.get("python", ""),
-            extra_engine_args=tuple(raw.get("extra_engine_args", ())),
+            extra_engine_args=_without_dtype(raw.get("extra_engine_args", ())),
             start_together=raw.get("start_together", True),
             attach=dict(raw.get("attach", {})),
             keep_text=raw.get("keep_text", "full"),
         )
+
+
+def _given_dtype(extra: Any) -> str:
+    """The dtype of a manifest written before ``--dtype`` was an engine option: the last ``--dtype`` among its extra
+    vLLM arguments (vLLM's last flag wins), else bfloat16, what the harness then always passed first."""
+    words = [str(w) for w in extra]
+    found = "bfloat16"
+    for i, word in enumerate(words):
+        if word == "--dtype" and i + 1 < len(words):
+            found = words[i + 1]
+        elif word.startswith("--dtype="):
+            found = word.split("=", 1)[1]
+    return found
+
+
+def _without_dtype(extra: Any) -> tuple[str, ...]:
+    """A manifest's extra vLLM arguments less any ``--dtype`` (read into :attr:`RunConfig.dtype` instead)."""
+    words = [str(w) for w in extra]
+    kept: list[str] = []
+    skip = False
+    for i, word in enumerate(words):
+        if skip:
+            skip = False
+        elif word == "--dtype" and i + 1 < len(words):
+            skip = True
+        elif not word.startswith("--dtype="):
+            kept.append(word)
+    return tuple(kept)

@@ -69,6 +69,7 @@ class StartMeasurement:
     log_path: str
     gpu_memory_utilization: float | None = None
     engine_env: dict[str, str] = field(default_factory=dict)
+    command: list[str] = field(default_factory=list)  # the server's command line (dtype, extra vLLM arguments)
     error: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -186,6 +187,7 @@ def measure_starts(
                     log_path=str(server.log_path.relative_to(out)),
                     gpu_memory_utilization=arm_settings.gpu_memory_utilization,
                     engine_env=dict(server.engine_env),
+                    command=list(server.command),
                     error=error,
                 )
                 _append(path, record)

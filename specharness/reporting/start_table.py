@@ -84,6 +84,9 @@ def format_starts(starts: Sequence[StartMeasurement]) -> str:
     if failed:
         lines.append("")
     for arm in dict.fromkeys(s.arm for s in starts):
+        if command := next((s.command for s in starts if s.arm == arm and s.command), None):
+            lines.append(f"- {arm}'s command (first start): `{' '.join(command)}`")
+    for arm in dict.fromkeys(s.arm for s in starts):
         mine = [s for s in starts if s.arm == arm]
         first = next((s for s in mine if s.index == 1), None)
         later = [s for s in mine if s.index > 1 and not s.error]

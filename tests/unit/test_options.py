@@ -130,8 +130,9 @@ def test_the_cli_gives_one_line_for_a_bad_declared_rule(capsys: pytest.CaptureFi
 
 def test_dtype_reaches_every_engine_and_the_manifest(tmp_path: Path) -> None:
     """--dtype (for CPUs whose oneDNN has no bf16 matmul) is one engine option: read by the CLI and the ASV suite
-    alike, saved in the manifest (an older manifest without it reads bfloat16, what its engines ran), and the one
-    --dtype of each server's command line; a dtype vLLM does not know is one line naming the flag."""
+    alike, saved in the manifest (an older manifest without it reads the dtype its engines ran), and the one --dtype
+    of each server's command line (--engine-arg --dtype is refused); a dtype vLLM does not know is one line naming
+    the flag."""
     assert engine_fields(parse("run", "--dtype", "float32")) == engine_options(["--dtype", "float32"])
     config, _ = run_config(parse("run", "--dtype", "float32", "--out", str(tmp_path / "r")), "run")
     saved = config.to_dict()
@@ -139,6 +140,12 @@ def test_dtype_reaches_every_engine_and_the_manifest(tmp_path: Path) -> None:
     assert RunConfig.from_manifest(config.out_dir, saved, None).dtype == "float32"
     older = {k: v for k, v in saved.items() if k != "dtype"}
     assert RunConfig.from_manifest(config.out_dir, older, None).dtype == "bfloat16"
+    # written when the dtype could only be an extra vLLM argument (after the harness's --dtype bfloat16: the last
+    # flag wins, so its engines ran float32): read as the engine option, not as a second --dtype
+    given = RunConfig.from_manifest(config.out_dir, {**older, "extra_engine_args": ["--dtype", "float32", "--x"]}, None)
+    assert (given.dtype, given.extra_engine_args) == ("float32", ("--x",))
+    with pytest.raises(ConfigError, match=r"--engine-arg --dtype: .* use --dtype"):
+        run_config(parse("run", "--engine-arg=--dtype=half", "--out", str(tmp_path / "r3")), "run")
     model = ResolvedModel(  # a stand-in: only its path and name reach the command
         name="stand-in", serve_path=tmp_path, source_path=tmp_path, revision_sha256="0" * 64, origin="hf-dir"
     )

@@ -52,6 +52,7 @@ def standin(arm: str, index: int, total: float, *, error: str = "", preloaded: b
         second_request_s=0.2,
         log_path=f"logs/{arm}.start{index}.log",
         engine_env={"SPECHARNESS_PRELOADED_SERVER": "1" if preloaded else "0"},
+        command=["python", "-m", "vllm.entrypoints.openai.api_server", "--dtype", "float32", "--arm", arm],
         error=error,
     )
 
@@ -120,6 +121,12 @@ def test_the_table_has_every_start_and_the_later_starts_median() -> None:
     # a failed start is shown but never counted in the median
     assert "- ngram: first start 160 s (caches warmed); later starts median 44 s (n = 1;" in table
     assert "vLLM 0.32.0, AMD EPYC, 2 cores" in table
+    # what was started (dtype, extra vLLM arguments): each arm's command once
+    assert (
+        "- ngram's command (first start): `python -m vllm.entrypoints.openai.api_server --dtype float32 --arm ngram`"
+        in table
+    )
+    assert table.count("'s command (first start)") == 2
     assert format_starts([]) == "No engine start was measured.\n"
 
 
