@@ -122,6 +122,7 @@ class RunConfig:
     @classmethod
     def from_manifest(cls, out_dir: Path, raw: dict[str, Any], api_key: str | None) -> RunConfig:
         s = raw["sampling"]
+        given_dtype, extra = _split_dtype(raw.get("extra_engine_args", ()))
         return cls(
             profile=Profile.from_dict(raw["profile"]),
             out_dir=out_dir,
@@ -133,42 +134,36 @@ class RunConfig:
             host=raw["host"],
             port=raw["port"],
             max_model_len=raw["max_model_len"],
-            dtype=raw.get("dtype") or _given_dtype(raw.get("extra_engine_args", ())),
+            # a manifest written before --dtype was an engine option: the dtype its extra arguments gave (after the
+            # harness's own --dtype bfloat16, so theirs won), else bfloat16; never a second --dtype among them
+            dtype=raw.get("dtype") or given_dtype or "bfloat16",
             kv_cache_gib=raw["kv_cache_gib"],
             gpu_memory_utilization=raw["gpu_memory_utilization"],
             start_timeout_s=raw["start_timeout_s"],
             api_key=api_key,
             python=raw.get("python", ""),
-            extra_engine_args=_without_dtype(raw.get("extra_engine_args", ())),
+            extra_engine_args=extra,
             start_together=raw.get("start_together", True),
             attach=dict(raw.get("attach", {})),
             keep_text=raw.get("keep_text", "full"),
         )
 
 
-def _given_dtype(extra: Any) -> str:
-    """The dtype of a manifest written before ``--dtype`` was an engine option: the last ``--dtype`` among its extra
-    vLLM arguments (vLLM's last flag wins), else bfloat16, what the harness then always passed first."""
+def _split_dtype(extra: Any) -> tuple[str | None, tuple[str, ...]]:
+    """Extra vLLM arguments split into the dtype they give (the last ``--dtype X`` or ``--dtype=X``: vLLM's last
+    flag wins; None when they give none) and the other arguments, in order (a bare ``--dtype`` at the end is kept)."""
     words = [str(w) for w in extra]
-    found = "bfloat16"
-    for i, word in enumerate(words):
-        if word == "--dtype" and i + 1 < len(words):
-            found = words[i + 1]
-        elif word.startswith("--dtype="):
-            found = word.split("=", 1)[1]
-    return found
-
-
-def _without_dtype(extra: Any) -> tuple[str, ...]:
-    """A manifest's extra vLLM arguments less any ``--dtype`` (read into :attr:`RunConfig.dtype` instead)."""
-    words = [str(w) for w in extra]
+    dtype: str | None = None
     kept: list[str] = []
-    skip = False
-    for i, word in enumerate(words):
-        if skip:
-            skip = False
-        elif word == "--dtype" and i + 1 < len(words):
-            skip = True
-        elif not word.startswith("--dtype="):
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "--dtype" and i + 1 < len(words):
+            dtype, i = words[i + 1], i + 2
+            continue
+        if word.startswith("--dtype="):
+            dtype = word.split("=", 1)[1]
+        else:
             kept.append(word)
-    return tuple(kept)
+        i += 1
+    return dtype, tuple(kept)
