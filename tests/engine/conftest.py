@@ -46,12 +46,28 @@ from specharness.engines.server import group_alive
 
 # vLLM's profile run at start-up (the CPU build's "warm-up": one forward pass of max_num_batched_tokens tokens) is
 # most of an engine start on 2 CPU cores: 56 of 89 s at vLLM's default (2048) and 14-16 of 44-45 s at 128 (a baseline
-# and an ngram start, AVX2-only EPYC, ``specharness starts``). These tests check the harness, not the engine's speed:
-# every engine they start schedules at most 128 tokens a step, passed as any user passes a vLLM argument (journaled in
-# the command line, shown in report.md), the same everywhere so that pooled runs still share their engines.
+# and an ngram start, AVX2-only EPYC, ``specharness starts``). Where the CPU has no bf16 matmul (AVX2 only), the
+# default bfloat16 goes through torch's slow path: a 16-token request took 1.50-1.59 s in bfloat16 and 0.81-0.90 s
+# in float32 (both at 128 tokens a step, starts 44-45 s and 46-50 s; the same EPYC). These tests check the harness,
+# not the engine's speed: every engine they start runs float32 where the CPU lacks bf16 instructions (the --dtype
+# engine option, what report.md advises there; bfloat16, vLLM's CPU default, elsewhere) and schedules at most 128
+# tokens a step (a vLLM argument, passed as any user passes one), both journaled (the manifest's config, the command
+# line in report.md), the same in every test so that pooled runs still share their engines.
+BF16_FLAGS = {"avx512_bf16", "amx_bf16"}  # /proc/cpuinfo flags of CPUs whose oneDNN has bf16 matmul
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    return {word for line in text.splitlines() if line.startswith("flags") for word in line.split(":", 1)[1].split()}
+
+
+TEST_DTYPE = "bfloat16" if BF16_FLAGS & _cpu_flags() else "float32"
 ENGINE_BATCH = ("--max-num-batched-tokens", "128")
-ENGINE_ARGS = [f"--engine-arg={word}" for word in ENGINE_BATCH]  # for ``specharness run``
-ASV_ENGINE = " ".join(ENGINE_BATCH)  # for an ``asv run`` (SPECHARNESS_ASV_ENGINE)
+ENGINE_ARGS = ["--dtype", TEST_DTYPE, *(f"--engine-arg={word}" for word in ENGINE_BATCH)]  # for ``specharness run``
+ASV_ENGINE = " ".join(("--dtype", TEST_DTYPE, *ENGINE_BATCH))  # for an ``asv run`` (SPECHARNESS_ASV_ENGINE)
 
 TINY = [
     *ENGINE_ARGS,

@@ -20,7 +20,7 @@ from specharness.engines.model import resolve_model
 from specharness.engines.server import EngineServer, EngineSettings
 from specharness.experiment.design import build_arms, get_profile
 
-from .conftest import ENGINE_BATCH, cli, journal_lines
+from .conftest import ENGINE_BATCH, TEST_DTYPE, cli, journal_lines
 
 pytestmark = pytest.mark.engine
 
@@ -48,7 +48,10 @@ def own_engines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
     """A baseline and an ngram server started by the test, not by the harness; stopped here, in ``finally``."""
     logs = tmp_path_factory.mktemp("own-engines")
     settings = EngineSettings(
-        model_path=str(resolve_model("default").serve_path), served_model_name=SERVED_NAME, extra_args=ENGINE_BATCH
+        model_path=str(resolve_model("default").serve_path),
+        served_model_name=SERVED_NAME,
+        dtype=TEST_DTYPE,
+        extra_args=ENGINE_BATCH,
     )
     specs = {arm.name: arm for arm in build_arms(get_profile("quick"))}
     servers = {name: EngineServer(settings, specs[name], logs / f"{name}.log") for name in ARMS}
