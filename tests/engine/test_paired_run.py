@@ -14,7 +14,7 @@ from specharness.analysis.verdict import QUALITY_VERDICTS, SPEED_VERDICTS
 from specharness.engines.preload import ENV as PRELOAD_ENV
 from specharness.experiment.journal import read_journal
 
-from .conftest import MAX_MODEL_LEN, TEST_API_KEY, assert_no_engine_left, cli
+from .conftest import ENGINE_BATCH, MAX_MODEL_LEN, TEST_API_KEY, TEST_DTYPE, assert_no_engine_left, cli
 
 pytestmark = pytest.mark.engine
 
@@ -144,6 +144,12 @@ def test_manifest_records_model_engines_and_settings(tiny_run: Path) -> None:
     # prefix caching is off by default for paired measurement, and the engine confirms it
     assert all("--no-enable-prefix-caching" in e["command"] for e in engines.values())
     assert all(e["effective_settings"].get("enable_prefix_caching") is False for e in engines.values())
+    # the engine options the tests declare (conftest) are the manifest's and the running engines' own settings
+    assert m["config"]["dtype"] == TEST_DTYPE
+    for engine in engines.values():
+        found = engine["effective_settings"]
+        assert found["source"] == "/server_info" and str(found["dtype"]).endswith(TEST_DTYPE), found
+        assert found["max_num_batched_tokens"] == int(ENGINE_BATCH[1]), found
     assert m["config"]["profile"]["equivalence_margin"] > 0 and m["config"]["profile"]["band_source"]
     assert m["harness_version"] and m["block_orders"]["0"] == ["baseline", "ngram"]
     assert (tiny_run / "logs" / "ngram.s0.log").is_file()
