@@ -68,6 +68,7 @@ def lookup(cache, key, bench=None, method="", params=()):
                 source=cache.get("run_dir", ""),
                 failed=failed,
                 harness=cache.get("harness", ""),
+                setup=cache.get("setup", ""),
             )
         )
     if failed:

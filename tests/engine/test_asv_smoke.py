@@ -23,7 +23,7 @@ from specharness.experiment.journal import read_journal
 from specharness.history.asv.ledger import ensure_ledger, ledger_tags
 from specharness.history.asv.notes import read_companion
 
-from .conftest import ASV_ENGINE
+from .conftest import ASV_ENGINE, ENGINE_BATCH, TEST_DTYPE
 
 pytestmark = pytest.mark.engine
 
@@ -121,6 +121,9 @@ def test_asv_smoke_run_records_the_slowdown_with_its_interval(
         and not notes[0].source.startswith("/")
         and len(notes[0].block_values) == notes[0].n == 2
     ), notes
+    # the note says how the value was measured: the profile and the engine options this test declared
+    assert notes[0].setup.startswith("profile smoke;") and f"dtype {TEST_DTYPE}" in notes[0].setup, notes[0].setup
+    assert notes[0].setup.endswith(f"vLLM arguments: {' '.join(ENGINE_BATCH)}"), notes[0].setup
     row = load_json(str(saved))["results"]["bench_paired.PairedNgram.track_slowdown"]
     columns = load_json(str(saved))["result_columns"]
     # ASV's ci_99 columns hold a 99% t interval of the blocks' geometric mean (what ASV's column name says)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 from specharness.experiment.synthetic import write_synthetic_run
@@ -43,7 +44,7 @@ def test_recompute_asv_rewrites_a_result_file_and_its_notes(tmp_path: Path) -> N
 
     from asv.results import Results
 
-    from specharness.history.asv.notes import read_companion
+    from specharness.history.asv.notes import read_companion, write_companion
     from specharness.reporting.report import load_report
 
     root = Path(__file__).resolve().parents[2]
@@ -52,6 +53,9 @@ def test_recompute_asv_rewrites_a_result_file_and_its_notes(tmp_path: Path) -> N
     result_path = tmp_path / "m" / source.name
     shutil.copy(source, result_path)
     shutil.copy(root / "results" / "cpu-2core-xeon" / "machine.json", tmp_path / "m")
+    # its notes, as if they recorded how and by what the values were measured: recomputing keeps both
+    setup, harness = "profile quick; dtype float32 (as measured)", "specharness 9.9 (measured)"
+    write_companion(result_path, [replace(n, setup=setup, harness=harness) for n in read_companion(source)])
     run = write_synthetic_run(tmp_path / "run", records=480)
     write_report(run, plots=False)
     done = subprocess.run(
@@ -67,6 +71,7 @@ def test_recompute_asv_rewrites_a_result_file_and_its_notes(tmp_path: Path) -> N
     assert loaded.get_result_value(name, loaded.get_result_params(name))[0] == metrics["copy/c1/slowdown"]
     notes = [n for n in read_companion(result_path) if n.benchmark == name and n.params == ("'copy'", "1")]
     assert notes and notes[0].source.startswith("recomputed from ") and notes[0].block_values
+    assert (notes[0].setup, notes[0].harness) == (setup, harness)
     odd = subprocess.run(
         [sys.executable, "-m", "specharness", "recompute-asv", str(result_path)],
         capture_output=True,

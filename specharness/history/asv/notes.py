@@ -85,6 +85,7 @@ class Note:
     speed_verdict: str = ""
     quality_verdict: str = ""
     harness: str = ""  # the harness version (and its commit) that measured the value
+    setup: str = ""  # the ASV profile and engine options it was measured with (suite.measured_setup); "" unknown
 
 
 def value_note(
@@ -96,6 +97,7 @@ def value_note(
     source: str = "",
     failed: str | None = None,
     harness: str = "",
+    setup: str = "",
 ) -> Note:
     """The note of one tracked value: ASV's parameter strings (``repr`` of each value) and, where the value has an
     interval, its ends, level, block count, per-block values and verdicts."""
@@ -106,6 +108,7 @@ def value_note(
         failed=failed,
         source=source,
         harness=harness,
+        setup=setup,
     )
     if interval is None:
         return note

@@ -12,13 +12,14 @@ import itertools
 import json
 import math
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from specharness._errors import ConfigError
 from specharness.experiment.rundir import MANIFEST, copy_run
 from specharness.history.asv.metrics import asv_intervals, asv_key, asv_metrics, load_metrics, paired_key
-from specharness.history.asv.notes import Note, value_note
+from specharness.history.asv.notes import Note, read_companion, value_note
 
 __all__ = ["LOAD_PREFIX", "PAIRED_PREFIX", "paired_notes", "recompute_load", "recompute_paired", "recompute_result"]
 
@@ -77,6 +78,15 @@ def paired_notes(report: dict[str, Any], commit: str, source: str) -> list[Note]
     return notes
 
 
+def _kept_provenance(fresh: list[Note], old: list[Note]) -> list[Note]:
+    """Recomputed notes keep what the value was measured with and by (the old note's ``setup`` and ``harness``):
+    recomputing re-analyses the same measurement."""
+    before = {(n.benchmark, n.params): n for n in old}
+    return [
+        replace(n, setup=o.setup, harness=o.harness) if (o := before.get((n.benchmark, n.params))) else n for n in fresh
+    ]
+
+
 def recompute_result(result_path: Path, run_dir: Path) -> tuple[int, int]:
     """``specharness recompute-asv``: rebuild ``run_dir``'s report from its journal (``journal.jsonl`` or
     ``journal.jsonl.xz``), rewrite the ASV result file's values from it, put the slowdown's interval into ASV's stats
@@ -99,7 +109,8 @@ def recompute_result(result_path: Path, run_dir: Path) -> tuple[int, int]:
     changed = recompute_paired(result, report) + recompute_load(result, report)
     result_path.write_text(json.dumps(result, indent=None, separators=(", ", ": ")))
     loaded = Results.load(str(result_path))
-    used = apply_notes(loaded, paired_notes(report, loaded.commit_hash, f"recomputed from {project_relative(run_dir)}"))
+    fresh = paired_notes(report, loaded.commit_hash, f"recomputed from {project_relative(run_dir)}")
+    used = apply_notes(loaded, _kept_provenance(fresh, read_companion(result_path)))
     loaded.save(str(result_path.parent.parent))
     update_companion(result_path, used)
     return len(changed), len(used)

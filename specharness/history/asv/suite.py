@@ -62,6 +62,7 @@ __all__ = [
     "grid_experiment",
     "harness_provenance",
     "load_sweep_experiment",
+    "measured_setup",
     "project_relative",
     "run_folder",
     "sweep_experiments",
@@ -124,6 +125,27 @@ def _engine_options() -> dict[str, Any]:
     return engine_options(shlex.split(os.environ.get("SPECHARNESS_ASV_ENGINE", "")))
 
 
+def measured_setup() -> str:
+    """What a value is measured with besides the release: the ASV profile and the engine options that set the
+    engine's configuration (SPECHARNESS_ASV_ENGINE as :func:`_engine_options` reads it: the four settings, the extra
+    vLLM words as given, the Python that runs vLLM and one-by-one starts where set; not where the engine listens,
+    how long it may take to start or its API key). Kept in each value's note; release-compare judges no value against
+    one measured another way."""
+    o = _engine_options()
+    share = o["gpu_memory_utilization"]
+    engine = (
+        f"max_model_len {o['max_model_len']}, dtype {o['dtype']}, kv_cache_gib {o['kv_cache_gib']}, "
+        f"gpu_memory_utilization {'auto' if share is None else share}"
+    )
+    extra = " ".join(o["extra_engine_args"]) or "none"
+    parts = [f"profile {os.environ.get('SPECHARNESS_ASV_PROFILE', 'quick')}", engine, f"vLLM arguments: {extra}"]
+    if o["python"]:
+        parts.append(f"python {o['python']}")
+    if not o["start_together"]:
+        parts.append("started one by one")
+    return "; ".join(parts)
+
+
 def _runs_root() -> Path:
     return Path(os.environ.get("SPECHARNESS_ASV_RUNS") or cache_dir() / "asv-runs")
 
@@ -178,7 +200,12 @@ def experiment_cache(out: Path, run: Callable[[], object], values: Callable[[], 
     """A ``setup_cache`` result: ``run()`` the experiment into ``out`` (its engines from :func:`engine_pool`), then
     ``values()`` (``metrics`` and ``intervals``); an engine that fails to start or warm up is a *result* (``failed:
     <reason>``), not an error."""
-    base = {"run_dir": project_relative(out), "vllm_version": vllm_version(), "harness": harness_provenance()}
+    base = {
+        "run_dir": project_relative(out),
+        "vllm_version": vllm_version(),
+        "harness": harness_provenance(),
+        "setup": measured_setup(),
+    }
     try:
         with pooled(engine_pool()):
             run()

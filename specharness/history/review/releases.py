@@ -14,6 +14,8 @@ values, verdicts, failure reasons; :mod:`specharness.history.asv.notes`). One te
   value has sd s over repeats, :func:`specharness.history.asv.spreadfile.spread_sd`; t = log ratio / (√2·s), df = k − 1),
   or from the blocks for other ratios with block values; Benjamini–Hochberg at q = 0.10 over them all, printed as
   *exploratory*. Without a measured spread a value is shown, not tested.
+- **values measured another way** (another ASV profile or other engine options, as each value's note records them)
+  are *not comparable*: shown with both setups, not tested. Notes older than that record say nothing, and are judged.
 - **a failed release** (engine did not start or warm up) is a result: ``track_engine_failed`` 0 → 1 is *regressed*,
   and every other value reads *failed: <reason>* (the one reason of that release's engine).
 """
@@ -67,6 +69,7 @@ class ReleaseValue:
     error: str = ""  # no value and no engine failure recorded: the benchmark itself broke (not the release)
     source: str = ""
     measured_on: str = ""  # the UTC day ASV started the benchmark (its ``started_at``), e.g. 2026-12-04
+    setup: str = ""  # the ASV profile and engine options it was measured with ("" in notes older than that record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +148,7 @@ def release_values(results_dir: Path, ledger_dir: Path | None = None) -> list[Re
                         else "no value, no engine failure recorded",
                         source=note.source if note else "",
                         measured_on=day,
+                        setup=note.setup if note else "",
                     )
                 )
     return _one_reason(out)
@@ -192,6 +196,8 @@ def _judge(a: ReleaseValue, b: ReleaseValue, spread: dict[str, Any]) -> _Judged:
         return _Judged("fixed", f"{a.tag} {a.failed}")
     if b.error or a.error:
         return _Judged("benchmark error", f"{b.tag if b.error else a.tag}: {b.error or a.error}")
+    if a.setup and b.setup and a.setup != b.setup:
+        return _Judged("not comparable", f"measured another way: {a.tag} with {a.setup}; {b.tag} with {b.setup}")
     if not (math.isfinite(a.value) and math.isfinite(b.value)):
         return _Judged("not measured", "no value on one side")
     role = "primary" if primary(a.benchmark) else "exploratory"

@@ -329,6 +329,24 @@ def _other_section(
     return out
 
 
+def _setups(vals: list[ReleaseValue], releases: list[str]) -> list[str]:
+    """What each release's values were measured with (profile, engine options; their notes), where recorded; a
+    warning when the releases of one series were measured more than one way."""
+    found = {r: sorted({v.setup for v in vals if v.tag == r and v.setup}) for r in releases}
+    if not any(found.values()):
+        return []
+    listed = "; ".join(f"{r}: {' | '.join(s) or 'not recorded'}" for r, s in found.items())
+    ways = {s for setups in found.values() for s in setups}
+    warning = (
+        " The releases on this machine were measured more than one way: release-compare calls a value not "
+        "comparable where its two releases' setups differ, and ASV's graphs and asv compare do not know it."
+        if len(ways) > 1
+        else ""
+    )
+    cls = "setups mixed-setups" if warning else "setups"
+    return [f"<p class='{cls}'>Measured with: {html.escape(listed)}.{html.escape(warning)}</p>"]
+
+
 def _days(vals: list[ReleaseValue], releases: list[str], spread: dict[str, Any]) -> str:
     """Which days each release was measured on, and where the spread across days comes from (or that it is missing)."""
     days = {r: sorted({v.measured_on for v in vals if v.tag == r and v.measured_on}) for r in releases}
@@ -435,6 +453,7 @@ def write_release_page(results_dir: Path, html_dir: Path, ledger_dir: Path | Non
             )
         spread = load_spread(results_dir, machine)
         body.append(_days(mv, releases, spread))
+        body += _setups(mv, releases)
         body += _paired_section(mv, releases, failed) + _config_section(mv, releases)
         body += _other_section(mv, releases, failed, spread, units)
     body += _unpublished(results_dir, vals)
