@@ -44,14 +44,14 @@ to absorb it. Coverage is therefore reported twice, for S and for that identifia
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy import stats as sps
 
-from specharness.analysis.stats import RatioInterval, block_ratio_interval, look_confidence
+from specharness.analysis.stats import RatioInterval, block_ratio_interval, look_confidence, t_quantile
 from specharness.analysis.verdict import band_edges, speed_verdict
 from specharness.experiment.design import possible_looks
 from specharness.records import RequestRecord
@@ -268,7 +268,7 @@ def _old1_t_over_blocks_different_cases(d: _Draw, run: int, blocks: int, confide
     point = float((tok.sum() / sb.sum()) / (tok.sum() / sa.sum()))
     logs = np.log((tok / sb) / (tok / sa))
     n = logs.size
-    half = float(sps.t.ppf(1 - (1 - confidence) / 2, n - 1)) * float(logs.std(ddof=1)) / math.sqrt(n)
+    half = t_quantile(1 - (1 - confidence) / 2, n - 1) * float(logs.std(ddof=1)) / math.sqrt(n)
     return RatioInterval(
         point,
         point * math.exp(-half),
@@ -655,8 +655,7 @@ def _sim_record(
 ) -> RequestRecord:
     chunks = min(n, 8)
     per = [n // chunks + (1 if i < n % chunks else 0) for i in range(chunks)]
-    cum = np.cumsum(per)
-    arrivals = [float(secs * x / n) for x in cum]
+    arrivals = [secs * x / n for x in itertools.accumulate(per)]
     error = None
     if verdict == "failed":
         error, arrivals, per, cut_chain = "http_error", [], [], ""

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+from scipy import special as spc
 from scipy import stats as sps
 from scipy.optimize import brentq
 
@@ -38,6 +39,7 @@ __all__ = [
     "min_samples_for",
     "percentile_table",
     "ratio_change",
+    "t_quantile",
 ]
 
 PERCENTILES = (50, 95, 99)
@@ -75,6 +77,15 @@ class RatioInterval:
 NO_INTERVAL = RatioInterval(math.nan, math.nan, math.nan, 0.95, 0, 0, "none")
 
 
+def t_quantile(q: float, df: float) -> float:
+    """Student t quantile, ``scipy.stats.t.ppf(q, df)``: for 0 < q < 1 the same function (``scipy.special.stdtrit``,
+    which ``t.ppf`` calls) without the distribution object's per-call argument handling, about 50 times faster,
+    which the simulations that check these intervals call tens of thousands of times; NaN where df is not positive."""
+    if 0.0 < q < 1.0:
+        return float(spc.stdtrit(df, q))
+    return float(sps.t.ppf(q, df))
+
+
 def _with_offset(se2: float, df: int, offset_var: float, q: float) -> tuple[float, float]:
     """Standard error once the engine-instance offset variance is added, and the t degrees of freedom to use with it.
 
@@ -88,11 +99,11 @@ def _with_offset(se2: float, df: int, offset_var: float, q: float) -> tuple[floa
         return math.sqrt(se2), float(df)
     total = se2 + offset_var
     df_known = total**2 / (se2**2 / df) if se2 > 0 else math.inf
-    own = float(sps.t.ppf(q, df)) * math.sqrt(se2)
-    if float(sps.t.ppf(q, df_known)) * math.sqrt(total) >= own:
+    own = t_quantile(q, df) * math.sqrt(se2)
+    if t_quantile(q, df_known) * math.sqrt(total) >= own:
         return math.sqrt(total), df_known
     target = own / math.sqrt(total)  # a t quantile between those at df_known and at df
-    return math.sqrt(total), float(brentq(lambda d: float(sps.t.ppf(q, d)) - target, df, df_known))
+    return math.sqrt(total), float(brentq(lambda d: t_quantile(q, d) - target, df, df_known))
 
 
 def block_ratio_interval(
@@ -118,7 +129,7 @@ def block_ratio_interval(
         resid = y - x @ coef
         df = n - 2
         cov = float(resid @ resid) / df * np.linalg.inv(x.T @ x)
-        t = float(sps.t.ppf(q, df))
+        t = t_quantile(q, df)
         mu = float(coef[0])
         delta, se_delta = float(coef[1]), math.sqrt(max(cov[1, 1], 0.0))
         order = {
@@ -128,7 +139,7 @@ def block_ratio_interval(
         }
         if n >= ORDER_TERM_BLOCKS:
             se_mu, df_mu = _with_offset(max(cov[0, 0], 0.0), df, offset_var, q)
-            t = float(sps.t.ppf(q, df_mu))
+            t = t_quantile(q, df_mu)
             return RatioInterval(
                 math.exp(mu),
                 math.exp(mu - t * se_mu),
@@ -147,7 +158,7 @@ def block_ratio_interval(
         return RatioInterval(math.exp(mu), math.nan, math.nan, confidence, n, 0, "one block: no interval")
     df = n - 1
     se, df_se = _with_offset(float(y.var(ddof=1)) / n, df, offset_var, q)
-    t = float(sps.t.ppf(q, df_se))
+    t = t_quantile(q, df_se)
     method = "t, blocks as replicates" + _offset_note(offset_var)
     if signs is not None and float(signs.sum()) != 0.0:
         method += "; arm orders unbalanced, so the mean carries part of any order effect"
@@ -202,7 +213,7 @@ def case_resampled_interval(
     means = np.nanmean(np.where(np.isfinite(logs), logs, np.nan), axis=1)
     case_var = float(np.nanvar(means, ddof=1))
     q = 1.0 - (1.0 - confidence) / 2.0
-    t_block = float(sps.t.ppf(q, interval.t_df)) if interval.t_df >= 1 else math.nan
+    t_block = t_quantile(q, interval.t_df) if interval.t_df >= 1 else math.nan
     se = math.sqrt(interval.se_log**2 + case_var)
     mu = math.log(interval.estimate)
     return RatioInterval(
@@ -307,7 +318,7 @@ def ratio_change(
         ta**2 / (a.size - 1) + tb**2 / (b.size - 1) + (tu**2 / offset_df if 0 < offset_df < math.inf else 0.0)
     )
     se = math.sqrt(se2)
-    half = float(sps.t.ppf(0.5 + confidence / 2, df)) * se
+    half = t_quantile(0.5 + confidence / 2, df) * se
     pvalue = float(2 * sps.t.sf(abs(diff) / se, df))
     welch = sps.ttest_ind(b, a, equal_var=False)  # the allowance never narrows Welch's interval nor lowers its p
     welch_half = (welch.confidence_interval(confidence_level=confidence).high - diff) if ta + tb > 0 else 0.0

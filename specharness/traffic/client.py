@@ -55,10 +55,16 @@ def common_prefix_tokens(chain_a: str, chain_b: str) -> int:
     probability 2^-16, so a shared prefix may read one token long at the point they part)."""
     g = PREFIX_GROUP_HEX
     n = min(len(chain_a), len(chain_b)) // g
-    for i in range(n):
-        if chain_a[i * g : (i + 1) * g] != chain_b[i * g : (i + 1) * g]:
-            return i
-    return n
+    same, differs = 0, n * g  # characters: chain_a[:same] == chain_b[:same]; the prefixes of length differs are not
+    if chain_a[:differs] == chain_b[:differs]:
+        return n
+    while differs - same > 1:  # bisect on whole-prefix comparisons (done in C) for the first differing character
+        mid = (same + differs) // 2
+        if chain_a[:mid] == chain_b[:mid]:
+            same = mid
+        else:
+            differs = mid
+    return same // g
 
 
 @dataclass(frozen=True, slots=True)

@@ -80,11 +80,21 @@ def test_bad_attach_is_one_line_and_starts_nothing(tmp_path: Path) -> None:
     assert not (out / "journal.jsonl").exists()
 
 
-def test_attached_run_stops_neither_engine(own_engines: dict[str, EngineServer], tmp_path: Path) -> None:
-    urls = {arm: own_engines[arm].base_url for arm in ARMS}
-    out = tmp_path / "run"
-    result = cli("run", "--attach", attach_arg(urls), *ATTACH_RUN, "--out", str(out))
+@pytest.fixture(scope="module")
+def attached_run(own_engines: dict[str, EngineServer], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One run on both servers with the default text policy (full): checked below, and the full-text side of the
+    --keep-text comparison."""
+    out = tmp_path_factory.mktemp("attached") / "run"
+    result = cli(
+        "run", "--attach", attach_arg({arm: own_engines[arm].base_url for arm in ARMS}), *ATTACH_RUN, "--out", str(out)
+    )
     assert result.returncode == 0, result.stderr[-3000:]
+    return out
+
+
+def test_attached_run_stops_neither_engine(own_engines: dict[str, EngineServer], attached_run: Path) -> None:
+    urls = {arm: own_engines[arm].base_url for arm in ARMS}
+    out = attached_run
 
     # the harness stopped nothing: both servers are the same processes, still answering
     for arm, server in own_engines.items():
@@ -162,14 +172,16 @@ def _texts(run_dir: Path) -> set[str]:
     return {t for t in found if len(t) >= 12}
 
 
-def test_keep_text_hash_leaks_no_prompt_or_output(own_engines: dict[str, EngineServer], tmp_path: Path) -> None:
+def test_keep_text_hash_leaks_no_prompt_or_output(
+    own_engines: dict[str, EngineServer], attached_run: Path, tmp_path: Path
+) -> None:
     """--keep-text hash (issue 12): no prompt or output reaches the journal, manifest, report or logs, while the
-    checks still run on the full text (the same greedy answers are judged the same)."""
+    checks still run on the full text (the same greedy answers are judged the same as in the full-text run)."""
     urls = {name: server.base_url for name, server in own_engines.items()}
-    full, hashed = tmp_path / "full", tmp_path / "hashed"
-    for out, policy in ((full, "full"), (hashed, "hash")):
-        result = cli("run", "--attach", attach_arg(urls), *ATTACH_RUN, "--keep-text", policy, "--out", str(out))
-        assert result.returncode == 0, result.stderr[-3000:]
+    full, hashed = attached_run, tmp_path / "hashed"
+    result = cli("run", "--attach", attach_arg(urls), *ATTACH_RUN, "--keep-text", "hash", "--out", str(hashed))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert orjson.loads((full / "manifest.json").read_bytes())["config"]["keep_text"] == "full"
     secrets = _texts(full)
     assert len(secrets) >= 3, "the full run kept prompts and outputs to look for"
     files = [p for p in hashed.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".json", ".md", ".log")]
@@ -181,11 +193,11 @@ def test_keep_text_hash_leaks_no_prompt_or_output(own_engines: dict[str, EngineS
     manifest = orjson.loads((hashed / "manifest.json").read_bytes())
     assert manifest["config"]["keep_text"] == "hash"
     counts, pairs = {}, {}
-    for out in (full, hashed):
+    for policy, out in (("full", full), ("hash", hashed)):
         rows = [line for line in journal_lines(out) if line.get("kind") == "request" and not line["warmup"]]
-        counts[out.name] = sorted((r["arm"], r["block"], r["case_id"], r["correct"]) for r in rows)
+        counts[policy] = sorted((r["arm"], r["block"], r["case_id"], r["correct"]) for r in rows)
         report = orjson.loads((out / "report.json").read_bytes())
-        pairs[out.name] = [c["pair_counts"] for c in report["comparisons"]]
-    assert counts["full"] == counts["hashed"], "the checks ran on the full text under both policies"
-    assert pairs["full"] == pairs["hashed"], "identity between arms is still computed (keyed digests)"
+        pairs[policy] = [c["pair_counts"] for c in report["comparisons"]]
+    assert counts["full"] == counts["hash"], "the checks ran on the full text under both policies"
+    assert pairs["full"] == pairs["hash"], "identity between arms is still computed (keyed digests)"
     assert all(line.get("first_token_id") is None for line in journal_lines(hashed) if line.get("kind") == "request")

@@ -1,21 +1,24 @@
 """Faults on the real engine: a server SIGKILLed mid-cell, resume, and SIGTERM / SIGINT during a run.
 
-The runs that are killed or signalled own their engines. They are launched in the background (conftest's
-:class:`~tests.engine.conftest.BackgroundRun`) so their engine starts overlap other work: the crashed run with the
-ASV smoke module, the two signalled runs together (:func:`signalled_runs`), each still a ``specharness run`` of its
-own, signalled and checked exactly as when they ran one after the other.
+The crashed run and the SIGTERM run own their engines (stopping them is what they test); the SIGINT run takes the
+session's pooled engines and must let them go alive (an interrupted run must not take a shared engine down, nor keep
+holding it). They are launched in the background (conftest's :class:`~tests.engine.conftest.BackgroundRun`) so their
+engine starts overlap other work: the crashed run with the ASV smoke module, the SIGTERM run with this module, while
+the resume and the SIGINT run drive the pooled engines; each is a ``specharness run`` of its own,
+killed or signalled and checked on its own.
 """
 
 from __future__ import annotations
 
 import signal
-import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import orjson
 import pytest
 
+from specharness.engines.pool import EnginePool
 from specharness.engines.server import group_alive
 from specharness.experiment.journal import read_journal
 from specharness.records import SegmentEndEvent
@@ -24,11 +27,10 @@ from .conftest import (
     FAULT_RUN,
     BackgroundRun,
     assert_no_engine_left,
+    assert_pooled_and_released,
     cli,
     journal_lines,
-    measured,
-    own_env,
-    spare_core_env,
+    signal_mid_run,
     start_cli,
     wait_for,
 )
@@ -81,55 +83,51 @@ def test_engine_killed_mid_cell_then_resume(crashed_run: BackgroundRun, pooled_e
     assert all("--- the pooled engine's log" in (out / e["log_path"]).read_text(errors="replace") for e in pooled)
 
 
-def signal_mid_run(signum: signal.Signals) -> Callable[[subprocess.Popen[str], Path], tuple[int, str]]:
-    """Send ``signum`` to the harness once the first measured answer is journaled; collect its exit."""
-
-    def drive(proc: subprocess.Popen[str], out: Path) -> tuple[int, str]:
-        wait_for(lambda: len(measured(out, "baseline")) >= 1, proc, "the first measured answer")
-        proc.send_signal(signum)
-        _, stderr = proc.communicate(timeout=300)
-        return proc.returncode, stderr
-
-    return drive
-
-
 @pytest.fixture(scope="module")
-def signalled_runs(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[dict[signal.Signals, BackgroundRun]]:
-    """The SIGTERM run and the SIGINT run, launched together: two ``specharness run`` processes, each with its own
-    two engines (SIGTERM's on vLLM's default cores, SIGINT's on the spare core), each signalled on its own. Only
-    the runs of the selected tests are launched."""
-    selected = {
-        callspec.params.get("signum")
-        for item in request.session.items
-        if item.path == request.path and (callspec := getattr(item, "callspec", None)) is not None
-    }
-    where = tmp_path_factory.mktemp("signalled")
-    runs = {
-        signum: BackgroundRun(where / signum.name, FAULT_RUN, signal_mid_run(signum), env)
-        for signum, env in ((signal.SIGTERM, own_env()), (signal.SIGINT, spare_core_env()))
-        if signum in selected
-    }
+def sigint_run(tmp_path_factory: pytest.TempPathFactory, pooled_env: dict[str, str]) -> Iterator[BackgroundRun]:
+    """The SIGINT run, on the session's pooled engines (idle once the resume above is done)."""
+    run = BackgroundRun(
+        tmp_path_factory.mktemp("sigint") / "SIGINT", FAULT_RUN, signal_mid_run(signal.SIGINT), pooled_env
+    )
     try:
-        yield runs
+        yield run
     finally:
-        for run in runs.values():
-            run.stop()
+        run.stop()
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_signal_mid_run_stops_engines_and_writes_a_partial_report(
-    signalled_runs: dict[signal.Signals, BackgroundRun], signum: signal.Signals
-) -> None:
-    out = signalled_runs[signum].out
-    returncode, stderr = signalled_runs[signum].result()
-    assert returncode == 130, stderr
-    assert_no_engine_left(out)
+def _check_partial(out: Path) -> None:
     contents = read_journal(out / "journal.jsonl")  # readable, nothing torn
     assert not contents.torn_lines and contents.requests
     assert any(e.status == "interrupted" for e in contents.events_of(SegmentEndEvent))
     assert "PARTIAL REPORT" in (out / "report.md").read_text()
+
+
+def test_sigint_mid_run_lets_its_pooled_engines_go_alive_and_writes_a_partial_report(
+    sigint_run: BackgroundRun, engine_pool: EnginePool
+) -> None:
+    """Interrupted on pooled engines: they are released (their logs copied into the run folder), no longer held by
+    the run, and still serve, for the next run."""
+    out = sigint_run.out
+    returncode, stderr = sigint_run.result()
+    assert returncode == 130, stderr
+    assert_pooled_and_released(out)
+    used = {e["arm"] for e in journal_lines(out) if e.get("kind") == "engine"}
+    leases = [lease for lease in engine_pool.leases() if lease.arm in used and lease.state == "ready"]
+    assert {lease.arm for lease in leases} == used == {"baseline", "ngram"}, leases
+    for lease in leases:
+        assert group_alive(lease.pid), f"the pooled {lease.arm} server died with the interrupted run"
+        assert httpx.get(f"{lease.url}/health", timeout=10).status_code == 200
+        assert not list(engine_pool.root.glob(f"{lease.key_hash}.hold.{sigint_run.proc.pid}"))
+    _check_partial(out)
+
+
+def test_sigterm_mid_run_stops_its_engines_and_writes_a_partial_report(sigterm_run: BackgroundRun) -> None:
+    """The SIGTERM run (conftest's ``sigterm_run``, launched with this module; checked after the SIGINT run, whose
+    pooled engines answer while its own start) owns its engines: both are stopped."""
+    returncode, stderr = sigterm_run.result()
+    assert returncode == 130, stderr
+    assert_no_engine_left(sigterm_run.out)
+    _check_partial(sigterm_run.out)
 
 
 def test_sigint_while_engines_start_leaves_nothing_behind(tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 arms' common prefix is read from it without any token id on disk."""
 
 import orjson
+from hypothesis import given
+from hypothesis import strategies as st
 
 from specharness.experiment.telemetry import TextPolicy, rekey_prefix_chain
 from specharness.records import RequestRecord
@@ -29,6 +31,21 @@ def test_common_prefix_is_the_tokens_written_alike() -> None:
     assert common_prefix_tokens(a, "") == 0
     # a later equal token after a difference does not count: each group depends on all earlier tokens
     assert common_prefix_tokens(_chain([[1, 7, 3]]), _chain([[1, 8, 3]])) == 1
+
+
+def _groups_alike(a: str, b: str) -> int:
+    """The definition, group by group: leading equal 4-character groups of the shorter chain's whole groups."""
+    n = 0
+    while n < min(len(a), len(b)) // 4 and a[4 * n : 4 * n + 4] == b[4 * n : 4 * n + 4]:
+        n += 1
+    return n
+
+
+@given(st.text("0a", max_size=40), st.text("0a", max_size=12), st.text("0a", max_size=12))
+def test_common_prefix_counts_leading_equal_groups(shared: str, tail_a: str, tail_b: str) -> None:
+    """Any two strings (lengths not a multiple of 4, differences inside a group, one a prefix of the other)."""
+    a, b = shared + tail_a, shared + tail_b
+    assert common_prefix_tokens(a, b) == _groups_alike(a, b) == common_prefix_tokens(b, a)
 
 
 def test_rekeyed_chains_keep_common_prefixes_and_hide_the_public_chain() -> None:
