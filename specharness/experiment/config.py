@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from specharness.experiment.design import Profile
 from specharness.experiment.telemetry import KEEP_TEXT
 from specharness.traffic.client import Sampling
 
-__all__ = ["DTYPES", "RunConfig"]
+__all__ = ["DTYPES", "RunConfig", "canonical_vllm_args"]
 
 DTYPES = ("auto", "bfloat16", "float16", "half", "float32", "float")  # what vLLM's --dtype accepts
 
@@ -167,3 +168,34 @@ def _split_dtype(extra: Any) -> tuple[str | None, tuple[str, ...]]:
             kept.append(word)
         i += 1
     return dtype, tuple(kept)
+
+
+def _is_option(word: str) -> bool:
+    """``--name``, ``--name=value`` or a short ``-O3``; not a negative number (``-1`` is a value)."""
+    if not word.startswith("-") or word == "-":
+        return False
+    try:
+        float(word)
+    except ValueError:
+        return True
+    return False
+
+
+def canonical_vllm_args(words: Iterable[str]) -> tuple[str, ...]:
+    """Extra vLLM arguments in one spelling, to tell whether two runs set their engines the same way: each option
+    with the words that follow it up to the next option, ``--name=value`` as ``--name value`` and underscores in a
+    long option's name as dashes (vLLM's parser reads them alike), options sorted by name; an option given more than
+    once keeps the order of its occurrences (vLLM's last flag wins, list options gather), and words before the first
+    option stay first."""
+    lead: list[str] = []
+    groups: list[tuple[str, list[str]]] = []
+    for word in map(str, words):
+        if not _is_option(word):
+            (groups[-1][1] if groups else lead).append(word)
+        elif word.startswith("--"):
+            name, eq, value = word.partition("=")
+            groups.append(("--" + name[2:].replace("_", "-"), [value] if eq else []))
+        else:
+            groups.append((word, []))
+    groups.sort(key=lambda group: group[0])  # stable: repeats of one option keep their order
+    return (*lead, *(w for name, values in groups for w in (name, *values)))

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specharness.cli import main
+from specharness.experiment.config import canonical_vllm_args
 
 _json_scalars = st.none() | st.booleans() | st.integers(-5, 20) | st.floats(allow_nan=False) | st.text(max_size=8)
 _json = st.recursive(
@@ -109,3 +111,32 @@ def test_any_client_list_is_valid_or_named(clients: str, tmp_path: Path, capsys:
         assert exc.code == 2 and "--clients" in err and "Traceback" not in err, err
         return
     assert "--clients" in line or "no-such-model.gguf" in line, line
+
+
+_names = st.sampled_from(["--max-num-seqs", "--enforce-eager", "--max-num-batched-tokens", "--seed", "-O3"])
+_groups = st.lists(
+    st.tuples(_names, st.lists(st.sampled_from(["1", "8", "-1", "abc"]), max_size=2)),
+    max_size=5,
+    unique_by=lambda g: g[0],
+)
+
+
+@given(_groups, st.randoms(use_true_random=False))
+def test_canonical_vllm_args_ignore_option_order_and_spelling(groups: list[tuple[str, list[str]]], rnd: Any) -> None:
+    """Distinct options in any order, ``--a=x`` for ``--a x`` and underscores for dashes: one canonical form, which is
+    its own canonical form; dropping an option or changing a value changes it."""
+    words = [w for name, values in groups for w in (name, *values)]
+    shuffled = list(groups)
+    rnd.shuffle(shuffled)
+    respelled: list[str] = []
+    for name, values in shuffled:
+        if name.startswith("--") and len(values) == 1:
+            respelled.append(name.replace("-", "_").replace("__", "--", 1) + "=" + values[0])
+        else:
+            respelled += [name.replace("-", "_").replace("__", "--", 1) if name.startswith("--") else name, *values]
+    canonical = canonical_vllm_args(words)
+    assert canonical_vllm_args(respelled) == canonical == canonical_vllm_args(canonical)
+    if groups:
+        assert canonical_vllm_args(words[: -1 - len(groups[-1][1])]) != canonical  # the last option dropped
+        changed = [w for name, values in groups[:-1] for w in (name, *values)] + [groups[-1][0], *groups[-1][1], "x"]
+        assert canonical_vllm_args(changed) != canonical

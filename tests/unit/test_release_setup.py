@@ -72,6 +72,33 @@ def test_the_setup_names_the_profile_and_every_engine_option_that_changes_the_en
     )  # the share as a number (0.30 and 0.3 are one setting); the port and the API key left out
 
 
+def test_the_same_vllm_arguments_in_another_order_or_spelling_are_one_setup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """vLLM reads ``--a=x`` as ``--a x`` and ``--max_num_seqs`` as ``--max-num-seqs``, in any order: one setup. Another
+    value, or an option given twice in the other order (vLLM's last flag wins), is another."""
+    monkeypatch.delenv("SPECHARNESS_ASV_PROFILE", raising=False)
+    seen = set()
+    for engine in (
+        "--max-num-batched-tokens 128 --enforce-eager --max-num-seqs 8",
+        "--max_num_seqs=8 --enforce_eager --max-num-batched-tokens=128",
+    ):
+        monkeypatch.setenv("SPECHARNESS_ASV_ENGINE", engine)
+        seen.add(measured_setup())
+    assert seen == {
+        DEFAULT.replace(
+            "vLLM arguments: none", "vLLM arguments: --enforce-eager --max-num-batched-tokens 128 --max-num-seqs 8"
+        )
+    }
+    for engine in (
+        "--max-num-batched-tokens 256 --enforce-eager --max-num-seqs 8",
+        "--max-num-seqs 4 --max-num-seqs 8",
+    ):
+        monkeypatch.setenv("SPECHARNESS_ASV_ENGINE", engine)
+        seen.add(measured_setup())
+    monkeypatch.setenv("SPECHARNESS_ASV_ENGINE", "--max-num-seqs 8 --max-num-seqs 4")
+    seen.add(measured_setup())
+    assert len(seen) == 4
+
+
 def test_a_note_keeps_its_setup_and_an_older_note_reads_as_unknown() -> None:
     note = value_note("bench_paired.PairedNgram.track_slowdown", ("copy", 1), None, None, setup=FLOAT32)
     assert _parse(_line(note)) == note

@@ -35,9 +35,10 @@ TPOT = "bench_paired.PairedNgram.track_tpot_p50_ms_baseline"
 SLOW = "bench_paired.PairedNgram.track_slowdown"
 
 
-def result_file(path: Path, tpot: list[float], slow_blocks: list[float], started: int = 0) -> Path:
+def result_file(path: Path, tpot: list[float], slow_blocks: list[float], started: int = 0, setup: str = "") -> Path:
     """A stand-in ASV result file (two cells) with companion notes: enough for the spread's arithmetic.
-    ``started`` is ASV's started_at: a repeat measured the value anew when it differs between files."""
+    ``started`` is ASV's started_at: a repeat measured the value anew when it differs between files; ``setup`` the
+    notes' record of how the values were measured."""
     params = [["'copy'", "'transform'"], ["1"]]
     data = {
         "commit_hash": "c" * 40,
@@ -56,7 +57,8 @@ def result_file(path: Path, tpot: list[float], slow_blocks: list[float], started
         },
     }
     path.write_text(json.dumps(data))
-    write_companion(path, [Note(SLOW, ("'copy'", "1"), "c" * 40, n=len(slow_blocks), block_values=tuple(slow_blocks))])
+    note = Note(SLOW, ("'copy'", "1"), "c" * 40, n=len(slow_blocks), block_values=tuple(slow_blocks), setup=setup)
+    write_companion(path, [note])
     return path
 
 
@@ -83,6 +85,20 @@ def test_a_value_merged_from_an_older_run_is_not_a_repeat(tmp_path: Path) -> Non
     """ASV keeps a benchmark the run did not measure (same started_at in every file): no spread from copies."""
     files = [result_file(tmp_path / f"r{i}.json", [30.0 + i, 50.0], [0.5, 0.52], started=7) for i in range(3)]
     assert "PairedNgram.tpot_p50_ms_baseline" not in measure_spread(files, "x")["factors"]
+
+
+def test_repeats_measured_another_way_are_refused_naming_both_files(tmp_path: Path) -> None:
+    """A float32 repeat among bf16 ones would make the setups' difference look like run-to-run noise. Notes that
+    record no setup (older ones) still pool, as release-compare judges them."""
+    bf16, fp32 = "profile quick; dtype bfloat16", "profile quick; dtype float32"
+    setups = [bf16, "", bf16]
+    same = [result_file(tmp_path / f"s{i}.json", [30.0 + i, 50.0], [0.5, 0.52], i, s) for i, s in enumerate(setups)]
+    assert measure_spread(same, "x")["runs"] == 3
+    mixed = [*same[:2], result_file(tmp_path / "f.json", [31.0, 50.0], [0.5, 0.52], started=9, setup=fp32)]
+    with pytest.raises(ConfigError) as caught:
+        measure_spread(mixed, "x")
+    message = str(caught.value)
+    assert "\n" not in message and "s0.json" in message and "f.json" in message and "float32" in message
 
 
 def test_machine_entry_names_the_hardware(tmp_path: Path) -> None:

@@ -53,6 +53,7 @@ __all__ = [
     "read_companion",
     "read_notes",
     "reset_notes",
+    "setups_differ",
     "spread_stats",
     "stats_entry",
     "update_companion",
@@ -86,6 +87,12 @@ class Note:
     quality_verdict: str = ""
     harness: str = ""  # the harness version (and its commit) that measured the value
     setup: str = ""  # the ASV profile and engine options it was measured with (suite.measured_setup); "" unknown
+
+
+def setups_differ(a: str, b: str) -> bool:
+    """Whether two notes' setups say their values were measured another way: both recorded and unequal (a note older
+    than the record says nothing, and is taken as comparable)."""
+    return bool(a and b and a != b)
 
 
 def value_note(

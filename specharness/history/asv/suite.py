@@ -42,7 +42,7 @@ from specharness._errors import ConfigError, EngineError
 from specharness.engines.model import cache_dir
 from specharness.engines.pool import POOL_ENV, EnginePool, asv_owner_pid
 from specharness.engines.startlog import first_error
-from specharness.experiment.config import RunConfig
+from specharness.experiment.config import RunConfig, canonical_vllm_args
 from specharness.experiment.design import Profile, get_profile, override
 from specharness.experiment.driver import run_experiment
 from specharness.experiment.engineset import pooled
@@ -128,16 +128,16 @@ def _engine_options() -> dict[str, Any]:
 def measured_setup() -> str:
     """What a value is measured with besides the release: the ASV profile and the engine options that set the
     engine's configuration (SPECHARNESS_ASV_ENGINE as :func:`_engine_options` reads it: the four settings, the extra
-    vLLM words as given, the Python that runs vLLM and one-by-one starts where set; not where the engine listens,
-    how long it may take to start or its API key). Kept in each value's note; release-compare judges no value against
-    one measured another way."""
+    vLLM words in one spelling (:func:`~specharness.experiment.config.canonical_vllm_args`), the Python that runs
+    vLLM and one-by-one starts where set; not where the engine listens, how long it may take to start or its API
+    key). Kept in each value's note; release-compare judges no value against one measured another way."""
     o = _engine_options()
     share = o["gpu_memory_utilization"]
     engine = (
         f"max_model_len {o['max_model_len']}, dtype {o['dtype']}, kv_cache_gib {o['kv_cache_gib']}, "
         f"gpu_memory_utilization {'auto' if share is None else share}"
     )
-    extra = " ".join(o["extra_engine_args"]) or "none"
+    extra = " ".join(canonical_vllm_args(o["extra_engine_args"])) or "none"
     parts = [f"profile {os.environ.get('SPECHARNESS_ASV_PROFILE', 'quick')}", engine, f"vLLM arguments: {extra}"]
     if o["python"]:
         parts.append(f"python {o['python']}")

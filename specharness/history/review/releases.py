@@ -35,7 +35,7 @@ from specharness._errors import ConfigError
 from specharness.analysis.stats import ratio_change
 from specharness.analysis.verdict import EXPLORATORY_Q, PRIMARY_ALPHA, benjamini_hochberg, change_verdict, holm
 from specharness.history.asv.ledger import ensure_ledger, ledger_tags
-from specharness.history.asv.notes import FAILURE_BENCHMARK, Note, params_label, read_companion
+from specharness.history.asv.notes import FAILURE_BENCHMARK, Note, params_label, read_companion, setups_differ
 from specharness.history.asv.spreadfile import load_spread, offset_of, spread_sd, spread_source
 
 __all__ = [
@@ -196,7 +196,7 @@ def _judge(a: ReleaseValue, b: ReleaseValue, spread: dict[str, Any]) -> _Judged:
         return _Judged("fixed", f"{a.tag} {a.failed}")
     if b.error or a.error:
         return _Judged("benchmark error", f"{b.tag if b.error else a.tag}: {b.error or a.error}")
-    if a.setup and b.setup and a.setup != b.setup:
+    if setups_differ(a.setup, b.setup):
         return _Judged("not comparable", f"measured another way: {a.tag} with {a.setup}; {b.tag} with {b.setup}")
     if not (math.isfinite(a.value) and math.isfinite(b.value)):
         return _Judged("not measured", "no value on one side")

@@ -31,9 +31,10 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from specharness._errors import ConfigError
 from specharness.analysis.stats import ratio_change
 from specharness.analysis.verdict import change_verdict
-from specharness.history.asv.notes import params_label, read_companion
+from specharness.history.asv.notes import Note, params_label, read_companion, setups_differ
 from specharness.history.asv.spreadfile import _SLOWDOWN, _key
 
 __all__ = ["apply_spread", "measure_spread", "offset_from_moments", "offset_variance"]
@@ -101,6 +102,21 @@ def _offset(notes: list[dict[tuple[str, tuple[str, ...]], Any]]) -> dict[str, An
     return offset_variance(cells)
 
 
+def _one_setup(result_files: list[Path], notes: list[dict[tuple[str, tuple[str, ...]], Note]]) -> None:
+    """Refuse repeats measured different ways (their notes' setups differ, :func:`setups_differ`): their spread would
+    be the setups' difference, not the run-to-run noise every later comparison is judged by."""
+    first: tuple[str, Path] | None = None
+    for path, by_key in zip(result_files, notes, strict=True):
+        for note in by_key.values():
+            if first is None and note.setup:
+                first = (note.setup, path)
+            elif first is not None and setups_differ(first[0], note.setup):
+                raise ConfigError(
+                    f"{first[1]} and {path} were measured with different setups ({first[0]!r} and {note.setup!r}): "
+                    "a run-to-run spread needs repeats of one setup; give only the runs of one of them"
+                )
+
+
 def measure_spread(result_files: list[Path], release: str) -> dict[str, Any]:
     """The spread of repeated runs of one release on one machine (see the module docstring). Only benchmarks every
     file measured anew count (a value ASV merged in from an older run has the same ``started_at`` everywhere)."""
@@ -125,6 +141,7 @@ def measure_spread(result_files: list[Path], release: str) -> dict[str, Any]:
         factors[metric] = round(math.exp(float(stats.t.ppf(0.975, df)) * math.sqrt(2.0) * s), 4)
         factor_df[metric] = df
     notes = [{(n.benchmark, n.params): n for n in read_companion(p)} for p in result_files]
+    _one_setup(result_files, notes)
     offset = _offset(notes)
     calls: dict[str, Any] = {
         "pairs": 0,
