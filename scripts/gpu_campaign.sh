@@ -7,6 +7,7 @@
 #   scripts/gpu_campaign.sh starts-warm       baseline and ngram started three times each as the harness starts them
 #                                             (STARTS_ARMS, STARTS_REPEAT), then one ngram start (STACKS_ARM) with
 #                                             vLLM's DEBUG log and a stack sample of each process every 0.5 s
+#                                             (STACKS_ARM=none: no such start)
 #   scripts/gpu_campaign.sh starts-preload    baseline spawned twice, then baseline and ngram twice each forked from a
 #                                             preloaded interpreter (SPECHARNESS_PRELOADED_SERVER=0, then 1)
 #   scripts/gpu_campaign.sh pool              baseline started twice (STARTS_ARMS to change), then two ASV classes that
@@ -121,9 +122,10 @@ case "$MODE" in
     timeout "${STARTS_LIMIT_S:-400}" "$PY" -m specharness starts --out /tmp/starts-warm --arms "${STARTS_ARMS:-baseline,ngram}" \
       --repeat "${STARTS_REPEAT:-3}" 2>&1 | tee "$OUT/starts.log"
     cp /tmp/starts-warm/starts.md /tmp/starts-warm/starts.jsonl "$OUT/"
-    SPECHARNESS_STACKS=/tmp/starts-stacks/stacks PYTHONPATH="$ROOT/scripts/diag:$PYTHONPATH" VLLM_LOGGING_LEVEL=DEBUG \
-      timeout "${STACKS_LIMIT_S:-120}" "$PY" -m specharness starts --out /tmp/starts-stacks --arms "${STACKS_ARM:-ngram}" \
-      --repeat 1 2>&1 | tee -a "$OUT/starts.log"
+    [ "${STACKS_ARM:-ngram}" = none ] || SPECHARNESS_STACKS=/tmp/starts-stacks/stacks PYTHONPATH="$ROOT/scripts/diag:$PYTHONPATH" \
+      VLLM_LOGGING_LEVEL=DEBUG timeout "${STACKS_LIMIT_S:-120}" "$PY" -m specharness starts --out /tmp/starts-stacks \
+      --arms "${STACKS_ARM:-ngram}" --repeat 1 2>&1 | tee -a "$OUT/starts.log"
+    mkdir -p /tmp/starts-stacks
     tar -C /tmp -cJf "$OUT/starts-logs.tar.xz" starts-warm starts-stacks ;;
   starts-preload)
     # spawned against preloaded servers on one machine: baseline spawned twice (the first on this machine's empty

@@ -21,6 +21,7 @@ from typing import Any
 
 from specharness.engines.memory import MemoryProbe
 from specharness.engines.model import ResolvedModel, cache_dir, resolve_model
+from specharness.engines.pool import PooledEngine
 from specharness.experiment.bands import band_for
 from specharness.experiment.config import RunConfig
 from specharness.experiment.context import ProgressFn, RunContext, UndecidedFn
@@ -141,9 +142,22 @@ def _starting(config: RunConfig) -> str:
 
 
 def _ready(config: RunConfig, engines: EngineSet) -> str:
+    """One line on the engines: each one's start time, or, for an engine taken from the engine pool as it was, who
+    started it and how many requests it had served (its start time is another run's)."""
     if config.attach:
         return f"engines answering, serving {engines.model_name}; nothing will be started or stopped"
-    return "engines ready: " + ", ".join(f"{a} {s.start_s:.0f} s" for a, s in engines.servers.items())
+    said = []
+    for arm, server in engines.servers.items():
+        record = server.reuse_record() if isinstance(server, PooledEngine) else {}
+        if record.get("reused"):
+            served = record.get("requests_served_before")
+            said.append(
+                f"{arm} reused from the engine pool (started by {record.get('started_by') or 'another run'}"
+                + (f", {served} requests served)" if served is not None else ")")
+            )
+        else:
+            said.append(f"{arm} {server.start_s:.0f} s" + (" (pooled)" if record else ""))
+    return "engines ready: " + ", ".join(said)
 
 
 def _context(

@@ -10,6 +10,7 @@ killed or signalled and checked on its own.
 
 from __future__ import annotations
 
+import re
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -81,6 +82,14 @@ def test_engine_killed_mid_cell_then_resume(crashed_run: BackgroundRun, pooled_e
     assert len(owned) == 2 and not any(group_alive(pid) for pid in owned)
     assert sorted(e["arm"] for e in pooled) == ["baseline", "ngram"]
     assert all("--- the pooled engine's log" in (out / e["log_path"]).read_text(errors="replace") for e in pooled)
+    # the engines line says which were taken as they were (their start was another run's) and which it started
+    (ready,) = [line for line in result.stderr.splitlines() if "engines ready:" in line]
+    for e in pooled:
+        arm = re.escape(e["arm"])
+        said = (
+            rf"{arm} reused from the engine pool \(started by" if e["reused"]["reused"] else rf"{arm} \d+ s \(pooled\)"
+        )
+        assert re.search(said, ready), (e["reused"], ready)
 
 
 @pytest.fixture(scope="module")
