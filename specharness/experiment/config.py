@@ -184,9 +184,11 @@ def _is_option(word: str) -> bool:
 def canonical_vllm_args(words: Iterable[str]) -> tuple[str, ...]:
     """Extra vLLM arguments in one spelling, to tell whether two runs set their engines the same way: each option
     with the words that follow it up to the next option, ``--name=value`` as ``--name value`` and underscores in a
-    long option's name as dashes (vLLM's parser reads them alike), options sorted by name; an option given more than
-    once keeps the order of its occurrences (vLLM's last flag wins, list options gather), and words before the first
-    option stay first."""
+    long option's name as dashes up to its first ``.`` (vLLM's parser reads them alike; after the dot they are JSON
+    keys). Options are sorted by name where order cannot matter: not when an option is given twice, when one is
+    another's ``--no-`` form, or when a short option (``-O3``, ``-tp``) may be another's alias; then they keep their
+    order (vLLM's last flag wins). Words before the first option stay first. Two spellings of one setup may still
+    read as two (an alias, JSON spaced otherwise); two setups never read as one."""
     lead: list[str] = []
     groups: list[tuple[str, list[str]]] = []
     for word in map(str, words):
@@ -194,8 +196,16 @@ def canonical_vllm_args(words: Iterable[str]) -> tuple[str, ...]:
             (groups[-1][1] if groups else lead).append(word)
         elif word.startswith("--"):
             name, eq, value = word.partition("=")
-            groups.append(("--" + name[2:].replace("_", "-"), [value] if eq else []))
+            head, dot, tail = name[2:].partition(".")
+            groups.append(("--" + head.replace("_", "-") + dot + tail, [value] if eq else []))
         else:
             groups.append((word, []))
-    groups.sort(key=lambda group: group[0])  # stable: repeats of one option keep their order
+    names = [name for name, _ in groups]
+    order_free = (
+        len(set(names)) == len(names)
+        and all(name.startswith("--") for name in names)
+        and not any(name.startswith("--no-") and "--" + name[5:] in names for name in names)
+    )
+    if order_free:
+        groups.sort(key=lambda group: group[0])
     return (*lead, *(w for name, values in groups for w in (name, *values)))

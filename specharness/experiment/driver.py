@@ -26,7 +26,7 @@ from specharness.experiment.bands import band_for
 from specharness.experiment.config import RunConfig
 from specharness.experiment.context import ProgressFn, RunContext, UndecidedFn
 from specharness.experiment.design import block_orders, build_arms, validate_profile
-from specharness.experiment.engineset import EngineSet, running_engines
+from specharness.experiment.engineset import EngineSet, running_engines, takes_from_pool
 from specharness.experiment.looks import run_plan
 from specharness.experiment.peak import resolve_sweep
 from specharness.experiment.rundir import hardware_info, harness_provenance, harness_version
@@ -138,7 +138,10 @@ def _manifest(
 def _starting(config: RunConfig) -> str:
     if config.attach:
         return "attaching to " + ", ".join(f"{a} at {u}" for a, u in config.attach.items())
-    return f"starting {len(config.profile.arms)} engines ({', '.join(config.profile.arms)})"
+    arms = f"{len(config.profile.arms)} engines ({', '.join(config.profile.arms)})"
+    if takes_from_pool(config):
+        return f"taking {arms} from the engine pool, starting any it lacks"
+    return f"starting {arms}"
 
 
 def _ready(config: RunConfig, engines: EngineSet) -> str:

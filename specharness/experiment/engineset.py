@@ -53,6 +53,17 @@ def pooled(pool: EnginePool | None) -> Iterator[None]:
         _POOL.reset(token)
 
 
+def takes_from_pool(config: RunConfig) -> bool:
+    """Whether this run's engines come from an engine pool (:func:`pooled` or SPECHARNESS_ENGINE_POOL; engines
+    started together, on a port picked freely)."""
+    return (
+        (_POOL.get() or pool_from_env()) is not None
+        and config.start_together
+        and not config.attach
+        and config.port == 0
+    )
+
+
 def _active_pool(config: RunConfig, settings: EngineSettings) -> EnginePool | None:
     pool = _POOL.get() or pool_from_env()
     if pool is None or not config.start_together:

@@ -9,7 +9,8 @@ server runs that way too, while every other run here spawns its servers (the CPU
 Engine starts are shared where sharing proves the same thing: the tests whose runs only need engines (``--attach``
 aside) run with ``pooled_env`` (an engine pool for the session, specharness.engines.pool), so the ASV smoke runs, the
 replay run, the until-decided run, the resume of the crashed run and the SIGINT run (an interrupted run must let its
-pooled engines go alive) start one baseline, one ngram and one extra baseline between them, and those modules run
+pooled engines go alive) start one baseline, one ngram and one extra baseline between them (the extra one stopped once the until-decided
+module is done), and those modules run
 first, back to back (:func:`pytest_collection_modifyitems`); the pool is shut down as soon as the last test that uses
 it is done (:func:`pytest_runtest_teardown`), so its engines never share the machine with the starts that follow. The
 tiny run (the CLI starting and stopping its own engines, with an API key), the attach tests (servers under a name of
@@ -402,6 +403,22 @@ def pooled_env(engine_pool: EnginePool) -> dict[str, str]:
         OWNER_ENV: str(os.getpid()),
         IDLE_ENV: str(POOL_IDLE_S),
     }
+
+
+def stop_engines_started_by(run_dir: Path, pool: EnginePool) -> None:
+    """Stop the pooled engines ``run_dir``'s run started itself (not those it found), the way the pool stops one
+    (SIGTERM to its keeper), and check they are gone: an engine only that run needed must not idle beside the next
+    modules' own starts."""
+    digests = {
+        line["reused"]["lease"]
+        for line in journal_lines(run_dir)
+        if line.get("kind") == "engine" and line.get("reused") and not line["reused"].get("reused")
+    }
+    leases = [lease for lease in pool.leases() if lease.key_hash in digests]
+    for lease in leases:
+        os.killpg(lease.keeper_pid, signal.SIGTERM)
+    alive = groups_alive_after([lease.pid for lease in leases if lease.pid > 0])
+    assert not alive, f"pooled servers {alive} outlived their keepers"
 
 
 def assert_pooled_and_released(run_dir: Path) -> None:

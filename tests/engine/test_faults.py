@@ -83,6 +83,7 @@ def test_engine_killed_mid_cell_then_resume(crashed_run: BackgroundRun, pooled_e
     assert sorted(e["arm"] for e in pooled) == ["baseline", "ngram"]
     assert all("--- the pooled engine's log" in (out / e["log_path"]).read_text(errors="replace") for e in pooled)
     # the engines line says which were taken as they were (their start was another run's) and which it started
+    assert "taking 2 engines (baseline, ngram) from the engine pool, starting any it lacks" in result.stderr
     (ready,) = [line for line in result.stderr.splitlines() if "engines ready:" in line]
     for e in pooled:
         arm = re.escape(e["arm"])
@@ -114,19 +115,18 @@ def _check_partial(out: Path) -> None:
 def test_sigint_mid_run_lets_its_pooled_engines_go_alive_and_writes_a_partial_report(
     sigint_run: BackgroundRun, engine_pool: EnginePool
 ) -> None:
-    """Interrupted on pooled engines: they are released (their logs copied into the run folder), no longer held by
-    the run, and still serve, for the next run."""
+    """Interrupted on pooled engines: they are released (their logs copied into the run folder) and still serve, for
+    the next run."""
     out = sigint_run.out
     returncode, stderr = sigint_run.result()
     assert returncode == 130, stderr
     assert_pooled_and_released(out)
-    used = {e["arm"] for e in journal_lines(out) if e.get("kind") == "engine"}
-    leases = [lease for lease in engine_pool.leases() if lease.arm in used and lease.state == "ready"]
-    assert {lease.arm for lease in leases} == used == {"baseline", "ngram"}, leases
+    used = {e["reused"]["lease"]: e["arm"] for e in journal_lines(out) if e.get("kind") == "engine"}
+    leases = [lease for lease in engine_pool.leases() if lease.key_hash in used and lease.state == "ready"]
+    assert sorted(lease.arm for lease in leases) == sorted(used.values()) == ["baseline", "ngram"], leases
     for lease in leases:
         assert group_alive(lease.pid), f"the pooled {lease.arm} server died with the interrupted run"
         assert httpx.get(f"{lease.url}/health", timeout=10).status_code == 200
-        assert not list(engine_pool.root.glob(f"{lease.key_hash}.hold.{sigint_run.proc.pid}"))
     _check_partial(out)
 
 

@@ -2,22 +2,34 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pytest
 
+from specharness.engines.pool import EnginePool
 from specharness.experiment.journal import read_journal
 
-from .conftest import ENGINE_ARGS, assert_pooled_and_released, cli, journal_lines, wait_for_background_runs
+from .conftest import (
+    ENGINE_ARGS,
+    assert_pooled_and_released,
+    cli,
+    journal_lines,
+    stop_engines_started_by,
+    wait_for_background_runs,
+)
 
 pytestmark = pytest.mark.engine
 
 
 @pytest.fixture(scope="module")
-def sequential_run(tmp_path_factory: pytest.TempPathFactory, pooled_env: dict[str, str]) -> Path:
+def sequential_run(
+    tmp_path_factory: pytest.TempPathFactory, pooled_env: dict[str, str], engine_pool: EnginePool
+) -> Iterator[Path]:
     """Started once no background run is left: the known slowdown is measured on a machine that runs nothing else,
-    and the extra baseline it starts is never a fifth engine."""
+    and the extra baseline it starts is never a fifth engine; that engine is stopped once the module is done (only
+    this run needs it), before the fault module starts engines of its own."""
     wait_for_background_runs()
     out = tmp_path_factory.mktemp("until") / "run"
     result = cli(
@@ -46,7 +58,8 @@ def sequential_run(tmp_path_factory: pytest.TempPathFactory, pooled_env: dict[st
         env=pooled_env,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    return out
+    yield out
+    stop_engines_started_by(out, engine_pool)
 
 
 def test_looks_are_journaled_and_blocks_are_added_only_while_undecided(sequential_run: Path) -> None:

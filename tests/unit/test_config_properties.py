@@ -113,7 +113,7 @@ def test_any_client_list_is_valid_or_named(clients: str, tmp_path: Path, capsys:
     assert "--clients" in line or "no-such-model.gguf" in line, line
 
 
-_names = st.sampled_from(["--max-num-seqs", "--enforce-eager", "--max-num-batched-tokens", "--seed", "-O3"])
+_names = st.sampled_from(["--max-num-seqs", "--enforce-eager", "--max-num-batched-tokens", "--seed", "--block-size"])
 _groups = st.lists(
     st.tuples(_names, st.lists(st.sampled_from(["1", "8", "-1", "abc"]), max_size=2)),
     max_size=5,
@@ -123,20 +123,37 @@ _groups = st.lists(
 
 @given(_groups, st.randoms(use_true_random=False))
 def test_canonical_vllm_args_ignore_option_order_and_spelling(groups: list[tuple[str, list[str]]], rnd: Any) -> None:
-    """Distinct options in any order, ``--a=x`` for ``--a x`` and underscores for dashes: one canonical form, which is
-    its own canonical form; dropping an option or changing a value changes it."""
+    """Distinct long options in any order, ``--a=x`` for ``--a x`` and underscores for dashes: one canonical form;
+    dropping an option or changing a value changes it."""
     words = [w for name, values in groups for w in (name, *values)]
     shuffled = list(groups)
     rnd.shuffle(shuffled)
     respelled: list[str] = []
     for name, values in shuffled:
-        if name.startswith("--") and len(values) == 1:
-            respelled.append(name.replace("-", "_").replace("__", "--", 1) + "=" + values[0])
-        else:
-            respelled += [name.replace("-", "_").replace("__", "--", 1) if name.startswith("--") else name, *values]
+        snake = "--" + name[2:].replace("-", "_")
+        respelled += [f"{snake}={values[0]}"] if len(values) == 1 else [snake, *values]
     canonical = canonical_vllm_args(words)
     assert canonical_vllm_args(respelled) == canonical == canonical_vllm_args(canonical)
     if groups:
         assert canonical_vllm_args(words[: -1 - len(groups[-1][1])]) != canonical  # the last option dropped
         changed = [w for name, values in groups[:-1] for w in (name, *values)] + [groups[-1][0], *groups[-1][1], "x"]
         assert canonical_vllm_args(changed) != canonical
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        (
+            ["--enable-prefix-caching", "--no-enable-prefix-caching"],
+            ["--no-enable-prefix-caching", "--enable-prefix-caching"],
+        ),
+        (["--max-num-seqs", "4", "--max-num-seqs", "8"], ["--max-num-seqs", "8", "--max-num-seqs", "4"]),
+        (["-tp", "2", "--tensor-parallel-size", "4"], ["--tensor-parallel-size", "4", "-tp", "2"]),
+        (["--speculative-config.num_speculative_tokens", "5"], ["--speculative-config.num-speculative-tokens", "5"]),
+    ],
+    ids=["no-form", "repeated", "short-alias", "json-key"],
+)
+def test_canonical_vllm_args_keep_apart_what_vllm_reads_apart(first: list[str], second: list[str]) -> None:
+    """vLLM's last flag wins, a short option may alias a long one, and after a dot the words are JSON keys: these
+    pairs set different engines and must read as two setups."""
+    assert canonical_vllm_args(first) != canonical_vllm_args(second)

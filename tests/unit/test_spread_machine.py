@@ -99,6 +99,9 @@ def test_repeats_measured_another_way_are_refused_naming_both_files(tmp_path: Pa
         measure_spread(mixed, "x")
     message = str(caught.value)
     assert "\n" not in message and "s0.json" in message and "f.json" in message and "float32" in message
+    # notes ASV kept from an older run (the same started_at in every file) are not the repeats' own: no refusal
+    kept = [result_file(tmp_path / f"k{i}.json", [30.0, 50.0], [0.5, 0.52], 7, (bf16, bf16, fp32)[i]) for i in range(3)]
+    assert measure_spread(kept, "x")["runs"] == 3
 
 
 def test_machine_entry_names_the_hardware(tmp_path: Path) -> None:

@@ -102,18 +102,24 @@ def _offset(notes: list[dict[tuple[str, tuple[str, ...]], Any]]) -> dict[str, An
     return offset_variance(cells)
 
 
-def _one_setup(result_files: list[Path], notes: list[dict[tuple[str, tuple[str, ...]], Note]]) -> None:
-    """Refuse repeats measured different ways (their notes' setups differ, :func:`setups_differ`): their spread would
-    be the setups' difference, not the run-to-run noise every later comparison is judged by."""
+def _one_setup(
+    result_files: list[Path], notes: list[dict[tuple[str, tuple[str, ...]], Note]], remeasured: set[str]
+) -> None:
+    """Refuse repeats measured different ways (the notes of values they measured anew record setups that differ,
+    :func:`setups_differ`): their spread would be the setups' difference, not the run-to-run noise every later
+    comparison is judged by. Notes ASV kept from older runs (benchmarks not in ``remeasured``) are not looked at."""
     first: tuple[str, Path] | None = None
     for path, by_key in zip(result_files, notes, strict=True):
         for note in by_key.values():
+            if note.benchmark not in remeasured:
+                continue
             if first is None and note.setup:
                 first = (note.setup, path)
             elif first is not None and setups_differ(first[0], note.setup):
+                where = f"{path} holds values" if first[1] == path else f"{first[1]} and {path} were"
                 raise ConfigError(
-                    f"{first[1]} and {path} were measured with different setups ({first[0]!r} and {note.setup!r}): "
-                    "a run-to-run spread needs repeats of one setup; give only the runs of one of them"
+                    f"{where} measured with different setups ({first[0]!r} and {note.setup!r}): a run-to-run spread "
+                    "needs repeats of one setup; give only the runs of one of them"
                 )
 
 
@@ -141,7 +147,7 @@ def measure_spread(result_files: list[Path], release: str) -> dict[str, Any]:
         factors[metric] = round(math.exp(float(stats.t.ppf(0.975, df)) * math.sqrt(2.0) * s), 4)
         factor_df[metric] = df
     notes = [{(n.benchmark, n.params): n for n in read_companion(p)} for p in result_files]
-    _one_setup(result_files, notes)
+    _one_setup(result_files, notes, remeasured)
     offset = _offset(notes)
     calls: dict[str, Any] = {
         "pairs": 0,
