@@ -3,8 +3,8 @@
 #   scripts/test.sh            everything (what CI runs): unit tests in parallel (pytest-xdist, one worker more
 #                              than cores: some tests wait on subprocesses and timeouts, and one worker per core left
 #                              the cores 19% idle; SPECHARNESS_TEST_WORKERS to change), then the site and engine tests
-#                              one at a time (engine tests share a session's engine pool and must not run in parallel; their
-#                              conftest overlaps a few runs' engine starts itself, at most 4 engines at once)
+#                              one at a time (engine tests share a session's engine pool and must not run in parallel;
+#                              their conftest overlaps a few runs' engine starts itself, at most 4 engines at once)
 #   scripts/test.sh -m "not engine"    pytest arguments pass through (then one serial pytest run, as given)
 set -euo pipefail
 cd "$(dirname "$0")/.."

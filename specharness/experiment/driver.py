@@ -73,7 +73,7 @@ def run_experiment(
         on_finish=on_finish,
     )
     with lifecycle as folder:
-        say(_starting(config))
+        say(_starting(config, model))
         with running_engines(config, arms, model, segment=segment, journal=folder.journal) as engines:
             if config.attach:
                 served_by = dict(config.attach)
@@ -135,11 +135,11 @@ def _manifest(
     )
 
 
-def _starting(config: RunConfig) -> str:
+def _starting(config: RunConfig, model: ResolvedModel | None) -> str:
     if config.attach:
         return "attaching to " + ", ".join(f"{a} at {u}" for a, u in config.attach.items())
     arms = f"{len(config.profile.arms)} engines ({', '.join(config.profile.arms)})"
-    if takes_from_pool(config):
+    if takes_from_pool(config, model):
         return f"taking {arms} from the engine pool, starting any it lacks"
     return f"starting {arms}"
 

@@ -53,15 +53,9 @@ def pooled(pool: EnginePool | None) -> Iterator[None]:
         _POOL.reset(token)
 
 
-def takes_from_pool(config: RunConfig) -> bool:
-    """Whether this run's engines come from an engine pool (:func:`pooled` or SPECHARNESS_ENGINE_POOL; engines
-    started together, on a port picked freely)."""
-    return (
-        (_POOL.get() or pool_from_env()) is not None
-        and config.start_together
-        and not config.attach
-        and config.port == 0
-    )
+def takes_from_pool(config: RunConfig, model: ResolvedModel | None) -> bool:
+    """Whether :func:`running_engines` will take this run's engines from an engine pool (the same decision)."""
+    return not config.attach and model is not None and _active_pool(config, engine_settings(config, model)) is not None
 
 
 def _active_pool(config: RunConfig, settings: EngineSettings) -> EnginePool | None:

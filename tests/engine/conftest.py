@@ -9,10 +9,9 @@ server runs that way too, while every other run here spawns its servers (the CPU
 Engine starts are shared where sharing proves the same thing: the tests whose runs only need engines (``--attach``
 aside) run with ``pooled_env`` (an engine pool for the session, specharness.engines.pool), so the ASV smoke runs, the
 replay run, the until-decided run, the resume of the crashed run and the SIGINT run (an interrupted run must let its
-pooled engines go alive) start one baseline, one ngram and one extra baseline between them (the extra one stopped once the until-decided
-module is done), and those modules run
-first, back to back (:func:`pytest_collection_modifyitems`); the pool is shut down as soon as the last test that uses
-it is done (:func:`pytest_runtest_teardown`), so its engines never share the machine with the starts that follow. The
+pooled engines go alive) start one baseline, one ngram and one extra baseline between them (the extra one stopped once
+the until-decided module is done), and those modules run first, back to back (:func:`pytest_collection_modifyitems`);
+the pool is shut down as soon as the last test that uses it is done (:func:`pytest_runtest_teardown`), so its engines never share the machine with the starts that follow. The
 tiny run (the CLI starting and stopping its own engines, with an API key), the attach tests (servers under a name of
 their own), the crashed run and the SIGTERM run (they own their engines: stopping them is what they test) start their
 own. At the end of the session every pooled server must be gone.
@@ -20,7 +19,8 @@ own. At the end of the session every pooled server must be gone.
 Engine starts overlap where the machine has room (2 CPU cores, at most 4 engines at once): a run that owns its engines
 may be launched in the background (:class:`BackgroundRun`) ahead of the test that checks it: the crashed run while
 the ASV smoke run starts the pool's first engines (:data:`LAUNCHED_WITH`), the SIGTERM run (on vLLM's default
-cores) while the resume and the SIGINT run (test_faults.py) drive the pooled engines, the tiny run while the attach module starts and drives its own servers. vLLM's CPU build pins every
+cores) while the resume and the SIGINT run (test_faults.py) drive the pooled engines, the tiny run while the attach
+module starts and drives its own servers. vLLM's CPU build pins every
 engine's worker to the same core by default (core 0 of 2, the last core left to the engine and API processes), so
 engines started together would still queue on that one core: the run launched alongside others has its engines bound
 to the spare core (:func:`spare_core_env`). Only the cores differ; every check is the same and runs on the real engine.
@@ -279,8 +279,8 @@ def signal_mid_run(signum: signal.Signals) -> Callable[[subprocess.Popen[str], P
 def sigterm_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundRun]:
     """test_faults' SIGTERM run, on engines of its own, launched with the fault module (:data:`LAUNCHED_WITH`): its
     starts overlap the resume and the SIGINT run, which drive the pooled engines. Its engines keep vLLM's default
-    cores (workers on the first, everything else on the last): bound to the spare core, both of its starts queued on
-    that one core once the pooled runs were done (the SIGTERM test took 68 s after them, with the machine 40% idle)."""
+    cores, as the signalled runs always had (bound to the spare core the SIGTERM test took 68 s after the pooled
+    runs, on the default cores 67-71 s: no difference measured)."""
     run = BackgroundRun(tmp_path_factory.mktemp("sigterm") / "SIGTERM", FAULT_RUN, signal_mid_run(signal.SIGTERM))
     try:
         yield run
