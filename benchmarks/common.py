@@ -10,6 +10,7 @@ import os
 from specharness.history.asv.method import METHOD_VERSION
 from specharness.history.asv.metrics import lookup as _metric
 from specharness.history.asv.notes import reset_notes, value_note, write_note
+from specharness.history.asv.pairs import pair_value_key
 from specharness.history.asv.suite import ASV_GRID, SWEEP_GRID
 
 WORKLOADS, CLIENTS = ASV_GRID
@@ -25,6 +26,7 @@ __all__ = [
     "WORKLOADS",
     "ReleaseFailed",
     "lookup",
+    "pair_lookup",
     "started",
 ]
 
@@ -74,3 +76,15 @@ def lookup(cache, key, bench=None, method="", params=()):
     if failed:
         raise ReleaseFailed(failed)
     return _metric(cache, key)
+
+
+def pair_lookup(cache, pair, workload, clients, arm, metric):
+    """A release pair's value for this release (NaN for another pair); this release's engine failed in the pair:
+    :class:`ReleaseFailed` (ASV: "failed"). The plugin writes both releases' values and intervals from the pair's
+    record (specharness.history.asv.pairs), so no note is left here."""
+    if cache.get("failed") and cache.get("pair") == pair:
+        raise ReleaseFailed(cache["failed"])
+    value = cache.get("metrics", {}).get(pair_value_key(pair, workload, clients, arm, metric), float("nan"))
+    if value is None:
+        raise ReleaseFailed(cache.get("current_failed") or "failed")
+    return value

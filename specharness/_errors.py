@@ -11,7 +11,8 @@ A harness failure raises one of these; a failed *request* is journaled, never ra
     │   ├── PortInUse            the requested port is taken
     │   ├── EngineStartTimeout   /health did not answer in time
     │   ├── EngineUnreachable    an attached URL refuses connections or is not a vLLM server
-    │   └── EngineDied           the server process exited (at start or mid-run)
+    │   ├── EngineDied           the server process exited (at start or mid-run)
+    │   └── ReleaseUnavailable   an arm's vLLM release has no environment and none can be built
     ├── JournalError         a journal line that cannot be read, or a schema mismatch
     └── RunDirError          a run folder that is missing, incomplete or cannot be resumed
 """
@@ -28,6 +29,7 @@ __all__ = [
     "JournalError",
     "ModelError",
     "PortInUse",
+    "ReleaseUnavailable",
     "RunDirError",
     "SpecharnessError",
     "WorkloadError",
@@ -72,6 +74,10 @@ class EngineUnreachable(EngineError):
 
 class EngineDied(EngineError):
     """The server process exited."""
+
+
+class ReleaseUnavailable(EngineError):
+    """An arm's vLLM release has no environment here and none could be built."""
 
 
 class JournalError(SpecharnessError):

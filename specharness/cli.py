@@ -183,7 +183,13 @@ def _history_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     rc.add_argument("release_b")
     rc.add_argument("--results", type=Path, default=Path("results"))
     rc.add_argument("--machine")
-    rc.add_argument("--factor", type=float, default=1.1, help="where no spread was measured: flag beyond this ratio")
+    rc.add_argument(
+        "--factor",
+        type=float,
+        default=1.02,
+        help="a release pair's value changed only beyond this ratio (and with its 99%% interval excluding 1); the "
+        "same factor as asv compare --factor and the regressions page (default 1.02)",
+    )
     led = sub.add_parser("ledger", help="write the release ledger (ASV's repo: one commit per vLLM release)")
     led.add_argument("--path", type=Path, default=Path(".asv/ledger"))
     spr = sub.add_parser("spread", help="run-to-run spread of repeated ASV runs of one release -> spread.jsonl")
@@ -421,10 +427,9 @@ def cmd_machine(args: argparse.Namespace) -> int:
 
 
 def cmd_release_compare(args: argparse.Namespace) -> int:
-    from specharness.history.review.releases import compare_releases, format_release_changes
+    from specharness.history.review.releases import release_review
 
-    changes = compare_releases(args.results, args.release_a, args.release_b, args.machine, args.factor)
-    print(format_release_changes(changes, args.release_a, args.release_b))
+    print(release_review(args.results, args.release_a, args.release_b, args.machine, args.factor).text())
     return 0
 
 

@@ -44,6 +44,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "AttachWarningEvent",
     "CellRecord",
+    "EngineFailedEvent",
     "EngineLaunchEvent",
     "EngineRecord",
     "EngineSpawnedEvent",
@@ -388,6 +389,21 @@ class EngineLaunchEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class EngineFailedEvent:
+    """An arm's engine failed to start (or its release has no environment) and the run went on without it: the
+    arm, the reason (the engine's own first error and its log) and the release it was to run."""
+
+    KIND: ClassVar[str] = "engine_failed"
+    arm: str
+    segment: int
+    reason: str
+    release: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return _event_dict(self.KIND, self)
+
+
+@dataclass(frozen=True, slots=True)
 class OtherEvent:
     """A journal line of a kind this version does not type (kept whole, never written by this version)."""
 
@@ -403,6 +419,7 @@ JournalEvent = (
     | SegmentEndEvent
     | EngineSpawnedEvent
     | EngineLaunchEvent
+    | EngineFailedEvent
     | AttachWarningEvent
     | MismatchEvent
     | LookEvent
@@ -417,6 +434,7 @@ EVENT_KINDS: dict[str, type] = {
         SegmentEndEvent,
         EngineSpawnedEvent,
         EngineLaunchEvent,
+        EngineFailedEvent,
         AttachWarningEvent,
         MismatchEvent,
         LookEvent,
@@ -451,6 +469,7 @@ class Manifest:
     streams: dict[str, str] | None = None  # a distribution check's stream -> engine
     synthetic: bool = False  # made by experiment.synthetic, not measured
     engines_reused: list[dict[str, Any]] | None = None  # pooled engines' provenance (EngineRecord.reused, with arm)
+    arm_environments: dict[str, dict[str, str]] | None = None  # arm -> its vLLM: release, python, site, origin
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in _OPTIONAL or not _unset(v)}
@@ -480,5 +499,6 @@ _OPTIONAL = frozenset(
         "streams",
         "synthetic",
         "engines_reused",
+        "arm_environments",
     }
 )

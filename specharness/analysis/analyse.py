@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from specharness.analysis.changes import PairedChange, paired_changes
 from specharness.analysis.comparison import ComparisonRules, PairedComparison, compare_arms
 from specharness.analysis.groups import (
     FeatureCorrelations,
@@ -25,23 +26,20 @@ from specharness.analysis.summary import ArmSummary, summarise_arm
 from specharness.analysis.verdict import DEFAULT_MARGIN
 from specharness.experiment.aa_identity import aa_identity_for
 from specharness.experiment.bands import band_for
-from specharness.experiment.design import MAX_EXCLUDED_TIME, MIN_PREFIX_TOKENS, Load, Profile, possible_looks
+from specharness.experiment.design import (
+    MAX_EXCLUDED_TIME,
+    MIN_PREFIX_TOKENS,
+    Load,
+    Profile,
+    comparison_pairs,
+    control_pairs,
+    possible_looks,
+)
 from specharness.experiment.journal import JournalContents
 from specharness.experiment.rundir import read_run_journal
-from specharness.records import CellRecord, RequestRecord, SweepPlanEvent, base_key, cell_key
+from specharness.records import CellRecord, EngineFailedEvent, RequestRecord, SweepPlanEvent, base_key, cell_key
 
-__all__ = ["Analysis", "analyse", "comparison_pairs", "rules_for", "sequential_looks"]
-
-
-def comparison_pairs(arms: tuple[str, ...]) -> list[tuple[str, str]]:
-    """(reference, treatment) pairs: speculation vs each baseline, scheduling effect, and the A/A twin."""
-    pairs: list[tuple[str, str]] = []
-    if "ngram" in arms:
-        pairs += [(ref, "ngram") for ref in ("baseline", "baseline-sync") if ref in arms]
-    if "baseline" in arms and "baseline-sync" in arms:
-        pairs.append(("baseline", "baseline-sync"))
-    pairs += [("baseline", twin) for twin in ("baseline-b", "baseline-slow") if "baseline" in arms and twin in arms]
-    return pairs
+__all__ = ["Analysis", "analyse", "rules_for", "sequential_looks"]
 
 
 def sequential_looks(profile: dict[str, Any]) -> int:
@@ -93,6 +91,10 @@ class Analysis:
     group_decisions: list[GroupDecision] = field(default_factory=list)
     refusals: list[RefusalControl] = field(default_factory=list)
     feature_correlations: list[FeatureCorrelations] = field(default_factory=list)
+    failed_arms: dict[str, str] = field(default_factory=dict)  # arm -> why its engine did not start
+    changes: list[PairedChange] = field(default_factory=list)  # runs with declared arms: every value B over A
+    aa_pairs: set[tuple[str, str]] = field(default_factory=set)  # (arm, its identical twin): the A/A controls
+    effect_pairs: set[tuple[str, str]] = field(default_factory=set)  # (arm, its slowed twin): known-effect controls
 
 
 def _key(cell: CellRecord | RequestRecord) -> str:
@@ -126,6 +128,7 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
         by_cell.setdefault((r.workload, r.load, r.arm), []).append(r)
     result.measured = by_cell
     declared = Profile.from_dict(profile)
+    result.aa_pairs, result.effect_pairs = control_pairs(declared)
     if declared.sweep_levels:  # the rates a sweep's peak probe resolved: the manifest's, else the journal's plan
         planned = {e.workload: tuple(e.rates) for e in contents.events_of(SweepPlanEvent)}
         declared = replace(declared, workload_rates={**planned, **declared.workload_rates})
@@ -142,6 +145,8 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
     ]
     result.missing_cells = [k for k in expected if k not in valid]
     position = {id(c): i for i, c in enumerate(contents.cells)}
+    failed = {e.arm: e.reason for e in contents.events_of(EngineFailedEvent)}  # arms whose engine did not start
+    result.failed_arms = {arm: why for arm, why in failed.items() if not any(c.arm == arm for c in valid.values())}
     rules = result.rules = rules_for(
         profile,
         manifest["config"]["sampling"],
@@ -169,7 +174,7 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
                 for c in valid.values()
                 if c.workload == workload and c.load == lk and c.block >= profile["blocks"]
             }
-            for a, b in comparison_pairs(arms):
+            for a, b in comparison_pairs(declared):
                 # declared blocks must all be there; an extra block (--until-decided) counts once both arms have it,
                 # so one cut short by an interrupt waits for --resume instead of invalidating the cell
                 blocks = sorted(
@@ -179,6 +184,9 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
                 keys = [cell_key(blk, workload, lk, arm) for blk in blocks for arm in (a, b)]
                 missing = [k for k in keys if k not in valid]
                 reason = f"cell {missing[0]} has no valid measurement" if missing else ""
+                down = [arm for arm in (a, b) if arm in failed and any(k.endswith(f"/{arm}") for k in missing)]
+                if down:
+                    reason = f"failed: the {down[0]} engine did not start: {failed[down[0]]}"
                 order = {}
                 for blk in blocks:
                     ca, cb = valid.get(cell_key(blk, workload, lk, a)), valid.get(cell_key(blk, workload, lk, b))
@@ -204,7 +212,7 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
 
     if rules.greedy:  # greedy identity judged against its own control: the A/A twin, else the machine's A/A record
         records = aa_identity_for(manifest.get("hardware") or {})
-        result.comparisons = with_identity_controls(result.comparisons, arms, records)
+        result.comparisons = with_identity_controls(result.comparisons, arms, records, aa_pairs=result.aa_pairs)
     groups: dict[tuple[str, str, str], list[RequestRecord]] = {}
     for r in measured:
         groups.setdefault((r.workload, r.group, r.arm), []).append(r)
@@ -269,4 +277,6 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
     result.group_decisions = group_decisions(result, prompts)
     result.feature_correlations = feature_correlations(result, prompts)
     result.refusals = refusal_controls(result)
+    if declared.arm_specs:
+        result.changes = paired_changes(result.comparisons, by_cell, list(valid.values()))
     return result

@@ -77,6 +77,7 @@ __all__ = [
     "pair_requests",
     "prefix_work",
     "sampled_work",
+    "speed_block_logs",
     "speed_from_pairs",
     "time_to_token_s",
 ]
@@ -508,6 +509,13 @@ def _by_case(work: Sequence[PairWork]) -> list[dict[str, tuple[float, float]]]:
             a, b = blocks.setdefault(w.block, {}).get(w.case_id, (0.0, 0.0))
             blocks[w.block][w.case_id] = (a + w.time_a_s, b + w.time_b_s)
     return [blocks[k] for k in sorted(blocks)]
+
+
+def speed_block_logs(c: PairedComparison) -> dict[int, float]:
+    """Block -> log same-work speedup (A's time over B's), as the comparison's speed interval used them."""
+    if c.work is None:
+        return {}
+    return _per_token_logs(c.work.pairs) if c.work.basis == SAMPLED_BASIS else _work_logs(c.work.pairs)
 
 
 def _block_log_throughput(a: Sequence[RequestRecord], b: Sequence[RequestRecord], clients: int) -> dict[int, float]:

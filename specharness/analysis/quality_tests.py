@@ -35,7 +35,7 @@ over cases (each side's per-case shares; the record is a sample of prompts too).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -386,25 +386,35 @@ TWIN = "baseline-b"  # the A/A arm: a second engine identical to the baseline
 
 
 def with_identity_controls(
-    comparisons: Sequence[PairedComparison], arms: Sequence[str], records: Mapping[int, AAIdentity] | None = None
+    comparisons: Sequence[PairedComparison],
+    arms: Sequence[str],
+    records: Mapping[int, AAIdentity] | None = None,
+    aa_pairs: Collection[tuple[str, str]] = (("baseline", TWIN),),
 ) -> list[PairedComparison]:
-    """Every comparison (the A/A twin's own excepted) with its identity judged against the twin's at the same
-    (workload, load); where the run has no twin, against ``records`` (client count -> the machine's recorded A/A,
+    """Every comparison (the A/A pairs' own excepted) with its identity judged against an A/A pair's at the same
+    (workload, load): the twin of its own reference arm where the run has one, else any A/A pair of the run; where the
+    run has none, against ``records`` (client count -> the machine's recorded A/A,
     :func:`specharness.experiment.aa_identity.aa_identity_for`) at the same client count; an open-loop load or a
-    client count with no record says "no A/A record at this load"."""
-    twins = {(c.workload, c.load): c for c in comparisons if c.arm_a == "baseline" and c.arm_b == TWIN}
+    client count with no record says "no A/A record at this load". ``aa_pairs``: (arm, its identical twin)."""
+    pairs = set(aa_pairs)
+    twins: dict[tuple[str, str], dict[str, PairedComparison]] = {}
+    for c in comparisons:
+        if (c.arm_a, c.arm_b) in pairs:
+            twins.setdefault((c.workload, c.load), {})[c.arm_a] = c
+    in_run = any(b in arms for _a, b in pairs)
     out = []
     for c in comparisons:
-        if not (c.arm_a == "baseline" and c.arm_b == TWIN):
-            twin = twins.get((c.workload, c.load))
+        if (c.arm_a, c.arm_b) not in pairs:
+            here = twins.get((c.workload, c.load), {})
+            twin = here.get(c.arm_a) or next(iter(here.values()), None)
             control: IdentityControl | None = None
             if twin is not None:
-                control = identity_control(c.identity, twin.identity, TWIN)
-            elif TWIN not in arms and c.rate:
+                control = identity_control(c.identity, twin.identity, twin.arm_b)
+            elif not in_run and c.rate:
                 control = IdentityControl(
                     "", text="no A/A record at this load (open loop: records are per client count)"
                 )
-            elif TWIN not in arms:
+            elif not in_run:
                 record = (records or {}).get(c.clients)
                 prefixes = _prefixes(c, record.max_output_tokens) if record is not None else None
                 control = identity_against_record(c.identity, record, c.clients, prefixes)

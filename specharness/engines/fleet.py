@@ -74,6 +74,7 @@ class LaunchReport:
     retry_plan: LaunchPlan | None = None
     retry_cause: str = ""
     events: tuple[LaunchEvent, ...] = field(default=(), repr=False)
+    failed: dict[str, str] = field(default_factory=dict)  # arm -> why its engine did not start (tolerated failures)
 
     @property
     def final_plan(self) -> LaunchPlan:
@@ -94,6 +95,7 @@ class LaunchReport:
             "order": list(self.order),
             "retry_plan": plan(self.retry_plan),
             "retry_cause": self.retry_cause,
+            **({"failed": dict(self.failed)} if self.failed else {}),
         }
 
 
@@ -216,28 +218,52 @@ def _apply(servers: Sequence[Startable], plan: LaunchPlan) -> None:
             server.settings = replace(server.settings, gpu_memory_utilization=share)
 
 
-def _start(servers: Sequence[Startable], strategy: str, say: Callable[[LaunchEvent], None]) -> None:
-    """Start every server by ``strategy``; on a failure stop the others and re-raise."""
+def _start(
+    servers: Sequence[Startable], strategy: str, say: Callable[[LaunchEvent], None], *, tolerate: bool = False
+) -> dict[str, EngineError]:
+    """Start every server by ``strategy``. A failure stops the others and is raised; with ``tolerate`` an engine that
+    fails to start is stopped and returned (by arm) while the others go on."""
+    failed: dict[str, EngineError] = {}
+
+    def failing(server: Startable, error: EngineError) -> None:
+        if not tolerate:
+            raise error
+        server.stop()
+        failed[server.arm.name] = error
+        say(LaunchEvent(server.arm.name, "failed", str(error)))
+
     try:
         if strategy == "together":
             for server in servers:
-                server.spawn()
-                say(LaunchEvent(server.arm.name, "spawn", "started together"))
+                try:
+                    server.spawn()
+                    say(LaunchEvent(server.arm.name, "spawn", "started together"))
+                except EngineError as error:
+                    failing(server, error)
             for server in servers:
-                server.wait_ready()
-                say(LaunchEvent(server.arm.name, "ready", ""))
+                if server.arm.name in failed:
+                    continue
+                try:
+                    server.wait_ready()
+                    say(LaunchEvent(server.arm.name, "ready", ""))
+                except EngineError as error:
+                    failing(server, error)
         else:
             for server in servers:
-                server.spawn()
-                say(LaunchEvent(server.arm.name, "spawn", "started after the previous engine was ready"))
-                server.wait_ready()
-                say(LaunchEvent(server.arm.name, "ready", ""))
+                try:
+                    server.spawn()
+                    say(LaunchEvent(server.arm.name, "spawn", "started after the previous engine was ready"))
+                    server.wait_ready()
+                    say(LaunchEvent(server.arm.name, "ready", ""))
+                except EngineError as error:
+                    failing(server, error)
     except BaseException as error:
         for server in servers:
             server.stop()
         if isinstance(error, EngineError):
             say(LaunchEvent("", "failed", str(error)))
         raise
+    return failed
 
 
 def launch(
@@ -246,6 +272,7 @@ def launch(
     mode: str = "auto",
     on_event: Callable[[LaunchEvent], None] | None = None,
     probe: Callable[[], DeviceMemory | None] | None = None,
+    tolerate: bool = False,
 ) -> LaunchReport:
     """Start the servers of one run's arms (already constructed, not spawned) and return what was decided.
 
@@ -253,7 +280,8 @@ def launch(
     "one-by-one" (``--start-one-by-one``). ``probe`` reads the engines' GPU (default: NVML through
     :class:`MemoryProbe`; None from it means the CPU build). A start that fails for memory is retried once, one by
     one, with shares from a fresh reading; any other failure, or a second one, raises the engine's error (its message
-    names the cause from the engine log)."""
+    names the cause from the engine log). With ``tolerate`` an engine that fails for another reason is stopped and
+    named in the report's ``failed`` (its error's message), and the others start."""
     read = probe or MemoryProbe().engine_device
     events: list[LaunchEvent] = []
 
@@ -277,7 +305,12 @@ def launch(
         order=tuple(arms),
     )
     try:
-        _start(servers, plan.strategy, say)
+        failed = _start(servers, plan.strategy, say, tolerate=tolerate)
+        memory = [str(e) for e in failed.values() if is_memory_failure(str(e))]
+        if memory:  # tolerated, yet a memory failure: every engine is stopped and the start retried one by one
+            for server in servers:
+                server.stop()
+            raise EngineError(memory[0])
     except EngineError as error:
         if not is_memory_failure(str(error)):
             raise
@@ -288,8 +321,8 @@ def launch(
         say(LaunchEvent("", "retry", retry.reason))
         _apply(servers, retry)
         try:
-            _start(servers, retry.strategy, say)
+            failed = _start(servers, retry.strategy, say, tolerate=tolerate)
         except EngineError as again:
             raise type(again)(f"{again} (retried one by one after: {cause})") from None
         report = replace(report, retry_plan=retry, retry_cause=cause)
-    return replace(report, events=tuple(events))
+    return replace(report, events=tuple(events), failed={arm: str(e) for arm, e in failed.items()})

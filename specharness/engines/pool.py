@@ -128,9 +128,9 @@ def engine_key(settings: EngineSettings, arm: ArmSpec, env: Mapping[str, str], i
     s.pop("start_timeout_s")
     key = s.pop("api_key")
     s["api_key_sha256"] = hashlib.sha256(key.encode()).hexdigest() if key else None
-    a = asdict(arm)
-    a.pop("name")
-    a.pop("client_slowdown")
+    a = arm.to_dict()
+    for unrelated in ("name", "client_slowdown", "twin_of"):  # the client's business, not the engine's
+        a.pop(unrelated)
     engine_env = {k: v for k, v in sorted(env.items()) if _ENGINE_ENV.match(k)}
     return {"settings": s, "arm": a, "env": engine_env, "instance": instance}
 
@@ -262,7 +262,7 @@ class EnginePool:
 
     def acquire(
         self,
-        settings: EngineSettings,
+        settings: EngineSettings | Mapping[str, EngineSettings],
         arms: Sequence[ArmSpec],
         *,
         started_by: str,
@@ -287,20 +287,24 @@ class EnginePool:
         two waiting runs cannot hold each other up), says so through ``say``, and tries again once one of those
         engines is let go or the share is free; after ``room_wait_s`` (default: the engine start timeout) in all it
         starts anyway (a memory failure then names the holders). Each engine's :meth:`PooledEngine.reuse_record`
-        gives the time lost to that queueing (every pass before the one that took the engines)."""
+        gives the time lost to that queueing (every pass before the one that took the engines). ``settings``: one
+        for every arm, or each arm's by name."""
         env = os.environ if env is None else env
+        per_arm = {a.name: settings if isinstance(settings, EngineSettings) else settings[a.name] for a in arms}
         one_by_one = plan is not None and plan.strategy == "one-by-one"
         wanted: list[tuple[ArmSpec, EngineSettings, dict[str, Any], str]] = []
         kinds: list[str] = []
         for arm in arms:
             share = plan.shares.get(arm.name) if plan is not None else None
-            arm_settings = replace(settings, gpu_memory_utilization=share) if share is not None else settings
+            arm_settings = per_arm[arm.name]
+            arm_settings = replace(arm_settings, gpu_memory_utilization=share) if share is not None else arm_settings
             kinds.append(key_hash(engine_key(arm_settings, arm, env)))
             key = engine_key(arm_settings, arm, env, instance=kinds.count(kinds[-1]) - 1)
             wanted.append((arm, arm_settings, key, key_hash(key)))
         ours = {digest for *_, digest in wanted}  # never stopped to make room: this run is about to use them
         t0 = time.monotonic()
-        wait_until = t0 + (settings.start_timeout_s if room_wait_s is None else room_wait_s)
+        timeout_s = max(s.start_timeout_s for s in per_arm.values()) if per_arm else 0.0
+        wait_until = t0 + (timeout_s if room_wait_s is None else room_wait_s)
         started: set[str] = set()  # engines this acquire started, in any pass (never "reused" by it)
         retried: dict[str, str] = {}  # the memory failure a start of this acquire followed, by engine
         waited_s = 0.0
@@ -804,7 +808,7 @@ def keep(spec_path: Path) -> int:
     settings = EngineSettings(
         **{**spec["settings"], "extra_args": tuple(spec["settings"]["extra_args"]), "api_key": key}
     )
-    arm = ArmSpec(**spec["arm"])
+    arm = ArmSpec.from_dict(spec["arm"])
     lease_path, digest = Path(spec["lease"]), spec["key_hash"]
     root = lease_path.parent
     touch = root / f"{digest}.touch"

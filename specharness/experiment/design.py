@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -24,6 +25,7 @@ __all__ = [
     "MAX_EXCLUDED_TIME",
     "MIN_PREFIX_TOKENS",
     "PREFIX_CACHING",
+    "PRESETS",
     "PROFILES",
     "SLO_METRICS",
     "CellPlan",
@@ -31,12 +33,22 @@ __all__ = [
     "Profile",
     "block_orders",
     "build_arms",
+    "comparison_pairs",
+    "control_pairs",
     "get_profile",
     "plan_cells",
     "possible_looks",
 ]
 
-ARM_NAMES = ("baseline", "ngram", "baseline-sync", "baseline-b", "baseline-slow")
+# The built-in arms, each a preset of :class:`ArmSpec` (a user's arm may start from one: ``--arm k8=ngram ...``).
+PRESETS: dict[str, Callable[[Profile], ArmSpec]] = {
+    "baseline": lambda p: ArmSpec("baseline"),
+    "ngram": lambda p: ArmSpec("ngram", speculative_config=dict(p.speculative)),
+    "baseline-sync": lambda p: ArmSpec("baseline-sync", async_scheduling=False),
+    "baseline-b": lambda p: ArmSpec("baseline-b", twin_of="baseline"),
+    "baseline-slow": lambda p: ArmSpec("baseline-slow", client_slowdown=p.known_slowdown, twin_of="baseline"),
+}
+ARM_NAMES = tuple(PRESETS)
 PREFIX_CACHING = ("off", "on", "reset")
 SLO_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms")  # what --slo may bound, per request
 MIN_PREFIX_TOKENS = 8  # --min-prefix-tokens: a pair whose common prefix is shorter counts apart
@@ -116,6 +128,11 @@ class Profile:
     # `workload_rates` holds the rates the peak probe resolved them to (journaled and saved, so --resume keeps them)
     sweep_levels: tuple[float, ...] = ()
     workload_rates: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # arms a user declared (--arm, --arms-file, --releases): every arm not a preset is here, and one here with a
+    # preset's name replaces the preset; `comparisons` are the declared (reference, treatment) pairs (empty: the
+    # default rule, comparison_pairs)
+    arm_specs: tuple[ArmSpec, ...] = ()
+    comparisons: tuple[tuple[str, str], ...] = ()
 
     def loads(self, workload: str) -> tuple[Load, ...]:
         """The load levels of one workload: closed loops first, then open-loop rates in the order given."""
@@ -173,6 +190,8 @@ class Profile:
             "slo_fraction": self.slo_fraction,
             "sweep_levels": list(self.sweep_levels),
             "workload_rates": {w: list(r) for w, r in self.workload_rates.items()},
+            "arm_specs": [a.to_dict() for a in self.arm_specs],
+            "comparisons": [list(c) for c in self.comparisons],
         }
 
     @classmethod
@@ -209,6 +228,8 @@ class Profile:
             slo_fraction=raw.get("slo_fraction", 0.9),
             sweep_levels=tuple(raw.get("sweep_levels", ())),
             workload_rates={w: tuple(r) for w, r in raw.get("workload_rates", {}).items()},
+            arm_specs=tuple(ArmSpec.from_dict(a) for a in raw.get("arm_specs", ())),
+            comparisons=tuple((str(a), str(b)) for a, b in raw.get("comparisons", ())),
         )
 
 
@@ -252,6 +273,18 @@ PROFILES: dict[str, Profile] = {
         arms=("baseline", "baseline-b", "baseline-slow"),
         max_tokens_cap=48,
         min_correct_fraction=0.0,
+    ),
+    # A release pair on a 2-core CPU (specharness run --releases A,B; ASV's ReleasePair): baseline and ngram of two
+    # releases side by side, 6 blocks (the 99% interval's t quantile with the order term: 4 df) of 4 requests, answers
+    # of at most 64 tokens.
+    "release": Profile(
+        "release",
+        blocks=6,
+        workloads=("copy", "transform"),
+        clients=(1, 4),
+        requests_per_cell=4,
+        warmups_per_cell=1,
+        max_tokens_cap=64,
     ),
     # A saturation sweep: each arm's peak request rate is probed (a cell's 16 requests at once), then open-loop
     # Poisson levels at 0.25, 0.5, 1, 1.5 and 2 times the baseline's peak (at 2x the queue grows by half the cell),
@@ -368,11 +401,27 @@ def validate_profile(p: Profile) -> None:
         raise ConfigError(f"--warmups {p.warmups_per_cell}: must be 0 or more")
     if not p.workloads:
         raise ConfigError("--workloads: name at least one workload")
-    unknown = [a for a in p.arms if a not in ARM_NAMES]
+    declared = {a.name for a in p.arm_specs}
+    unknown = [a for a in p.arms if a not in ARM_NAMES and a not in declared]
     if unknown:
-        raise ConfigError(f"--arms {unknown[0]!r} is unknown; use {', '.join(ARM_NAMES)}")
+        raise ConfigError(
+            f"--arms {unknown[0]!r} is unknown; use {', '.join(ARM_NAMES)} or declare it (--arm {unknown[0]}=baseline@...)"
+        )
     if len(set(p.arms)) != len(p.arms) or len(p.arms) < 2:
         raise ConfigError("--arms: give at least two distinct arms, e.g. baseline,ngram")
+    for spec in build_arms(p):
+        if spec.twin_of and spec.twin_of not in p.arms:
+            raise ConfigError(
+                f"arm {spec.name}: twin_of {spec.twin_of!r} is not an arm of this run ({', '.join(p.arms)})"
+            )
+    for a, b in p.comparisons:
+        missing = [x for x in (a, b) if x not in p.arms]
+        if missing or a == b:
+            raise ConfigError(
+                f"--compare {a}:{b}: "
+                + (f"{missing[0]} is not an arm of this run" if missing else "an arm with itself")
+                + f"; the arms are {', '.join(p.arms)}"
+            )
     if not 0.0 <= p.min_correct_fraction <= 1.0:
         raise ConfigError(f"--min-correct {p.min_correct_fraction}: must be a fraction from 0 to 1")
     if p.equivalence_margin is not None and not 0.0 <= p.equivalence_margin < 1.0:
@@ -383,17 +432,43 @@ def validate_profile(p: Profile) -> None:
 
 
 def build_arms(profile: Profile) -> list[ArmSpec]:
-    """Arm specs: ngram (speculation, vLLM turns async scheduling off), baseline (vLLM default scheduling),
-    baseline-sync (async scheduling off, to separate the scheduling effect), baseline-b (A/A twin)."""
-    specs = {
-        "baseline": ArmSpec("baseline"),
-        "baseline-b": ArmSpec("baseline-b"),
-        "baseline-sync": ArmSpec("baseline-sync", async_scheduling=False),
-        "baseline-slow": ArmSpec("baseline-slow", client_slowdown=profile.known_slowdown),
-        "ngram": ArmSpec("ngram", speculative_config=dict(profile.speculative)),
-    }
+    """The run's arm specs in the profile's order: a declared arm (``profile.arm_specs``), else the preset of that
+    name (:data:`PRESETS`: ngram, baseline, baseline-sync with async scheduling off, the A/A twin baseline-b, the
+    known-slowdown control baseline-slow); prefix caching as the profile says, for every arm."""
+    declared = {a.name: a for a in profile.arm_specs}
     caching = profile.prefix_caching != "off"
-    return [replace(specs[a], prefix_caching=caching) for a in profile.arms]
+    return [replace(declared.get(a) or PRESETS[a](profile), prefix_caching=caching) for a in profile.arms]
+
+
+def comparison_pairs(profile: Profile) -> list[tuple[str, str]]:
+    """The (reference, treatment) pairs a run compares. Declared pairs (``profile.comparisons``) when given; else, when
+    every arm is a preset, the built-in rule (speculation against each baseline, the scheduling effect, and the
+    controls against the baseline); else the first arm against every other. Every control (an arm with ``twin_of``)
+    is compared with the arm it copies, whatever was declared."""
+    arms = build_arms(profile)
+    names = [a.name for a in arms]
+    if profile.comparisons:
+        pairs = list(profile.comparisons)
+    elif not profile.arm_specs:
+        pairs = [(ref, "ngram") for ref in ("baseline", "baseline-sync") if "ngram" in names and ref in names]
+        if "baseline" in names and "baseline-sync" in names:
+            pairs.append(("baseline", "baseline-sync"))
+    else:
+        reference = next(a.name for a in arms if not a.twin_of)
+        pairs = [(reference, a.name) for a in arms if a.name != reference and not a.twin_of]
+    pairs += [(a.twin_of, a.name) for a in arms if a.twin_of and (a.twin_of, a.name) not in pairs]
+    return pairs
+
+
+def control_pairs(profile: Profile) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+    """The run's A/A pairs (an identical twin against the arm it copies) and its known-effect pairs (a twin whose
+    times the client multiplies by ``client_slowdown``)."""
+    aa: set[tuple[str, str]] = set()
+    effect: set[tuple[str, str]] = set()
+    for a in build_arms(profile):
+        if a.twin_of:
+            (aa if a.client_slowdown == 1.0 else effect).add((a.twin_of, a.name))
+    return aa, effect
 
 
 @dataclass(frozen=True, slots=True)

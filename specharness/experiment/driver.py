@@ -14,19 +14,21 @@ The recipe (:func:`run_experiment`) calls one step per job, each in its own modu
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from specharness._errors import EngineError
 from specharness.engines.memory import MemoryProbe
 from specharness.engines.model import ResolvedModel, cache_dir, resolve_model
 from specharness.engines.pool import PooledEngine
 from specharness.experiment.bands import band_for
 from specharness.experiment.config import RunConfig
 from specharness.experiment.context import ProgressFn, RunContext, UndecidedFn
-from specharness.experiment.design import block_orders, build_arms, validate_profile
-from specharness.experiment.engineset import EngineSet, running_engines, takes_from_pool
+from specharness.experiment.design import block_orders, build_arms, comparison_pairs, validate_profile
+from specharness.experiment.engineset import EnginePlan, EngineSet, plan_engines, running_engines
 from specharness.experiment.looks import run_plan
 from specharness.experiment.peak import resolve_sweep
 from specharness.experiment.rundir import hardware_info, harness_provenance, harness_version
@@ -60,8 +62,8 @@ def run_experiment(
     policy = TextPolicy(keep, run_salt(config.out_dir, cache_dir())) if keep != "full" else TextPolicy()
     policy.check_engine_args(config.extra_engine_args)
     model = None if config.attach else resolve_model(config.model)
-    manifest = _manifest(config, workloads, hardware, policy, model, previous)
-    arms = build_arms(config.profile)
+    plan = plan_engines(config, build_arms(config.profile), model, say)  # every arm's engine, decided once
+    manifest = _manifest(config, workloads, hardware, policy, model, previous, plan)
     lifecycle = run_segment(
         config.out_dir,
         manifest,
@@ -73,18 +75,32 @@ def run_experiment(
         on_finish=on_finish,
     )
     with lifecycle as folder:
-        say(_starting(config, model))
-        with running_engines(config, arms, model, segment=segment, journal=folder.journal) as engines:
+        say(_starting(config, plan))
+        with running_engines(config, plan, model, segment=segment, journal=folder.journal) as engines:
             if config.attach:
                 served_by = dict(config.attach)
                 folder.update_manifest(model={"name": engines.model_name, "origin": "attached", "served_by": served_by})
+            _check_comparable(config, engines)
             say(_ready(config, engines))
             ctx = _context(config, workloads, engines, folder, progress)
             if ctx.profile.sweep_levels:
                 ctx = replace(ctx, profile=resolve_sweep(ctx))
-                _save_rates(folder, ctx)
+                rates = replace(config.profile, workload_rates=dict(ctx.profile.workload_rates))
+                folder.update_manifest(config=replace(config, profile=rates).to_dict())  # a resume measures them
             run_plan(ctx, done, undecided)
     return config.out_dir
+
+
+def _check_comparable(config: RunConfig, engines: EngineSet) -> None:
+    """An arm whose engine failed is left out; the run goes on while one of its comparisons has both arms (else it
+    fails with the first failure's reason, as a run whose engine cannot start always has)."""
+    if not engines.failed:
+        return
+    for arm, why in engines.failed.items():
+        print(f"specharness: {arm}: its engine did not start, the run goes on without it: {why}", file=sys.stderr)
+    if not any(a in engines.servers and b in engines.servers for a, b in comparison_pairs(config.profile)):
+        arm, why = next(iter(engines.failed.items()))
+        raise EngineError(why if why.startswith(arm) else f"{arm}: {why}")
 
 
 def _with_band(config: RunConfig, hardware: dict[str, Any]) -> RunConfig:
@@ -102,6 +118,7 @@ def _manifest(
     policy: TextPolicy,
     model: ResolvedModel | None,
     previous: Manifest | None,
+    plan: EnginePlan,
 ) -> Manifest:
     """The paired run's manifest (a resumed run's, updated)."""
     p = config.profile
@@ -132,14 +149,20 @@ def _manifest(
         status="running",
         model=model_info,
         attached=dict(config.attach) if config.attach else (previous.attached if previous else None),
+        arm_environments=_environments(plan),
     )
 
 
-def _starting(config: RunConfig, model: ResolvedModel | None) -> str:
+def _environments(plan: EnginePlan) -> dict[str, dict[str, str]] | None:
+    """Where each arm's vLLM comes from, when some arm names its own (None: every arm runs the harness's)."""
+    return plan.describe() if any(a.own_environment for a in plan.arms) else None
+
+
+def _starting(config: RunConfig, plan: EnginePlan) -> str:
     if config.attach:
         return "attaching to " + ", ".join(f"{a} at {u}" for a, u in config.attach.items())
     arms = f"{len(config.profile.arms)} engines ({', '.join(config.profile.arms)})"
-    if takes_from_pool(config, model):
+    if plan.pool is not None:
         return f"taking {arms} from the engine pool, starting any it lacks"
     return f"starting {arms}"
 
@@ -167,20 +190,14 @@ def _context(
     config: RunConfig, workloads: list[Workload], engines: EngineSet, folder: RunFolder, progress: ProgressFn | None
 ) -> RunContext:
     return RunContext(
-        config=config,
         # plan by workload name: the profile may list a user workload by its file path
         profile=replace(config.profile, workloads=tuple(w.name for w in workloads)),
+        out_dir=config.out_dir,
+        sampling=config.sampling,
+        request_timeout_s=config.request_timeout_s,
         sequences={w.name: interleave_by_group(w.cases) for w in workloads},
         engines=engines,
         journal=folder.journal,
         segment=folder.segment,
         progress=progress,
     )
-
-
-def _save_rates(folder: RunFolder, ctx: RunContext) -> None:
-    """Keep a sweep's resolved rates in the manifest, so a resumed run measures the same levels."""
-    config = dict(folder.manifest.config)
-    profile = dict(config["profile"])
-    profile["workload_rates"] = {w: list(r) for w, r in ctx.profile.workload_rates.items()}
-    folder.update_manifest(config={**config, "profile": profile})

@@ -1,7 +1,10 @@
-"""The engines of a run: start one per arm (or attach to engines started elsewhere), journal them, stop them.
+"""The engines of a run: decide each arm's engine once (:func:`plan_engines`), then start one per arm (or attach to
+engines started elsewhere, or take them from an engine pool), journal them, stop them.
 
 :func:`launch_servers` builds the servers and hands them to the fleet launcher (:mod:`specharness.engines.fleet`),
 which decides how they start (together, or one by one with a GPU memory share each) and retries a memory failure.
+An arm whose engine fails to start (or whose release has no environment) is journaled as failed and the run goes on
+with the others, as long as one of its comparisons still has both arms.
 """
 
 from __future__ import annotations
@@ -15,23 +18,32 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from specharness._errors import ConfigError
+from specharness._errors import ConfigError, EngineError
 from specharness.engines.attached import AttachedEngine, check_speculation
 from specharness.engines.fleet import LaunchReport, launch, pooled_plan
 from specharness.engines.memory import MemoryProbe
 from specharness.engines.model import ResolvedModel, served_model_name
 from specharness.engines.pool import EnginePool, PooledEngine, gpu_slots, pool_applies, pool_from_env
+from specharness.engines.releases import ReleaseEnv, parse_release, release_env
 from specharness.engines.server import ArmSpec, EngineServer, EngineSettings, stop_all
 from specharness.experiment.config import RunConfig
 from specharness.experiment.journal import Journal
 from specharness.experiment.rundir import engine_log
-from specharness.records import AttachWarningEvent, EngineLaunchEvent, EngineRecord, EngineSpawnedEvent
+from specharness.records import (
+    AttachWarningEvent,
+    EngineFailedEvent,
+    EngineLaunchEvent,
+    EngineRecord,
+    EngineSpawnedEvent,
+)
 
 __all__ = [
+    "EnginePlan",
     "EngineSet",
     "attach_engines",
     "engine_settings",
     "launch_servers",
+    "plan_engines",
     "pooled",
     "pooled_engines",
     "running_engines",
@@ -53,9 +65,81 @@ def pooled(pool: EnginePool | None) -> Iterator[None]:
         _POOL.reset(token)
 
 
-def takes_from_pool(config: RunConfig, model: ResolvedModel | None) -> bool:
-    """Whether :func:`running_engines` will take this run's engines from an engine pool (the same decision)."""
-    return not config.attach and model is not None and _active_pool(config, engine_settings(config, model)) is not None
+@dataclass(frozen=True, slots=True)
+class EnginePlan:
+    """Every arm's engine, decided once for a run and passed down: the arms in order, each one's settings (the run's
+    shared ones, with the arm's own Python, site folder and vLLM options), the releases found for them (or why one
+    has none: that arm fails, the run goes on), and the engine pool the engines come from (None: the run starts its
+    own). An attached run (``attach``) has no settings: its engines run elsewhere."""
+
+    arms: tuple[ArmSpec, ...]
+    settings: dict[str, EngineSettings] = field(default_factory=dict)
+    releases: dict[str, ReleaseEnv] = field(default_factory=dict)
+    unavailable: dict[str, str] = field(default_factory=dict)  # arm -> why its release has no environment
+    pool: EnginePool | None = None
+    attach: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def startable(self) -> list[ArmSpec]:
+        return [a for a in self.arms if a.name not in self.unavailable]
+
+    def describe(self) -> dict[str, dict[str, str]]:
+        """Each arm's vLLM environment, for the manifest: release tag, Python, site folder, how it was found."""
+        out: dict[str, dict[str, str]] = {}
+        for arm in self.arms:
+            env = self.releases.get(arm.name)
+            s = self.settings.get(arm.name)
+            entry = {"release": arm.release, "python": s.python if s else arm.python, "site": s.site if s else arm.site}
+            if env is not None:
+                entry["origin"] = env.origin
+            if arm.name in self.unavailable:
+                entry["unavailable"] = self.unavailable[arm.name]
+            out[arm.name] = {k: v for k, v in entry.items() if v}
+        return out
+
+
+def _arm_settings(shared: EngineSettings, arm: ArmSpec, env: ReleaseEnv | None) -> EngineSettings:
+    """One arm's engine settings: the run's, run from the arm's environment, with the arm's options after the run's
+    (vLLM's last flag wins)."""
+    python = env.python if env is not None else (arm.python or shared.python)
+    site = env.site if env is not None else arm.site
+    return replace(shared, python=python, site=site, extra_args=(*shared.extra_args, *arm.engine_args))
+
+
+def plan_engines(
+    config: RunConfig,
+    arms: Sequence[ArmSpec],
+    model: ResolvedModel | None,
+    say: Callable[[str], None] | None = None,
+) -> EnginePlan:
+    """Decide every arm's engine once: find (or build, for a CPU release) each declared release's environment, compose
+    each arm's settings, and decide whether they come from an engine pool (only when every arm runs the harness's own
+    interpreter: a pool is keyed for the harness's vLLM)."""
+    if config.attach:
+        return EnginePlan(tuple(arms), attach=dict(config.attach))
+    if model is None:
+        raise ValueError("plan_engines: a model is needed unless the run attaches to engines")
+    shared = engine_settings(config, model)
+    releases: dict[str, ReleaseEnv] = {}
+    unavailable: dict[str, str] = {}
+    found: dict[str, ReleaseEnv | str] = {}
+    for arm in arms:
+        if not arm.release:
+            continue
+        if arm.release not in found:
+            try:
+                found[arm.release] = release_env(parse_release(arm.release), say)
+            except EngineError as error:
+                found[arm.release] = str(error)
+        env = found[arm.release]
+        if isinstance(env, str):
+            unavailable[arm.name] = env
+        else:
+            releases[arm.name] = env
+    settings = {a.name: _arm_settings(shared, a, releases.get(a.name)) for a in arms}
+    own = all(s.python == shared.python and not s.site for s in settings.values())
+    pool = _active_pool(config, shared) if own and not unavailable else None
+    return EnginePlan(tuple(arms), settings, releases, unavailable, pool)
 
 
 def _active_pool(config: RunConfig, settings: EngineSettings) -> EnginePool | None:
@@ -72,6 +156,7 @@ class EngineSet:
     servers: dict[str, Engine] = field(default_factory=dict)
     model_name: str = "model"
     api_key: str | None = field(default=None, repr=False)
+    failed: dict[str, str] = field(default_factory=dict)  # arm -> why its engine did not start
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
@@ -103,47 +188,61 @@ def engine_settings(config: RunConfig, model: ResolvedModel) -> EngineSettings:
 
 
 def launch_servers(
-    settings: EngineSettings,
+    settings: EngineSettings | Mapping[str, EngineSettings],
     arms: Sequence[ArmSpec],
     log_paths: Mapping[str, Path],
     *,
     mode: str,
     on_spawn: Callable[[str, int], None],
+    tolerate: bool = False,
 ) -> tuple[dict[str, EngineServer], LaunchReport]:
     """Build one server per arm and start them with :func:`specharness.engines.fleet.launch` (``mode``: "auto" —
     together on the CPU, one by one with a memory share each when they share a GPU, a memory failure retried one by
     one —, "together" or "one-by-one"). Returns the servers by arm name, every one ready, and what the launcher
-    decided. A non-zero ``settings.port`` is the first port (arm ``i`` gets ``port + i``). ``on_spawn(arm, pid)`` runs
-    as each process starts. A start that fails raises the engine's error (naming the cause from its log)."""
+    decided. ``settings``: one for every arm, or each arm's by name. A non-zero port is the first port (arm ``i`` gets
+    ``port + i``). ``on_spawn(arm, pid)`` runs as each process starts. A start that fails raises the engine's error
+    (naming the cause from its log); with ``tolerate`` it is left out of the servers and named in the report."""
     servers: dict[str, EngineServer] = {}
     for arm in arms:
-        arm_settings = replace(settings, port=settings.port + len(servers)) if settings.port else settings
+        own = settings if isinstance(settings, EngineSettings) else settings[arm.name]
+        arm_settings = replace(own, port=own.port + len(servers)) if own.port else own
         server = EngineServer(arm_settings, arm, log_paths[arm.name])
         server.on_spawn = lambda pid, name=arm.name: on_spawn(name, pid)
         servers[arm.name] = server
-    report = launch(list(servers.values()), mode=mode)
-    return servers, report
+    report = launch(list(servers.values()), mode=mode, tolerate=tolerate)
+    return {a: s for a, s in servers.items() if a not in report.failed}, report
 
 
 def start_engines(
-    config: RunConfig, arms: Sequence[ArmSpec], model: ResolvedModel, *, segment: int, journal: Journal
+    config: RunConfig, plan: EnginePlan, model: ResolvedModel, *, segment: int, journal: Journal
 ) -> EngineSet:
     """Start every arm's engine (:func:`launch_servers`) and journal each: an ``engine_spawned`` event as its
     process starts, an :class:`~specharness.records.EngineRecord` (command, version, settings, memory, the start's
-    phases, and ``first_request_s``: one short request's time right after the start) once ready."""
+    phases, and ``first_request_s``: one short request's time right after the start) once ready. An arm whose engine
+    fails to start, or whose release has no environment, is journaled (``engine_failed``) and left out."""
     probe = MemoryProbe()
     before = probe.as_fields("before_start", [])
     engines = EngineSet(model_name=served_model_name(model), api_key=config.api_key)
+    arms = plan.startable
     servers, launched = launch_servers(
-        engine_settings(config, model),
+        plan.settings,
         arms,
         {arm.name: engine_log(config.out_dir, arm.name, segment) for arm in arms},
         mode="auto" if config.start_together else "one-by-one",
         on_spawn=lambda arm, pid: journal.write(EngineSpawnedEvent(arm=arm, pid=pid, segment=segment)),
+        tolerate=True,
     )
     engines.servers.update(servers)
     journal.write(EngineLaunchEvent(segment=segment, report=launched.as_dict()))
+    engines.failed = {**plan.unavailable, **launched.failed}
+    for arm in plan.arms:
+        if arm.name in engines.failed:
+            journal.write(
+                EngineFailedEvent(arm=arm.name, segment=segment, reason=engines.failed[arm.name], release=arm.release)
+            )
     for arm in arms:
+        if arm.name not in servers:
+            continue
         server = servers[arm.name]
         journal.write(
             _engine_record(
@@ -194,7 +293,7 @@ def _engine_record(
 
 def pooled_engines(
     config: RunConfig,
-    arms: Sequence[ArmSpec],
+    plan: EnginePlan,
     model: ResolvedModel,
     pool: EnginePool,
     *,
@@ -208,14 +307,15 @@ def pooled_engines(
     before this run, its pids. Stopping the set releases the engines to the pool."""
     probe = MemoryProbe()
     device = probe.engine_device()
-    plan = pooled_plan([a.name for a in arms], device, slots=gpu_slots(), user_share=config.gpu_memory_utilization)
+    arms = plan.arms
+    shares = pooled_plan([a.name for a in arms], device, slots=gpu_slots(), user_share=config.gpu_memory_utilization)
     engines = EngineSet(model_name=served_model_name(model), api_key=config.api_key)
     held = pool.acquire(
-        engine_settings(config, model),
+        plan.settings,
         arms,
         started_by=config.out_dir.name,
         run_logs={arm.name: engine_log(config.out_dir, arm.name, segment) for arm in arms},
-        plan=plan,
+        plan=shares,
         probe=probe.engine_device if device is not None else None,
         say=lambda message: print(f"specharness: {message}", file=sys.stderr, flush=True),
     )
@@ -224,7 +324,7 @@ def pooled_engines(
         device=device.name if device else "cpu (no NVIDIA GPU seen through NVML)",
         device_total_mib=device.total_mib if device else math.nan,
         device_free_mib=device.free_mib if device else math.nan,
-        plan=plan,
+        plan=shares,
         order=tuple(a.name for a in arms),
     )
     journal.write(EngineLaunchEvent(segment=segment, report=launched.as_dict()))
@@ -301,27 +401,26 @@ def attach_engines(config: RunConfig, arms: Sequence[ArmSpec], *, segment: int, 
 @contextlib.contextmanager
 def running_engines(
     config: RunConfig,
-    arms: Sequence[ArmSpec],
+    plan: EnginePlan,
     model: ResolvedModel | None,
     *,
     segment: int,
     journal: Journal,
 ) -> Iterator[EngineSet]:
-    """Start (or, with ``config.attach``, attach to; inside :func:`pooled` or with SPECHARNESS_ENGINE_POOL set, take
-    from the pool) the arms' engines for the body of a ``with``; every engine this process started is stopped on the
-    way out, whatever happened (a start that failed half-way included), and pooled ones are released."""
+    """Start (or, with ``config.attach``, attach to; with ``plan.pool``, take from the pool) the arms' engines for the
+    body of a ``with``; every engine this process started is stopped on the way out, whatever happened (a start that
+    failed half-way included), and pooled ones are released."""
     engines: EngineSet | None = None
     try:
-        if config.attach:
-            engines = attach_engines(config, arms, segment=segment, journal=journal)
+        if plan.attach:
+            engines = attach_engines(config, plan.arms, segment=segment, journal=journal)
         else:
             if model is None:
                 raise ValueError("running_engines: a model is needed unless the run attaches to engines")
-            pool = _active_pool(config, engine_settings(config, model))
-            if pool is not None:
-                engines = pooled_engines(config, arms, model, pool, segment=segment, journal=journal)
+            if plan.pool is not None:
+                engines = pooled_engines(config, plan, model, plan.pool, segment=segment, journal=journal)
             else:
-                engines = start_engines(config, arms, model, segment=segment, journal=journal)
+                engines = start_engines(config, plan, model, segment=segment, journal=journal)
         yield engines
     finally:
         if engines is not None:

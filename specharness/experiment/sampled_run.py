@@ -32,7 +32,7 @@ from specharness.engines.memory import MemoryProbe
 from specharness.engines.model import resolve_model
 from specharness.experiment.config import RunConfig
 from specharness.experiment.design import build_arms
-from specharness.experiment.engineset import EngineSet, running_engines
+from specharness.experiment.engineset import EngineSet, plan_engines, running_engines
 from specharness.experiment.journal import Journal
 from specharness.experiment.rundir import hardware_info, harness_provenance, harness_version
 from specharness.experiment.runfolder import open_run_folder, run_segment
@@ -111,8 +111,8 @@ def run_sampled(config: RunConfig, design: SampledDesign, say: Any = print) -> P
     config = replace(config, profile=replace(config.profile, arms=("baseline", "ngram"), workloads=design.workloads))
     with run_segment(out, manifest, segment=0, resume=False, done=set(), fsync=config.fsync) as folder:
         say(f"starting 2 engines; {design.requests()} sampled requests to send")
-        arms = build_arms(config.profile)
-        with running_engines(config, arms, model, segment=0, journal=folder.journal) as engines:
+        plan = plan_engines(config, build_arms(config.profile), model, say)
+        with running_engines(config, plan, model, segment=0, journal=folder.journal) as engines:
             for repetition in range(design.repetitions):
                 t0 = time.perf_counter()
                 asyncio.run(_repetition(config, engines, design, cases, repetition, folder.journal))

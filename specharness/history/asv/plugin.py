@@ -26,6 +26,7 @@ from specharness.history.asv.notes import (
     read_notes,
     update_companion,
 )
+from specharness.history.asv.pairs import file_pairs
 from specharness.history.asv.spreadfile import load_spread
 
 __all__ = ["install"]
@@ -69,9 +70,12 @@ def install() -> None:
         used = apply_notes(self, read_notes(self.env_name, self.commit_hash), load_spread(Path(result_dir), machine))
         path = Path(result_dir) / self._filename
         before = _started_at(path)
+        others = file_pairs(self, Path(result_dir) / machine)
         original(self, result_dir)
         update_companion(path, used, {name for name, at in self._started_at.items() if before.get(name) != at})
         consume_notes(self.env_name)
+        for other in others:  # the earlier release's half of a new pair run, in that release's own result file
+            original(other, result_dir)
 
     save._specharness = True  # type: ignore[attr-defined]
     asv_results.Results.save = save  # type: ignore[method-assign]

@@ -41,7 +41,9 @@ from typing import Any
 from specharness._errors import ConfigError, EngineError
 from specharness.engines.model import cache_dir
 from specharness.engines.pool import POOL_ENV, EnginePool, asv_owner_pid
+from specharness.engines.releases import installed_release, previous_release
 from specharness.engines.startlog import first_error
+from specharness.experiment.arms import release_pair_arms
 from specharness.experiment.config import RunConfig, canonical_vllm_args
 from specharness.experiment.design import Profile, get_profile, override
 from specharness.experiment.driver import run_experiment
@@ -49,6 +51,7 @@ from specharness.experiment.engineset import pooled
 from specharness.experiment.options import engine_options
 from specharness.experiment.rundir import harness_provenance
 from specharness.history.asv.metrics import asv_intervals, asv_key, asv_metrics, group_metrics, load_metrics, sweep_key
+from specharness.history.asv.pairs import current_values, pair_label, pair_record, write_pending
 from specharness.records import load_label
 from specharness.reporting.report import load_report, write_report
 from specharness.traffic.client import Sampling
@@ -64,6 +67,7 @@ __all__ = [
     "load_sweep_experiment",
     "measured_setup",
     "project_relative",
+    "release_pair_experiment",
     "run_folder",
     "sweep_experiments",
     "user_groups",
@@ -256,6 +260,62 @@ def load_sweep_experiment() -> dict[str, Any]:
     if name not in _LOAD:
         raise ConfigError(f"SPECHARNESS_ASV_PROFILE={name!r}: the load sweep knows {', '.join(_LOAD)}")
     return _run(override(get_profile("sweep"), **_LOAD[name]), "asv-load")
+
+
+def _pair_profile() -> Profile:
+    """The release pair's design by SPECHARNESS_ASV_PROFILE: ``quick`` (default) runs the ``release`` profile (6
+    blocks: a 99% interval needs the degrees of freedom), ``smoke`` the smoke cell with the baseline pair alone,
+    ``standard`` the standard profile (the GPU)."""
+    name = os.environ.get("SPECHARNESS_ASV_PROFILE", "quick")
+    return get_profile("release") if name == "quick" else _profile()
+
+
+def release_pair_experiment() -> dict[str, Any]:
+    """This environment's release against the one before it on the ledger, in one paired run (baseline against
+    baseline, ngram against ngram, side by side, over the profile's cells of the grid); the earlier release's
+    environment is found or built (:func:`specharness.engines.releases.release_env`). The pair's record goes to the ASV
+    plugin (:func:`specharness.history.asv.pairs.write_pending`); the cache holds this release's values."""
+    current = installed_release()
+    if current is None:
+        raise ConfigError("ReleasePair: no vLLM release is installed in this environment")
+    previous = previous_release(current)
+    if previous is None:
+        return {"release": current.tag, "pair": "", "metrics": {}, "intervals": {}, "first_release": True}
+    profile = _pair_profile()
+    _check_within_grid(profile)
+    declared = release_pair_arms(f"{previous.tag},{current.tag}", profile)
+    arms = declared.arms
+    if profile.name == "quick" and os.environ.get("SPECHARNESS_ASV_PROFILE") == "smoke":
+        arms = tuple(a for a in arms if a.speculative_config is None)  # smoke: the baseline pair alone (wiring)
+    pairs = tuple(p for p in declared.comparisons if all(x in {a.name for a in arms} for x in p))
+    profile = override(profile, arms=tuple(a.name for a in arms), arm_specs=arms, comparisons=pairs)
+    out = run_folder("asv-pair")
+    config = RunConfig(
+        profile=profile, out_dir=out, sampling=Sampling(max_tokens_cap=profile.max_tokens_cap), **_engine_options()
+    )
+    t0 = time.monotonic()
+
+    def values() -> dict[str, Any]:
+        record = pair_record(
+            load_report(out),
+            previous,
+            current,
+            run_dir=project_relative(out),
+            harness=harness_provenance(),
+            setup=measured_setup(),
+            measured_unix_s=time.time(),
+            wall_s=round(time.monotonic() - t0, 1),
+        )
+        write_pending(record)
+        return {
+            "pair": record.pair,
+            "metrics": current_values(record),
+            "intervals": {},
+            "current_failed": record.failed.get("current", ""),
+        }
+
+    cache = experiment_cache(out, lambda: run_experiment(config, on_finish=write_report), values)
+    return {**cache, "pair": pair_label(previous, current)}
 
 
 def grid_experiment() -> dict[str, Any]:

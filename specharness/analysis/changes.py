@@ -1,0 +1,148 @@
+"""Paired changes between two arms of one run (two releases, two configurations): every tracked value as arm B over
+arm A, block by block, with its interval.
+
+Both arms ran the same cases in the same blocks, in mirrored orders, at the same time of day on the same machine:
+each block gives one ratio per value, and the interval is the block t interval
+(:func:`~specharness.analysis.stats.block_ratio_interval`, with the order term from six blocks on). Timing values
+(``time`` for the same work, TTFT and TPOT percentiles, goodput loss) carry the machine's engine-instance offset
+allowance, as the speed verdict does (two arms are two engines); memory and acceptance carry none. Every value is
+oriented so that above 1 is worse for arm B: ``time`` is 1 / the same-work speedup, ``goodput_loss`` A's goodput over
+B's, ``verify_steps_per_token`` 1 / mean acceptance length. The level is :data:`CHANGE_CONFIDENCE` (99%), the level of
+ASV's interval columns, so that the release review and ``asv compare`` test the same interval.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from specharness.analysis.comparison import PairedComparison, speed_block_logs
+from specharness.analysis.stats import block_ratio_interval
+from specharness.records import CellRecord, RequestRecord
+
+__all__ = ["CHANGE_CONFIDENCE", "CHANGE_METRICS", "PairedChange", "paired_changes"]
+
+CHANGE_CONFIDENCE = 0.99
+
+_Cell = tuple[Sequence[RequestRecord], Sequence[CellRecord]]
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    finite = [v for v in values if math.isfinite(v)]
+    return float(np.percentile(finite, q)) if finite else math.nan
+
+
+def _ttft(q: float) -> Callable[[_Cell], float]:
+    return lambda cell: _percentile([r.ttft_s for r in cell[0] if r.error_kind is None], q)
+
+
+def _tpot(q: float) -> Callable[[_Cell], float]:
+    return lambda cell: _percentile([r.tpot_s for r in cell[0] if r.error_kind is None], q)
+
+
+def _goodput(cell: _Cell) -> float:
+    wall = sum(c.wall_s for c in cell[1])
+    useful = sum(r.output_tokens for r in cell[0] if r.useful)
+    return useful / wall if wall > 0 and useful > 0 else math.nan
+
+
+def _peak_memory(cell: _Cell) -> float:
+    peaks = [v for c in cell[1] for k, v in c.memory.items() if k in ("peak_gpu_used_mib", "peak_rss_mib")]
+    return max(peaks) if peaks else math.nan
+
+
+def _verify_steps(cell: _Cell) -> float:
+    drafts = sum(c.counters.get("drafts", 0.0) for c in cell[1])
+    accepted = sum(c.counters.get("accepted_tokens", 0.0) for c in cell[1])
+    return 1.0 / (1.0 + accepted / drafts) if drafts else math.nan
+
+
+# name -> (per-block value of one arm, inverted: a rise of the value is good for the arm, timing: carries the offset)
+CHANGE_METRICS: dict[str, tuple[Callable[[_Cell], float], bool, bool]] = {
+    "ttft_p50": (_ttft(50), False, True),
+    "ttft_p95": (_ttft(95), False, True),
+    "tpot_p50": (_tpot(50), False, True),
+    "tpot_p95": (_tpot(95), False, True),
+    "goodput_loss": (_goodput, True, True),
+    "peak_memory": (_peak_memory, False, False),
+    "verify_steps_per_token": (_verify_steps, False, False),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PairedChange:
+    """One value of arm B over arm A in one cell: the estimate (geometric mean over blocks), its interval, the block
+    ratios behind it; above 1 is worse for B. NaN where a block lacks the value in either arm."""
+
+    workload: str
+    load: str
+    arm_a: str
+    arm_b: str
+    metric: str
+    estimate: float
+    low: float
+    high: float
+    confidence: float
+    blocks: int
+    block_values: tuple[float, ...]
+    method: str
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def _interval(c: PairedComparison, metric: str, logs: dict[int, float], offset_var: float) -> PairedChange:
+    blocks = sorted(b for b, v in logs.items() if math.isfinite(v))
+    known = all(b in c.ordered_blocks for b in blocks)
+    signs = [1 if b in c.a_first_blocks else -1 for b in blocks] if known else None
+    r = block_ratio_interval([logs[b] for b in blocks], signs, CHANGE_CONFIDENCE, offset_var)
+    return PairedChange(
+        workload=c.workload,
+        load=c.load,
+        arm_a=c.arm_a,
+        arm_b=c.arm_b,
+        metric=metric,
+        estimate=r.estimate,
+        low=r.low,
+        high=r.high,
+        confidence=CHANGE_CONFIDENCE,
+        blocks=r.blocks,
+        block_values=tuple(math.exp(logs[b]) for b in blocks),
+        method=r.method,
+    )
+
+
+def paired_changes(
+    comparisons: Sequence[PairedComparison],
+    measured: dict[tuple[str, str, str], list[RequestRecord]],
+    cells: Sequence[CellRecord],
+) -> list[PairedChange]:
+    """Every value of every comparison, B over A, paired by block (module docstring). ``measured``: the analysis's
+    measured requests by (workload, load, arm); ``cells``: the valid cells."""
+    by_cell: dict[tuple[str, str, str, int], list[CellRecord]] = {}
+    for cell in cells:
+        by_cell.setdefault((cell.workload, cell.load, cell.arm, cell.block), []).append(cell)
+    out: list[PairedChange] = []
+    for c in comparisons:
+        if not c.blocks:
+            continue
+        offset_var = c.speedup.offset_var
+        time_logs = {b: -v for b, v in speed_block_logs(c).items()}
+        out.append(_interval(c, "time", time_logs, offset_var))
+
+        def block_cell(arm: str, block: int, workload: str = c.workload, load: str = c.load) -> _Cell:
+            records = [r for r in measured.get((workload, load, arm), []) if r.block == block]
+            return records, by_cell.get((workload, load, arm, block), [])
+
+        for metric, (value, inverted, timing) in CHANGE_METRICS.items():
+            logs: dict[int, float] = {}
+            for block in c.blocks:
+                a, b = value(block_cell(c.arm_a, block)), value(block_cell(c.arm_b, block))
+                if a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b):
+                    logs[block] = math.log(a / b) if inverted else math.log(b / a)
+            if logs:
+                out.append(_interval(c, metric, logs, offset_var if timing else 0.0))
+    return out

