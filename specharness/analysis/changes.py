@@ -89,6 +89,8 @@ class PairedChange:
     blocks: int
     block_values: tuple[float, ...]
     method: str
+    se_log: float = math.nan  # standard error of the log estimate (the offset allowance included)
+    t_df: float = math.nan  # the degrees of freedom of the interval's t quantile
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -112,6 +114,8 @@ def _interval(c: PairedComparison, metric: str, logs: dict[int, float], offset_v
         blocks=r.blocks,
         block_values=tuple(math.exp(logs[b]) for b in blocks),
         method=r.method,
+        se_log=r.se_log,
+        t_df=r.t_df,
     )
 
 

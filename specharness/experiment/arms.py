@@ -227,7 +227,9 @@ def _file_arm(raw: Any, i: int, profile: Profile, where: str) -> ArmSpec:
     label = f"{where}: arm {i + 1}" + (f" ({raw['name']})" if isinstance(raw.get("name"), str) else "")
     unknown = [k for k in raw if k not in _FILE_FIELDS]
     if unknown == ["compare"]:
-        raise ConfigError(f"{label}: 'compare' belongs before the first [[arm]] table (TOML puts it in the table above)")
+        raise ConfigError(
+            f"{label}: 'compare' belongs before the first [[arm]] table (TOML puts it in the table above)"
+        )
     if unknown:
         raise ConfigError(f"{label}: field {unknown[0]!r} is unknown; use {', '.join(_FILE_FIELDS)}")
     if not isinstance(raw.get("name"), str):

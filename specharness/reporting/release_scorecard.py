@@ -1,0 +1,176 @@
+"""The release review's controls over several runs: a release against itself (A/A) and against itself slowed by a
+known factor (the client-side hold of ``client_slowdown``), judged by the paired rule the release review uses.
+
+Each run has a reference arm, its identical twin (``twin_of``, no slowdown) and twins slowed by known factors; the
+arms are found from the run's declared specs (:func:`~specharness.experiment.design.control_pairs`). For every cell
+and value (time for the same work, TPOT p50, …) the twin over the reference is judged by
+:func:`~specharness.history.asv.pairs.pair_change` on its paired 99% interval (:mod:`specharness.analysis.changes`):
+a change called between identical engines is a false verdict; a known slowdown called *regressed* is a detection.
+The speed verdict of the same-work comparison (helps, hurts, equivalent, inconclusive) is counted beside it. The
+smallest change a run can call at 80% power is ``exp((t(0.995, df) + t(0.80, df)) · se)`` for each A/A cell, se the
+standard error of its log ratio and df its interval's degrees of freedom: the median over cells is reported.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from specharness._errors import RunDirError
+from specharness.analysis.stats import t_quantile
+from specharness.experiment.design import Profile, control_pairs
+from specharness.history.asv.pairs import RELEASE_FACTOR, pair_change
+from specharness.reporting.report import load_report
+
+__all__ = ["ReleaseControlCell", "ReleaseScorecard", "score_release_controls"]
+
+POWER = 0.80
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseControlCell:
+    """One value of one control pair in one cell: the twin over the reference with its 99% interval, the factor the
+    twin was slowed by (1.0: the A/A twin), the paired rule's verdict and the same-work speed verdict."""
+
+    run: str
+    workload: str
+    load: str
+    metric: str
+    slowdown: float
+    estimate: float
+    low: float
+    high: float
+    blocks: int
+    verdict: str
+    speed: str = ""
+    se_log: float = math.nan  # the log estimate's standard error, as its interval used it
+    t_df: float = math.nan
+
+    @property
+    def detectable(self) -> float:
+        """The smallest ratio this cell would call at 80% power (two-sided 99%): exp((t(0.995) + t(0.80)) · se)."""
+        if not (math.isfinite(self.se_log) and math.isfinite(self.t_df) and self.t_df > 0):
+            return math.nan
+        return math.exp((t_quantile(0.995, self.t_df) + t_quantile(POWER, self.t_df)) * self.se_log)
+
+
+@dataclass(slots=True)
+class ReleaseScorecard:
+    cells: list[ReleaseControlCell] = field(default_factory=list)
+    factor: float = RELEASE_FACTOR
+
+    def of(self, metric: str, slowdown: float) -> list[ReleaseControlCell]:
+        return [c for c in self.cells if c.metric == metric and math.isclose(c.slowdown, slowdown)]
+
+    @property
+    def slowdowns(self) -> list[float]:
+        return sorted({c.slowdown for c in self.cells if c.slowdown != 1.0})
+
+    @property
+    def runs(self) -> int:
+        return len({c.run for c in self.cells})
+
+    def to_markdown(self) -> str:
+        metrics = sorted({c.metric for c in self.cells}, key=lambda m: (m != "time", m))
+        lines = [
+            f"Paired rule: a value changed when its 99% interval excludes 1 and its ratio lies beyond ×{self.factor:g}; "
+            f"{self.runs} runs.",
+            "",
+            "| value | control | cells | regressed | improved | unchanged | median ratio | median 99% CI width | "
+            "smallest change called at 80% power (median) | speed verdicts |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for metric in metrics:
+            for slowdown in (1.0, *self.slowdowns):
+                cells = self.of(metric, slowdown)
+                if not cells:
+                    continue
+                count = {v: sum(c.verdict == v for c in cells) for v in ("regressed", "improved", "unchanged")}
+                widths = [c.high / c.low for c in cells if c.low > 0 and math.isfinite(c.high)]
+                power = [c.detectable for c in cells if math.isfinite(c.detectable)]
+                speeds = _counts(c.speed for c in cells if c.speed)
+                label = "A/A (the release against itself)" if slowdown == 1.0 else f"known slowdown ×{slowdown:g}"
+                lines.append(
+                    f"| {metric} | {label} | {len(cells)} | {count['regressed']} | {count['improved']} | "
+                    f"{count['unchanged']} | {_median([c.estimate for c in cells]):.3f} | {_median(widths):.3f} | "
+                    f"{'×' + format(_median(power), '.3f') if slowdown == 1.0 and power else '—'} | {speeds or '—'} |"
+                )
+        aa_time = self.of("time", 1.0)
+        if aa_time:
+            equivalent = sum(c.speed == "equivalent" for c in aa_time)
+            false = sum(c.speed in ("helps", "hurts") for c in aa_time)
+            lines += [
+                "",
+                f"**A/A, time for the same work:** equivalent in {equivalent} of {len(aa_time)} cells "
+                f"({equivalent / len(aa_time):.0%}), false speed verdicts {false} ({false / len(aa_time):.0%}); the "
+                f"paired rule called {sum(c.verdict != 'unchanged' for c in aa_time)} changes.",
+            ]
+        for slowdown in self.slowdowns:
+            for metric in ("time", "tpot_p50"):
+                cells = self.of(metric, slowdown)
+                if cells:
+                    hit = sum(c.verdict == "regressed" for c in cells)
+                    lines.append(
+                        f"**Known slowdown ×{slowdown:g}, {metric}:** regressed in {hit} of {len(cells)} cells "
+                        f"({hit / len(cells):.0%}); the interval holds ×{slowdown:g} in "
+                        f"{sum(c.low <= slowdown <= c.high for c in cells)} of {len(cells)}."
+                    )
+        return "\n".join(lines) + "\n"
+
+
+def _counts(words: Any) -> str:
+    found: dict[str, int] = {}
+    for w in words:
+        found[w] = found.get(w, 0) + 1
+    return ", ".join(f"{w} {n}" for w, n in sorted(found.items()))
+
+
+def _median(values: Sequence[float]) -> float:
+    finite = [v for v in values if math.isfinite(v)]
+    return float(np.median(finite)) if finite else math.nan
+
+
+def score_release_controls(run_dirs: list[Path], factor: float = RELEASE_FACTOR) -> ReleaseScorecard:
+    """Every control value of the given runs (module docstring); a run without a declared twin is an error."""
+    card = ReleaseScorecard(factor=factor)
+    for run_dir in run_dirs:
+        report: dict[str, Any] = load_report(run_dir)
+        profile = Profile.from_dict(report["manifest"]["config"]["profile"])
+        aa, effect = control_pairs(profile)
+        if not (aa or effect) or not report.get("changes"):
+            raise RunDirError(f"{run_dir}: no declared twin (twin_of) among its arms; run an arms file with controls")
+        slowdown = {a.name: a.client_slowdown for a in profile.arm_specs}
+        speed = {
+            (c["workload"], c["load"], c["arm_a"], c["arm_b"]): c["speed"]["verdict"] for c in report["comparisons"]
+        }
+        for ch in report["changes"]:
+            pair = (ch["arm_a"], ch["arm_b"])
+            if pair not in aa | effect:
+                continue
+            card.cells.append(
+                ReleaseControlCell(
+                    run=run_dir.name,
+                    workload=ch["workload"],
+                    load=ch["load"],
+                    metric=ch["metric"],
+                    slowdown=slowdown.get(ch["arm_b"], 1.0),
+                    estimate=_num(ch["estimate"]),
+                    low=_num(ch["low"]),
+                    high=_num(ch["high"]),
+                    blocks=int(ch["blocks"]),
+                    verdict=pair_change(_num(ch["estimate"]), _num(ch["low"]), _num(ch["high"]), factor),
+                    speed=speed.get((ch["workload"], ch["load"], *pair), "") if ch["metric"] == "time" else "",
+                    se_log=_num(ch.get("se_log")),
+                    t_df=_num(ch.get("t_df")),
+                )
+            )
+    return card
+
+
+def _num(v: object) -> float:
+    return float(v) if isinstance(v, (int, float)) else math.nan
