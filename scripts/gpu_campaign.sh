@@ -18,6 +18,11 @@
 #   scripts/gpu_campaign.sh queue             two runs at once on one pool that the GPU cannot hold both of: the second
 #                                             queues for room until the first lets go of its engines
 #   scripts/gpu_campaign.sh crosscheck        specharness vs vllm bench serve on one baseline server
+#   scripts/gpu_campaign.sh pair              ReleasePair through ASV: the unpacked release against the earlier one whose
+#                                             site folder scripts/gpu_release_delta.sh staged (/tmp/releases), one
+#                                             run of both side by side (MACHINE names the series, default h100)
+#   scripts/gpu_campaign.sh controls          the release review's controls: the release against itself and against
+#                                             itself slowed by 1.05 and 1.10 (scripts/arms/release-controls.toml)
 #   scripts/gpu_campaign.sh sweep             NgramConfigSweep through ASV
 #   scripts/gpu_campaign.sh load              LoadSweep through ASV
 #   scripts/gpu_campaign.sh sync              baseline vs ngram vs baseline-sync (async scheduling off), transform
@@ -180,6 +185,25 @@ case "$MODE" in
     grep -h -i 'waiting for room\|verdict\|wall' "$OUT/queue1.log" "$OUT/queue2.log" | grep -v 'it/s]' | tail -20
     tar -C /tmp --exclude='*.log' -cJf "$OUT/queue_runs.tar.xz" queue1 queue2
     tar -C /tmp -cJf "$OUT/queue_pool.tar.xz" queue-pool ;;
+  pair)
+    [ -d /tmp/releases ] || { echo "no /tmp/releases: unpack the earlier release's delta first" >&2; exit 3; }
+    export SPECHARNESS_RELEASES=/tmp/releases
+    "$PY" -m specharness ledger >/dev/null || exit 4
+    COMMIT="$(git -C .asv/ledger rev-parse "vllm-$VLLM_TAG")" || { echo "vllm $VLLM_TAG is not in the release ledger" >&2; exit 4; }
+    "$PY" -m specharness machine --name "${MACHINE:-h100}" | tee "$OUT/machine.txt"
+    "$PY" -c 'import json; from asv.util import load_json; c = load_json("asv.conf.json", js_comments=True); c["branches"] = ["vllm"]; json.dump(c, open("asv.gpu.json", "w"))'
+    start=$(date +%s)
+    SPECHARNESS_ASV_PROFILE="${PAIR_PROFILE:-quick}" timeout "${PAIR_LIMIT_S:-540}" "$PY" -m asv run --config asv.gpu.json \
+      -E "existing:$PY" --set-commit-hash "$COMMIT" --machine "${MACHINE:-h100}" --bench ReleasePair --show-stderr \
+      2>&1 | grep -v ' n/a ' | tee "$OUT/asv_pair.log"
+    echo "asv pair wall: $(( $(date +%s) - start )) s" | tee -a "$OUT/asv_pair.log"
+    tar -cJf "$OUT/results_pair.tar.xz" "results/${MACHINE:-h100}"
+    tar -C /tmp/asvruns --exclude='*.log' -cJf "$OUT/runs_pair.tar.xz" . ;;
+  controls)
+    timeout "${CONTROLS_LIMIT_S:-540}" "$PY" -m specharness run --profile release \
+      --arms-file scripts/arms/release-controls.toml --no-progress --out /tmp/controls 2>&1 | tee "$OUT/controls.log"
+    "$PY" -m specharness aa-summary /tmp/controls | tee "$OUT/controls-scorecard.md"
+    tar -C /tmp --exclude='*.log' -cJf "$OUT/controls.tar.xz" controls ;;
   crosscheck)
     timeout "${CROSS_LIMIT_S:-540}" "$PY" -m specharness crosscheck --out /tmp/cross --num-prompts 16 --max-tokens 64 \
       2>&1 | tee "$OUT/crosscheck.log"

@@ -208,6 +208,14 @@ def _history_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "prints its name for 'asv run --machine'",
     )
     mach.add_argument("--name", help="the machine name (default: made from the hardware)")
+    prr = sub.add_parser(
+        "pair-record",
+        help="rebuild release pairs' records from their run folders (journal and manifest) and write both releases' "
+        "values into a machine's ASV results",
+    )
+    prr.add_argument("run_dirs", nargs="+", type=Path, help="run folders of release pairs (--releases or ReleasePair)")
+    prr.add_argument("--results", type=Path, default=Path("results"))
+    prr.add_argument("--machine", required=True, help="the ASV machine whose results take the values")
     rca = sub.add_parser(
         "recompute-asv",
         help="recompute committed ASV result files from the journals of the runs that made them (values, the "
@@ -321,7 +329,14 @@ def cmd_aa_summary(args: argparse.Namespace) -> int:
     from specharness.experiment.bands import machine_kind
     from specharness.experiment.rundir import read_manifest
     from specharness.reporting.aa_scorecard import score_control_runs
+    from specharness.reporting.release_scorecard import score_release_controls
 
+    declared = [d for d in args.run_dirs if read_manifest(d)["config"]["profile"].get("arm_specs")]
+    if declared:  # declared controls (an arms file with twin_of): the release review's paired rule
+        if len(declared) != len(args.run_dirs):
+            raise ConfigError("aa-summary: give runs of the built-in controls or of declared twins, not both")
+        print(score_release_controls(args.run_dirs).to_markdown(), end="")
+        return 0
     print(score_control_runs(args.run_dirs).to_markdown(), end="")
     kind = machine_kind(read_manifest(args.run_dirs[0]).get("hardware", {}))
     source = ", ".join(str(d) for d in args.run_dirs)
@@ -473,6 +488,25 @@ def cmd_starts(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_pair_record(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from specharness.history.asv.pairs import read_pairs, record_from_run, refile_pairs
+
+    machine_dir = args.results / args.machine
+    before = {r.run_dir.rsplit("/", 1)[-1]: r for r in read_pairs(machine_dir).values()}
+    records = []
+    for run_dir in args.run_dirs:
+        record = record_from_run(run_dir)
+        known = before.get(run_dir.name)
+        if known is not None:  # keep how it was recorded: its setup, harness and folder name
+            record = replace(record, setup=known.setup, harness=known.harness, run_dir=known.run_dir)
+        records.append(record)
+    for path in refile_pairs(machine_dir, records):
+        print(f"wrote {path}")
+    return 0
+
+
 def cmd_recompute_asv(args: argparse.Namespace) -> int:
     from specharness.history.asv.recompute import recompute_result
 
@@ -503,6 +537,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "crosscheck": cmd_crosscheck,
         "starts": cmd_starts,
         "recompute-asv": cmd_recompute_asv,
+        "pair-record": cmd_pair_record,
     }[args.command]
     try:
         return handler(args)

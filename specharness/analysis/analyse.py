@@ -27,8 +27,6 @@ from specharness.analysis.verdict import DEFAULT_MARGIN
 from specharness.experiment.aa_identity import aa_identity_for
 from specharness.experiment.bands import band_for
 from specharness.experiment.design import (
-    MAX_EXCLUDED_TIME,
-    MIN_PREFIX_TOKENS,
     Load,
     Profile,
     comparison_pairs,
@@ -42,34 +40,31 @@ from specharness.records import CellRecord, EngineFailedEvent, RequestRecord, Sw
 __all__ = ["Analysis", "analyse", "rules_for", "sequential_looks"]
 
 
-def sequential_looks(profile: dict[str, Any]) -> int:
+def sequential_looks(profile: Profile) -> int:
     """How many looks a run may take at a cell: 1 for a fixed design; with ``until_decided``, one after the first
     ``blocks`` and one after each further pair of blocks up to ``max_blocks``."""
-    max_blocks = profile.get("max_blocks")
-    return possible_looks(
-        int(profile["blocks"]), None if max_blocks is None else int(max_blocks), bool(profile.get("until_decided"))
-    )
+    return possible_looks(profile.blocks, profile.max_blocks, profile.until_decided)
 
 
 def rules_for(
-    profile: dict[str, Any], sampling: dict[str, Any], hardware: dict[str, Any] | None = None, timeout_s: float = 300.0
+    profile: Profile, greedy: bool, hardware: dict[str, Any] | None = None, timeout_s: float = 300.0
 ) -> ComparisonRules:
-    """The declared rules of a run, from its saved profile and sampling (older manifests get today's defaults: no
-    ``min_prefix_tokens`` reads 8, no ``max_excluded_time`` 0.10); the
+    """The declared rules of a run, from its saved profile (:meth:`Profile.from_dict` gives older manifests today's
+    defaults: no ``min_prefix_tokens`` reads 8, no ``max_excluded_time`` 0.10) and whether it decoded greedily; the
     engine-instance offset from the A/A record of the run's kind of machine (``hardware``, :func:`band_for`)."""
     band = band_for(hardware or {})
     return ComparisonRules(
         timeout_s=timeout_s,
         offset_var=band.offset_var,
         offset_source=band.source,
-        margin=float(profile.get("equivalence_margin") or DEFAULT_MARGIN),
+        margin=float(profile.equivalence_margin or DEFAULT_MARGIN),
         confidence=look_confidence(0.95, sequential_looks(profile)),
-        min_correct=float(profile["min_correct_fraction"]),
-        tolerance=float(profile["quality_tolerance"]),
-        min_same_work=float(profile.get("min_same_work_fraction", 0.5)),
-        min_prefix_tokens=int(profile.get("min_prefix_tokens", MIN_PREFIX_TOKENS)),
-        max_excluded_time=float(profile.get("max_excluded_time", MAX_EXCLUDED_TIME)),
-        greedy=sampling["temperature"] == 0,
+        min_correct=profile.min_correct_fraction,
+        tolerance=profile.quality_tolerance,
+        min_same_work=profile.min_same_work_fraction,
+        min_prefix_tokens=profile.min_prefix_tokens,
+        max_excluded_time=profile.max_excluded_time,
+        greedy=greedy,
     )
 
 
@@ -77,6 +72,7 @@ def rules_for(
 class Analysis:
     manifest: dict[str, Any]
     contents: JournalContents
+    profile: Profile  # the run's declared profile, typed (a sweep's resolved rates included)
     rules: ComparisonRules = field(default_factory=ComparisonRules)
     summaries: dict[tuple[str, str, str], ArmSummary] = field(default_factory=dict)  # (workload, load, arm)
     comparisons: list[PairedComparison] = field(default_factory=list)
@@ -103,11 +99,11 @@ def _key(cell: CellRecord | RequestRecord) -> str:
 
 def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
     contents = read_run_journal(run_dir)
-    profile = manifest["config"]["profile"]
+    declared = Profile.from_dict(manifest["config"]["profile"])  # the run's one profile, typed
     # Cells are keyed by workload *name*; the profile may list a user workload by its file path.
-    workload_names = list(manifest.get("workloads") or profile["workloads"])
-    arms = tuple(profile["arms"])
-    result = Analysis(manifest=manifest, contents=contents)
+    workload_names = list(manifest.get("workloads") or declared.workloads)
+    arms = declared.arms
+    result = Analysis(manifest=manifest, contents=contents, profile=declared)
 
     valid: dict[str, CellRecord] = {}
     for cell in contents.cells:
@@ -127,18 +123,18 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
     for r in measured:
         by_cell.setdefault((r.workload, r.load, r.arm), []).append(r)
     result.measured = by_cell
-    declared = Profile.from_dict(profile)
     result.aa_pairs, result.effect_pairs = control_pairs(declared)
     if declared.sweep_levels:  # the rates a sweep's peak probe resolved: the manifest's, else the journal's plan
         planned = {e.workload: tuple(e.rates) for e in contents.events_of(SweepPlanEvent)}
         declared = replace(declared, workload_rates={**planned, **declared.workload_rates})
+        result.profile = declared
     result.loads = {w: declared.loads(w) for w in workload_names}
-    slo = dict(profile.get("slo") or {})
+    slo = dict(declared.slo)
 
     # the first ``blocks`` blocks are expected everywhere; --until-decided adds blocks to undecided cells only
     expected = [
         cell_key(b, w, load.label, a)
-        for b in range(profile["blocks"])
+        for b in range(declared.blocks)
         for w in workload_names
         for load in result.loads[w]
         for a in arms
@@ -148,8 +144,8 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
     failed = {e.arm: e.reason for e in contents.events_of(EngineFailedEvent)}  # arms whose engine did not start
     result.failed_arms = {arm: why for arm, why in failed.items() if not any(c.arm == arm for c in valid.values())}
     rules = result.rules = rules_for(
-        profile,
-        manifest["config"]["sampling"],
+        declared,
+        manifest["config"]["sampling"]["temperature"] == 0,
         manifest.get("hardware") or {},
         float(manifest["config"].get("request_timeout_s", 300.0)),
     )
@@ -172,13 +168,13 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
             extra = {
                 c.block
                 for c in valid.values()
-                if c.workload == workload and c.load == lk and c.block >= profile["blocks"]
+                if c.workload == workload and c.load == lk and c.block >= declared.blocks
             }
             for a, b in comparison_pairs(declared):
                 # declared blocks must all be there; an extra block (--until-decided) counts once both arms have it,
                 # so one cut short by an interrupt waits for --resume instead of invalidating the cell
                 blocks = sorted(
-                    set(range(profile["blocks"]))
+                    set(range(declared.blocks))
                     | {blk for blk in extra if all(cell_key(blk, workload, lk, arm) in valid for arm in (a, b))}
                 )
                 keys = [cell_key(blk, workload, lk, arm) for blk in blocks for arm in (a, b)]

@@ -135,7 +135,8 @@ def paired_changes(
             continue
         offset_var = c.speedup.offset_var
         time_logs = {b: -v for b, v in speed_block_logs(c).items()}
-        out.append(_interval(c, "time", time_logs, offset_var))
+        if time_logs:
+            out.append(_interval(c, "time", time_logs, offset_var))
 
         def block_cell(arm: str, block: int, workload: str = c.workload, load: str = c.load) -> _Cell:
             records = [r for r in measured.get((workload, load, arm), []) if r.block == block]

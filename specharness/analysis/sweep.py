@@ -403,8 +403,7 @@ def sweeps(a: Analysis, reference: str = "baseline", candidate: str = "ngram") -
     """One sweep per workload that has at least two load levels on one axis (open loop or closed loop: rates are
     preferred when a run has both) compared between ``reference`` and ``candidate``, ordered by offered load."""
     out: list[WorkloadSweep] = []
-    profile = a.manifest["config"]["profile"]
-    fraction = float(profile.get("slo_fraction", 0.9))
+    fraction = a.profile.slo_fraction
     probes = a.contents.events_of(PeakProbeEvent)
     peaks = {(e.workload, e.arm): float(e.peak_rps) for e in probes if not math.isnan(e.peak_rps)}
     comps = {(c.workload, c.load): c for c in a.comparisons if (c.arm_a, c.arm_b) == (reference, candidate)}

@@ -3,7 +3,8 @@
 ``write_synthetic_run(dir, records)`` writes a manifest and a journal of made-up requests with the shape of a run of
 the given profile: every block sends the same cases, arm orders follow the profile's mirrored plan, and each case's
 output is the same in every arm (same token ids), so the same-work comparison applies. Arm ``ngram`` streams
-``ngram_speed`` times faster; every other arm runs at speed 1 (``baseline-slow`` at 1 / its known slowdown).
+``ngram_speed`` times faster; every other arm runs at speed 1 (a slowed twin such as ``baseline-slow`` at 1 / its
+known slowdown).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import random
 from pathlib import Path
 
 from specharness.experiment.config import RunConfig
-from specharness.experiment.design import Profile, block_orders, get_profile, override
+from specharness.experiment.design import Profile, block_orders, build_arms, get_profile, override
 from specharness.experiment.journal import Journal
 from specharness.experiment.rundir import JOURNAL, write_manifest
 from specharness.records import CellRecord, Manifest, RequestRecord, cell_id, cell_key, load_label
@@ -21,10 +22,16 @@ __all__ = ["write_synthetic_run"]
 
 
 def write_synthetic_run(
-    out_dir: Path, records: int, seed: int = 7, profile_name: str = "standard", ngram_speed: float = 2.0
+    out_dir: Path,
+    records: int,
+    seed: int = 7,
+    profile_name: str = "standard",
+    ngram_speed: float = 2.0,
+    profile: Profile | None = None,
 ) -> Path:
+    """``profile`` (default: the named one) may declare arms; a twin with a ``client_slowdown`` runs that much slower."""
     rng = random.Random(seed)
-    base: Profile = get_profile(profile_name)
+    base: Profile = profile or get_profile(profile_name)
     per_cell = max(1, records // (base.blocks * len(base.workloads) * len(base.clients) * len(base.arms)))
     profile = override(
         base, requests_per_cell=per_cell, warmups_per_cell=0, equivalence_margin=0.10, band_source="synthetic"
@@ -38,7 +45,7 @@ def write_synthetic_run(
     )
     write_manifest(out_dir, manifest)
     case_tokens = [rng.randint(20, 120) for _ in range(per_cell)]
-    speeds = {"ngram": ngram_speed, "baseline-slow": 1.0 / profile.known_slowdown}
+    speeds = {"ngram": ngram_speed, **{a.name: 1.0 / a.client_slowdown for a in build_arms(profile) if a.twin_of}}
     clock = 0.0
     with Journal(out_dir / JOURNAL, fsync=False) as journal:
         for block in range(profile.blocks):

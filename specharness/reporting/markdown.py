@@ -356,7 +356,7 @@ def _rules(a: Analysis) -> list[str]:
     prof = a.manifest["config"]["profile"]
     margin = a.rules.margin
     down, up = band_edges(margin)
-    looks = sequential_looks(prof)
+    looks = sequential_looks(a.profile)
     conf = a.rules.confidence
     source = prof.get("band_source") or "declared"
     design = prof.get("order_plan") or "arm order alternating by block (schema 1)"

@@ -200,3 +200,32 @@ def test_the_cli_refuses_a_bad_arm_with_one_line_and_exit_2(tmp_path: Path) -> N
         text=True,
     )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "preset 'nope' is unknown" in proc.stderr
+
+
+def test_the_release_controls_are_an_a_a_twin_and_two_known_slowdowns(tmp_path: Path) -> None:
+    """scripts/arms/release-controls.toml, scored by the paired rule on synthetic runs (no engine): the A/A twin is
+    called unchanged, the twin slowed by 1.10 regressed, and the smallest change called at 80% power comes from the A/A
+    cells."""
+    from specharness.experiment.synthetic import write_synthetic_run
+    from specharness.reporting.release_scorecard import score_release_controls
+
+    root = Path(__file__).resolve().parents[2]
+    declared = load_arms_file(root / "scripts" / "arms" / "release-controls.toml", get_profile("release"))
+    assert [a.client_slowdown for a in declared.arms] == [1.0, 1.0, 1.05, 1.10]
+    profile = override(
+        get_profile("release"),
+        arms=tuple(a.name for a in declared.arms),
+        arm_specs=declared.arms,
+        comparisons=declared.comparisons,
+    )
+    assert control_pairs(profile) == ({("ref", "aa")}, {("ref", "slow1.05"), ("ref", "slow1.10")})
+    runs = [write_synthetic_run(tmp_path / f"r{i}", 384, seed=i, profile=profile) for i in range(2)]
+    card = score_release_controls(runs)
+    aa, slow = card.of("time", 1.0), card.of("time", 1.10)
+    assert len(aa) == len(slow) == 8  # 2 runs x 2 workloads x 2 loads
+    assert all(c.verdict == "unchanged" for c in aa), [(c.estimate, c.low, c.high) for c in aa]
+    assert all(c.low <= 1.10 <= c.high for c in slow), [(c.low, c.high) for c in slow]  # they hold the truth
+    assert sum(c.verdict == "regressed" for c in slow) >= 4 and not any(c.verdict == "improved" for c in slow)
+    assert all(1.0 < c.detectable < 1.25 for c in aa), [c.detectable for c in aa]
+    text = card.to_markdown()
+    assert "A/A (the release against itself)" in text and "known slowdown ×1.1" in text

@@ -16,7 +16,8 @@ from asv.commands.compare import _is_result_better, unroll_result
 from asv.results import iter_results_for_machine_and_hash
 
 from specharness.history.asv.ledger import LEDGER, build_ledger
-from specharness.history.review.releases import compare_releases
+from specharness.history.asv.pairs import PAIR_CLASS, PAIR_FILE, RELEASE_FACTOR, read_pairs
+from specharness.history.review.releases import compare_releases, paired_changes
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS, HTML = ROOT / "results", ROOT / "html"
@@ -131,3 +132,94 @@ def test_the_regressions_page_and_release_compare_agree(ledger: tuple[Path, dict
     for machine, a, b in pairs(hashes):
         if b in latest:
             assert {(machine, cell) for cell in rc_regressed(machine, a, b, path)} <= on_page, (machine, a, b)
+
+
+def _asv_marks(machine: str, commit_a: str, commit_b: str, factor: float) -> dict[str, str]:
+    """Every release pair value's mark in ``asv compare --factor`` from the committed result files: ``+`` or ``-``
+    (ASV's own ``_is_result_better``), ``!`` a value that turns failed, ``*`` one that stops failing."""
+    a, b = (
+        {
+            name: value
+            for result in iter_results_for_machine_and_hash(str(RESULTS), machine, commit)
+            for key in result.get_all_result_keys()
+            if key.startswith(PAIR_CLASS + ".")
+            for name, value, *_ in unroll_result(
+                key,
+                result.get_result_params(key),
+                result.get_result_value(key, result.get_result_params(key)),
+                result.get_result_stats(key, result.get_result_params(key)),
+                result.get_result_samples(key, result.get_result_params(key)),
+            )
+        }
+        for commit in (commit_a, commit_b)
+    )
+    stats = {
+        commit: {
+            name: (s, None)
+            for result in iter_results_for_machine_and_hash(str(RESULTS), machine, commit)
+            for key in result.get_all_result_keys()
+            if key.startswith(PAIR_CLASS + ".")
+            for name, _v, s, _smp in unroll_result(
+                key,
+                result.get_result_params(key),
+                result.get_result_value(key, result.get_result_params(key)),
+                result.get_result_stats(key, result.get_result_params(key)),
+                result.get_result_samples(key, result.get_result_params(key)),
+            )
+        }
+        for commit in (commit_a, commit_b)
+    }
+    marks = {}
+    for name in set(a) & set(b):
+        va, vb = a[name], b[name]
+        if va is not None and vb is None:
+            marks[name] = "!"
+        elif va is None and vb is not None:
+            marks[name] = "*"
+        elif va is None or vb is None or va != va or vb != vb:
+            continue
+        elif _is_result_better(vb, va, stats[commit_b][name], stats[commit_a][name], factor):
+            marks[name] = "-"
+        elif _is_result_better(va, vb, stats[commit_a][name], stats[commit_b][name], factor):
+            marks[name] = "+"
+    return marks
+
+
+def test_release_pairs_read_the_same_in_asv_compare_release_compare_and_the_regressions_page(
+    ledger: tuple[Path, dict[str, str]],
+) -> None:
+    """For every committed release pair: the cells ``asv compare --factor 1.02`` marks, those release-compare calls
+    changed on the pair's record, and the pair values on the published regressions page are one list."""
+    _path, hashes = ledger
+    machines = [m for m in sorted(RESULTS.iterdir()) if (m / PAIR_FILE).is_file()]
+    assert machines, "no committed release pair (results/<machine>/release_pairs.jsonl)"
+    sites = json.loads((HTML / "sites.json").read_text())
+    mark_of = {"regressed": "+", "improved": "-", "failed": "!", "fixed": "*"}
+    for machine_dir in machines:
+        page = {
+            entry[0]
+            for site in sites
+            if site["machine"] == machine_dir.name
+            for entry in json.loads((HTML / site["folder"] / "regressions.json").read_text())["regressions"]
+            if str(entry[0]).startswith(PAIR_CLASS + ".")
+        }
+        for record in read_pairs(machine_dir).values():
+            marks = _asv_marks(machine_dir.name, hashes[record.previous], hashes[record.current], RELEASE_FACTOR)
+            review = {
+                f"{c.benchmark}({c.params})": mark_of[c.verdict]
+                for c in paired_changes(machine_dir, record.previous, record.current)
+                if c.changed or c.verdict == "fixed"
+            }
+            named = {
+                name.split("(", 1)[0]
+                + "("
+                + ", ".join(p.strip("'") for p in name.split("(", 1)[1][:-1].split(", "))
+                + ")": m
+                for name, m in marks.items()
+            }
+            engine = {k: v for k, v in named.items() if ".track_engine_failed(" in k}
+            values = {k: v for k, v in named.items() if ".track_engine_failed(" not in k}
+            assert values == {k: v for k, v in review.items() if ".track_engine_failed(" not in k}, record.pair
+            assert all(v == "+" for v in engine.values()) == ("current" in record.failed or not engine), record.pair
+            flagged = {n for n in page if f"'{record.pair}'" in n}
+            assert flagged == {n for n, m in marks.items() if m == "+" and f"'{record.pair}'" in n}, record.pair

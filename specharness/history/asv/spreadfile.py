@@ -18,6 +18,7 @@ __all__ = [
     "primary_factor",
     "regression_thresholds",
     "spread_factor",
+    "spread_missing",
     "spread_sd",
     "spread_source",
     "write_spread",
@@ -69,15 +70,30 @@ def spread_sd(spread: dict[str, Any], benchmark: str) -> tuple[float, float] | N
     within = math.log(factor) / (float(stats.t.ppf(0.975, df_f)) * math.sqrt(2.0)), float(runs - 1)
     day = (spread.get("day_sd_log") or {}).get(_key(benchmark))
     if isinstance(day, (int, float)) and day > within[0]:  # repeats on two days or more moved further: use that
-        return float(day), float(spread.get("day_df", 1))
-    return within
+        within = float(day), float(spread.get("day_df", 1))
+    return within if within[1] >= MIN_SPREAD_DF else None
+
+
+MIN_SPREAD_DF = 2  # a spread from fewer degrees of freedom (two runs, or two days) gives no interval: not estimable
+
+
+def spread_missing(spread: dict[str, Any], benchmark: str) -> str:
+    """Why :func:`spread_sd` gives nothing for ``benchmark``, in words: none measured, or too few runs (or days)."""
+    if spread_factor(spread, benchmark) is None:
+        return "no run-to-run spread measured"
+    runs = int(spread.get("runs", 0) or 0)
+    day = (spread.get("day_sd_log") or {}).get(_key(benchmark))
+    days = int(spread.get("day_df", 0) or 0) + 1
+    if runs >= MIN_SPREAD_DF + 1 and isinstance(day, (int, float)):
+        return f"day-to-day spread not estimable from {days} days"
+    return f"run-to-run spread not estimable from {runs} runs"
 
 
 def spread_source(spread: dict[str, Any], benchmark: str) -> str:
     """What :func:`spread_sd` read for ``benchmark``, in words for evidence lines."""
     sd = spread_sd(spread, benchmark)
     if sd is None:
-        return "no spread measured"
+        return spread_missing(spread, benchmark)
     day = (spread.get("day_sd_log") or {}).get(_key(benchmark))
     if isinstance(day, (int, float)) and sd[0] == float(day):
         return f"day-to-day sd {sd[0]:.3f} (log) over {len(spread.get('days', []))} days, df {sd[1]:.0f}"
@@ -85,10 +101,11 @@ def spread_source(spread: dict[str, Any], benchmark: str) -> str:
 
 
 def offset_of(spread: dict[str, Any], benchmark: str) -> tuple[float, float]:
-    """(σ_u², its degrees of freedom) for a benchmark's slowdown; (0, 0) where none was measured."""
+    """(σ_u², its degrees of freedom) for a benchmark's slowdown; (0, 0) where none was measured, or where it rests on
+    fewer than :data:`MIN_SPREAD_DF` degrees of freedom (not estimable)."""
     entry = spread.get("offsets", {}).get(_key(benchmark)) or {}
     var, df = entry.get("var_log"), entry.get("df")
-    if isinstance(var, (int, float)) and isinstance(df, (int, float)) and df > 0:
+    if isinstance(var, (int, float)) and isinstance(df, (int, float)) and df >= MIN_SPREAD_DF:
         return float(var), float(df)
     return 0.0, 0.0
 

@@ -52,7 +52,14 @@ from specharness.history.asv.notes import (
     setups_differ,
 )
 from specharness.history.asv.pairs import RELEASE_FACTOR, PairRecord, pair_change, read_pairs, track_name
-from specharness.history.asv.spreadfile import load_spread, offset_of, spread_sd, spread_source
+from specharness.history.asv.spreadfile import (
+    MIN_SPREAD_DF,
+    load_spread,
+    offset_of,
+    spread_missing,
+    spread_sd,
+    spread_source,
+)
 
 __all__ = [
     "ReleaseChange",
@@ -224,6 +231,13 @@ def _judge(a: ReleaseValue, b: ReleaseValue, spread: dict[str, Any]) -> _Judged:
         return _Judged("not measured", "no value on one side")
     role = "primary" if primary(a.benchmark) else "exploratory"
     if a.benchmark.endswith(".track_slowdown"):
+        runs = int(spread.get("runs", 0) or 0)
+        if primary(a.benchmark) and 0 < runs < MIN_SPREAD_DF + 1:
+            return _Judged(
+                "not estimable",
+                f"the engine-instance offset between separate runs is not estimable from {runs} runs; measure the "
+                "releases as a pair in one run (specharness run --releases A,B, or ASV's ReleasePair)",
+            )
         offset = offset_of(spread, a.benchmark) if primary(a.benchmark) else (0.0, 0.0)
         change = ratio_change(a.block_values, b.block_values, offset_var=offset[0], offset_df=offset[1])
         if math.isfinite(change.low):
@@ -264,7 +278,7 @@ def _judge(a: ReleaseValue, b: ReleaseValue, spread: dict[str, Any]) -> _Judged:
     direction = "rise" if ratio > 1 else "fall"
     sd = spread_sd(spread, a.benchmark)
     if sd is None:
-        return _Judged("not tested", f"{direction} ×{max(ratio, 1 / ratio):.3g}; no run-to-run spread measured")
+        return _Judged("not tested", f"{direction} ×{max(ratio, 1 / ratio):.3g}; {spread_missing(spread, a.benchmark)}")
     t = math.log(ratio) / (math.sqrt(2.0) * sd[0])
     p = float(2 * stats.t.sf(abs(t), sd[1]))
     return _Judged(
@@ -409,9 +423,10 @@ def paired_changes(machine_dir: Path, tag_a: str, tag_b: str, factor: float = RE
             out.append(ReleaseChange(bench, params, math.nan, math.nan, math.nan, verdict, reason, "paired"))
             continue
         verdict = pair_change(est, low, high, factor)
+        answers = f"; speed verdict {v.speed}, quality {v.quality}, identical outputs {v.identical}" if v.speed else ""
         evidence = (
             f"{est:.3f} [{low:.3f}, {high:.3f}] (99%), {blocks}; changed when the interval excludes 1 and the "
-            f"ratio lies beyond ×{factor:g}"
+            f"ratio lies beyond ×{factor:g}{answers}"
             if verdict != "not tested"
             else "no interval (a value missing in a block of either release)"
         )
@@ -469,6 +484,8 @@ def format_release_changes(
             cell = c.params.split(", ")[1:] if c.params.count(", ") == 3 else ["", "", c.params]
             shown = f"{c.ratio:.3f} [{c.low:.3f}, {c.high:.3f}]" if math.isfinite(c.low) else "—"
             why = f" — {c.evidence}" if c.verdict in ("failed", "fixed", "both failed", "not tested") else ""
+            if "; speed verdict" in c.evidence:  # the time value: the run's own verdicts beside the paired rule's
+                why = " —" + c.evidence.split(";", 2)[-1].replace("speed verdict", "run: speed", 1)
             rows.append(f"{name:<24} {cell[0]:<10} {cell[1]:>7} {cell[2]:<9} {shown:<26} {c.verdict}{why}")
         changed = [f"{c.benchmark.rsplit('.', 1)[-1]}({c.params}): {c.verdict}" for c in paired if c.changed]
         rows += [f"Changed in the pair ({len(changed)}): " + ("; ".join(changed) if changed else "none"), ""]
