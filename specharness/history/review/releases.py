@@ -477,13 +477,18 @@ def format_release_changes(
             f"with its paired 99% interval; changed when the interval excludes 1 and the ratio lies beyond ×{factor:g} "
             f"(what asv compare --factor {factor:g} and the regressions page flag on these values).",
         ]
+        for side, reason in sorted(pair.failed.items()):
+            tag = pair.previous if side == "previous" else pair.current
+            rows.append(f"A failed arm of {tag}: {reason}")
         head = f"{'value':<24} {'workload':<10} {'clients':>7} {'arm':<9} {'B / A [99% CI]':<26} verdict"
         rows += [head, "-" * len(head)]
         for c in paired:
             name = c.benchmark.rsplit(".", 1)[-1].removeprefix("track_")
             cell = c.params.split(", ")[1:] if c.params.count(", ") == 3 else ["", "", c.params]
             shown = f"{c.ratio:.3f} [{c.low:.3f}, {c.high:.3f}]" if math.isfinite(c.low) else "—"
-            why = f" — {c.evidence}" if c.verdict in ("failed", "fixed", "both failed", "not tested") else ""
+            why = f" — {c.evidence}" if c.verdict == "not tested" else ""
+            if c.verdict in ("failed", "fixed", "both failed"):
+                why = " — an engine did not start (above)"
             if "; speed verdict" in c.evidence:  # the time value: the run's own verdicts beside the paired rule's
                 why = " —" + c.evidence.split(";", 2)[-1].replace("speed verdict", "run: speed", 1)
             rows.append(f"{name:<24} {cell[0]:<10} {cell[1]:>7} {cell[2]:<9} {shown:<26} {c.verdict}{why}")
