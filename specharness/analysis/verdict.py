@@ -41,12 +41,14 @@ __all__ = [
     "EXPLORATORY_Q",
     "PRIMARY_ALPHA",
     "QUALITY_VERDICTS",
+    "RELEASE_FACTOR",
     "SPEED_VERDICTS",
     "Verdict",
     "band_edges",
     "benjamini_hochberg",
     "change_verdict",
     "holm",
+    "pair_change",
     "quality_verdict",
     "speed_verdict",
 ]
@@ -210,3 +212,18 @@ def benjamini_hochberg(pvalues: list[float], q: float = EXPLORATORY_Q) -> list[b
         for i, a in zip(idx, adjusted, strict=True):
             out[i] = bool(a <= q)
     return out
+
+
+RELEASE_FACTOR = 1.02  # a paired change is called only beyond this ratio (and with its 99% interval excluding 1)
+
+
+def pair_change(estimate: float, low: float, high: float, factor: float = RELEASE_FACTOR) -> str:
+    """``regressed``, ``improved`` or ``unchanged``: changed when the 99% interval excludes 1 and the estimate lies
+    beyond ``factor`` (the rule ``asv compare --factor`` applies to a release pair's halves, and the regressions page's)."""
+    if not all(math.isfinite(x) for x in (estimate, low, high)):
+        return "not tested"
+    if low > 1.0 and estimate > factor:
+        return "regressed"
+    if high < 1.0 and estimate < 1.0 / factor:
+        return "improved"
+    return "unchanged"

@@ -23,8 +23,8 @@ import numpy as np
 
 from specharness._errors import RunDirError
 from specharness.analysis.stats import t_quantile
+from specharness.analysis.verdict import RELEASE_FACTOR, pair_change
 from specharness.experiment.design import Profile, control_pairs
-from specharness.history.asv.pairs import RELEASE_FACTOR, pair_change
 from specharness.reporting.report import load_report
 
 __all__ = ["ReleaseControlCell", "ReleaseScorecard", "score_release_controls"]

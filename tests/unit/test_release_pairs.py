@@ -15,10 +15,10 @@ from asv.results import Results
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from specharness.analysis.verdict import RELEASE_FACTOR, pair_change
 from specharness.history.asv.ledger import build_ledger
 from specharness.history.asv.pairs import (
     PAIR_FILE,
-    RELEASE_FACTOR,
     PairRecord,
     PairValue,
     _half,
@@ -26,7 +26,6 @@ from specharness.history.asv.pairs import (
     apply_pairs,
     filter_regressions,
     ledger_pairs,
-    pair_change,
     read_pairs,
     regression_flags,
     track_name,

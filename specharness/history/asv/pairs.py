@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from specharness._errors import ConfigError
+from specharness.analysis.verdict import RELEASE_FACTOR, pair_change
 from specharness.engines.releases import LEDGER, Release
 from specharness.history.asv.method import METHOD_VERSION
 from specharness.history.asv.notes import notes_dir, stats_entry
@@ -44,7 +45,6 @@ __all__ = [
     "PAIR_CLASS",
     "PAIR_FILE",
     "PAIR_METRICS",
-    "RELEASE_FACTOR",
     "PairRecord",
     "PairValue",
     "append_pairs",
@@ -55,7 +55,6 @@ __all__ = [
     "file_pairs",
     "filter_regressions",
     "ledger_pairs",
-    "pair_change",
     "pair_label",
     "pair_params",
     "pair_record",
@@ -71,7 +70,6 @@ __all__ = [
 PAIR_CLASS = "bench_release.ReleasePair"
 PAIR_FILE = "release_pairs.jsonl"
 PAIR_SCHEMA = 1
-RELEASE_FACTOR = 1.02  # a value changed only beyond this ratio (and with its 99% interval excluding 1)
 PAIR_ARMS = ("baseline", "ngram")
 # the tracked values, each B over A oriented so that a rise is bad; engine_failed is 1 on the side that failed
 PAIR_METRICS = (
@@ -182,18 +180,6 @@ def detectable(value: PairValue, power: float = 0.80) -> float:
 
 def pair_params(pair: str, workload: str, clients: int, arm: str) -> tuple[str, ...]:
     return (repr(pair), repr(workload), repr(clients), repr(arm))
-
-
-def pair_change(estimate: float, low: float, high: float, factor: float = RELEASE_FACTOR) -> str:
-    """``regressed``, ``improved`` or ``unchanged``: changed when the 99% interval excludes 1 and the estimate lies
-    beyond ``factor`` (the rule ``asv compare --factor`` applies to the halves, and the regressions page's)."""
-    if not all(math.isfinite(x) for x in (estimate, low, high)):
-        return "not tested"
-    if low > 1.0 and estimate > factor:
-        return "regressed"
-    if high < 1.0 and estimate < 1.0 / factor:
-        return "improved"
-    return "unchanged"
 
 
 def _pending_dir() -> Path:

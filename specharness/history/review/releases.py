@@ -41,7 +41,15 @@ from scipy import stats
 
 from specharness._errors import ConfigError
 from specharness.analysis.stats import ratio_change
-from specharness.analysis.verdict import EXPLORATORY_Q, PRIMARY_ALPHA, benjamini_hochberg, change_verdict, holm
+from specharness.analysis.verdict import (
+    EXPLORATORY_Q,
+    PRIMARY_ALPHA,
+    RELEASE_FACTOR,
+    benjamini_hochberg,
+    change_verdict,
+    holm,
+    pair_change,
+)
 from specharness.history.asv.ledger import ensure_ledger, ledger_tags
 from specharness.history.asv.notes import (
     FAILURE_BENCHMARK,
@@ -51,7 +59,7 @@ from specharness.history.asv.notes import (
     read_companion,
     setups_differ,
 )
-from specharness.history.asv.pairs import RELEASE_FACTOR, PairRecord, pair_change, read_pairs, track_name
+from specharness.history.asv.pairs import PairRecord, read_pairs, track_name
 from specharness.history.asv.spreadfile import (
     MIN_SPREAD_DF,
     load_spread,

@@ -16,29 +16,26 @@ Values come from :func:`specharness.history.review.releases.release_values` (ASV
 from __future__ import annotations
 
 import html
-import itertools
 import json
 import math
 import re
-import time
 from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from specharness.history.asv.ledger import LEDGER, tag_release
-from specharness.history.asv.pairs import (
-    PAIR_CLASS,
-    PAIR_METRICS,
-    RELEASE_FACTOR,
-    PairRecord,
-    PairValue,
-    detectable,
-    pair_change,
-    read_pairs,
-)
+from specharness.history.asv.ledger import LEDGER
+from specharness.history.asv.pairs import PAIR_CLASS
 from specharness.history.asv.spreadfile import MIN_SPREAD_DF, load_spread, spread_missing, spread_sd
 from specharness.history.review.releases import ReleaseValue, release_values
+from specharness.history.site.numbers import fmt as _fmt
+from specharness.history.site.pair_section import branch_of as _branch_of
+from specharness.history.site.pair_section import commands_block as _commands
+from specharness.history.site.pair_section import pair_records as _pair_records
+from specharness.history.site.pair_section import pair_rule
+from specharness.history.site.pair_section import pairs_section as _pairs_section
+from specharness.history.site.thresholds_section import entry_names as _entry_names
+from specharness.history.site.thresholds_section import thresholds_section as _thresholds_section
 
 __all__ = ["PAGE", "link_from_index", "nice_ticks", "pair_rule", "write_release_page"]
 
@@ -72,12 +69,6 @@ def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     if ticks[-1] < hi:
         ticks.append(round(t, 10))
     return ticks
-
-
-def _fmt(v: float) -> str:
-    if not math.isfinite(v):
-        return "—"
-    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
 
 
 def _unit(benchmark: str, units: dict[str, str]) -> str:
@@ -217,253 +208,6 @@ def _speedup_text(v: ReleaseValue) -> str:
 
 def _by(values: list[ReleaseValue], benchmark_suffix: str) -> dict[tuple[str, str], ReleaseValue]:
     return {(v.params, v.tag): v for v in values if v.benchmark.endswith(benchmark_suffix)}
-
-
-def _branch_of(tag: str) -> str:
-    """The ledger branch a release tag is on ("" off the ledger)."""
-    return next((b for b, releases in LEDGER.items() if any(r.tag == tag for r in releases)), "")
-
-
-def _pair_records(machine_dir: Path, branch: str) -> list[PairRecord]:
-    """The machine's latest pair records whose two releases are on ``branch``, the latest release first."""
-    order = [r.tag for r in LEDGER.get(branch, ())]
-    found = [r for r in read_pairs(machine_dir).values() if r.previous in order and r.current in order]
-    return sorted(found, key=lambda r: (order.index(r.current), order.index(r.previous)), reverse=True)
-
-
-def pair_rule(factor: float = RELEASE_FACTOR) -> str:
-    """The paired rule in words, as the page states it."""
-    return (
-        f"A value changed when its paired 99% interval excludes 1 and its ratio lies beyond ×{factor:g}; this is "
-        f"what <code>asv compare --factor {factor:g}</code> and the regressions page flag on these values."
-    )
-
-
-def _pair_heading(record: PairRecord) -> str:
-    when = time.strftime("%Y-%m-%d", time.gmtime(record.measured_unix_s)) if record.measured_unix_s else "undated"
-    wall = f"{record.wall_s:.0f} s" if math.isfinite(record.wall_s) else "wall time not recorded"
-    return f"{record.previous} → {record.current}: one paired run, {when}, {wall}"
-
-
-def _failed_side(record: PairRecord, value: PairValue) -> tuple[str, str]:
-    """(the failed release's tag, or both tags, and the engine's reason) of a value whose side failed."""
-    sides = ("previous", "current") if value.failed == "both" else (value.failed,)
-    tags = " and ".join(record.previous if s == "previous" else record.current for s in sides)
-    reason = "; ".join(record.failed.get(s, "") for s in sides if record.failed.get(s)) or "no reason recorded"
-    return tags, reason
-
-
-def _no_interval(value: PairValue) -> str:
-    if not math.isfinite(value.estimate):
-        return "no interval: the run recorded no value for it"
-    if value.blocks < 2:
-        return f"no interval: {value.blocks} block(s) with a value in both releases, at least 2 are needed"
-    return "no interval: the run recorded none"
-
-
-def _pair_row(record: PairRecord, value: PairValue) -> str:
-    cell = f"<td>{html.escape(value.metric)}</td><td>{html.escape(value.workload)}</td><td>{value.clients}</td>"
-    if value.failed:
-        tags, reason = _failed_side(record, value)
-        return (
-            f"<tr class='failed'>{cell}<td class='failed-arm'>{html.escape(value.arm)} of {html.escape(tags)} "
-            f"failed</td><td>—</td><td class='verdict'>failed</td><td class='failed-reason'>{html.escape(reason)}"
-            "</td></tr>"
-        )
-    verdict = pair_change(value.estimate, value.low, value.high, RELEASE_FACTOR)
-    if verdict == "not tested":
-        shown, note = (_fmt(value.estimate) if math.isfinite(value.estimate) else "—"), _no_interval(value)
-    else:
-        shown = f"{value.estimate:.3f} [{value.low:.3f}, {value.high:.3f}]"
-        note = f"{value.blocks} blocks"
-    if value.speed:
-        note += f"; run: speed {value.speed}, quality {value.quality}, identical outputs {value.identical}"
-    return (
-        f"<tr class='pair-value {html.escape(verdict.replace(' ', '-'))}'>{cell}<td>{html.escape(value.arm)}</td>"
-        f"<td>{shown}</td><td class='verdict'>{html.escape(verdict)}</td><td class='n'>{html.escape(note)}</td></tr>"
-    )
-
-
-def _detectable_line(record: PairRecord) -> str:
-    """The smallest change of the time value the pair run could call, per cell and arm (80% power)."""
-    times = [v for v in record.values if v.metric == "time" and not v.failed]
-    found = [(v, detectable(v)) for v in times]
-    items = [f"{v.arm} {v.workload}, {v.clients} client(s) ×{d:.3f}" for v, d in found if math.isfinite(d)]
-    if not items:
-        what = "its time values have no standard error recorded" if times else "no time value ran on both sides"
-        return f"<p class='detectable'>Smallest change of the time for the same work this run could call: not computable ({what}).</p>"
-    missing = len(found) - len(items)
-    rest = f"; {missing} more without a standard error recorded" if missing else ""
-    return (
-        "<p class='detectable'>Smallest change of the time for the same work this run could call (80% power, "
-        f"two-sided 99%): {html.escape('; '.join(items))}{rest}. A change within ×{RELEASE_FACTOR:g} is not called "
-        "whatever its interval.</p>"
-    )
-
-
-def _pairs_section(records: list[PairRecord], branch: str) -> list[str]:
-    """Each pair run of the branch: heading, failed sides, every value with the paired verdict, the detectable change."""
-    out = [
-        f"<h3 id='release-pairs'>Release pairs: both releases in one paired run</h3><p class='rule'>{pair_rule()} "
-        "Each value is the later release over the earlier one for the same work (above 1: the later is worse).</p>"
-    ]
-    if not records:
-        return [*out, f"<p class='no-pairs'>No release pair of {html.escape(branch)} releases on this machine yet.</p>"]
-    order = {m: i for i, m in enumerate((*PAIR_METRICS, "engine_failed"))}
-    for record in records:
-        values = sorted(record.values, key=lambda v: (order.get(v.metric, len(order)), v.workload, v.clients, v.arm))
-        called = [
-            f"{v.metric} {v.workload}, {v.clients} {v.arm}: {c}"
-            for v in values
-            if not v.failed
-            and (c := pair_change(v.estimate, v.low, v.high, RELEASE_FACTOR)) in ("regressed", "improved")
-        ]
-        failed = "".join(
-            f"<li class='failed-release'><b>{html.escape(record.previous if side == 'previous' else record.current)}"
-            f"</b>'s engine failed in the pair: {html.escape(reason)}</li>"
-            for side, reason in sorted(record.failed.items())
-        )
-        out += [
-            f"<div class='pair' data-pair='{html.escape(record.pair)}'><h4>{html.escape(_pair_heading(record))}</h4>",
-            f"<p class='pair-setup'>Setup: {html.escape(record.setup or 'not recorded')}; run folder "
-            f"{html.escape(record.run_dir or 'not recorded')}.</p>",
-            f"<ul class='failed-releases'>{failed}</ul>" if failed else "",
-            f"<p class='called'>Called changed ({len(called)}): {html.escape('; '.join(called) or 'none')}.</p>",
-            "<table class='pair-values'><tr><th>value</th><th>workload</th><th>clients</th><th>arm</th>"
-            "<th>ratio [99% CI]</th><th>verdict</th><th>evidence</th></tr>"
-            + "".join(_pair_row(record, v) for v in values)
-            + "</table>",
-            _detectable_line(record) + "</div>",
-        ]
-    return out
-
-
-def _commands(machine: str, branch: str, releases: list[str], records: list[PairRecord]) -> str:
-    """The commands that measure and compare this series' latest two releases (CPU: an ASV range; CUDA: an existing
-    environment, one ledger commit per run)."""
-    order = [r.tag for r in LEDGER.get(branch, ())]
-    if records:
-        a, b = records[0].previous, records[0].current
-    else:
-        b = max(releases, key=lambda t: order.index(t) if t in order else -1) if releases else order[-1]
-        a = order[order.index(b) - 1] if b in order and order.index(b) > 0 else b
-    release = tag_release(b)
-    if release is not None and release.cpu_build:
-        run = f"asv run --machine {machine} --bench ReleasePair {a}..{b}"
-    else:
-        run = (
-            f"asv run --environment existing:/path/to/python --set-commit-hash $(git -C .asv/ledger rev-parse {b}) "
-            f"--machine {machine} --bench ReleasePair"
-        )
-    lines = [
-        run,
-        f"asv compare --factor {RELEASE_FACTOR:g} {a} {b} --machine {machine}",
-        f"specharness release-compare {a} {b} --machine {machine}",
-    ]
-    why = (
-        "ASV runs the pair at the later release: a range of ledger commits"
-        if release is not None and release.cpu_build
-        else "an existing environment runs one release per call, named by its ledger commit; ASV takes no range there"
-    )
-    return (
-        f"<p class='commands'>Measure and compare {html.escape(a)} and {html.escape(b)} ({html.escape(why)}):</p>"
-        f"<pre class='commands'>{html.escape(chr(10).join(lines))}</pre>"
-    )
-
-
-def _applies(pattern: str, branch: str) -> bool:
-    """Whether a ``regressions_thresholds`` pattern can match on ``branch`` (one naming another branch cannot)."""
-    return not any(pattern.endswith(f"@{b}$") for b in LEDGER if b != branch)
-
-
-def _entry_names(known: Mapping[str, Any]) -> list[str]:
-    """ASV's regressions entry names (``bench.Class.track_x('copy', 1)``) of every benchmark in ``benchmarks.json``."""
-    out = []
-    for name, info in known.items():
-        params = info.get("params") if isinstance(info, dict) else None
-        if isinstance(params, list):
-            out += [f"{name}({', '.join(combo)})" if combo else name for combo in itertools.product(*params)]
-    return out
-
-
-def _threshold_for(name: str, branch: str, thresholds: Mapping[str, float]) -> float:
-    """ASV's threshold for an entry (``asv.plugins.regressions``): the largest whose pattern matches
-    ``<name>@<branch>``, 5% where none does."""
-    found = [float(t) for p, t in thresholds.items() if re.match(p, f"{name}@{branch}")]
-    return max(found) if found else 0.05
-
-
-def _regressions_listed(site: Path, branch: str, thresholds: Mapping[str, float]) -> str:
-    """What the site's regressions page lists, each step named by its releases' ledger tags."""
-    try:
-        entries = json.loads((site / "regressions.json").read_text()).get("regressions", [])
-        tags = json.loads((site / "index.json").read_text()).get("tags", {})
-    except (OSError, json.JSONDecodeError):
-        return ""
-    tag_of = {int(rev): tag for tag, rev in tags.items()}
-    items = []
-    for name, *_, jumps in entries:
-        for rev_a, rev_b, val_a, val_b in jumps:
-            off = "a revision off the ledger"
-            ratio = f"×{val_b / val_a:.3g}" if val_a else "from 0"
-            items.append(
-                f"<li>{html.escape(name)}: {html.escape(tag_of.get(rev_a, off))} → {html.escape(tag_of.get(rev_b, off))}"
-                f", {_fmt(val_a)} → {_fmt(val_b)} ({ratio}, threshold {_threshold_for(name, branch, thresholds):.0%})"
-                "</li>"
-            )
-    listed = "".join(items) or "<li>nothing</li>"
-    return f"<p>What the regressions page lists, by release tag:</p><ul class='regressions-listed'>{listed}</ul>"
-
-
-def _threshold_rows(thresholds: Mapping[str, float], branch: str, names: list[str]) -> str:
-    """One row per pattern that can match on ``branch``: its threshold and how many values it decides (ASV takes the
-    largest matching threshold, so an entry under a broader, larger one decides none)."""
-    decides: dict[str, int] = defaultdict(int)
-    matches: dict[str, int] = defaultdict(int)
-    for name in names:
-        matching = [(float(t), p) for p, t in thresholds.items() if re.match(p, f"{name}@{branch}")]
-        for _, p in matching:
-            matches[p] += 1
-        if matching:
-            decides[max(matching)[1]] += 1
-    rows = []
-    for p, t in thresholds.items():
-        if _applies(p, branch):
-            n = decides.get(p, 0)
-            used = (
-                f"{n} value(s)"
-                if n
-                else "none: a larger threshold matches the same values"
-                if matches.get(p)
-                else "none: no benchmark in benchmarks.json matches"
-            )
-            rows.append(
-                f"<tr><td><code>{html.escape(p)}</code></td><td>{float(t):g}</td><td>×{1 + float(t):.4g}</td>"
-                f"<td class='decides'>{used}</td></tr>"
-            )
-    return "".join(rows)
-
-
-def _thresholds_section(thresholds: Mapping[str, float], branch: str, site: Path, names: list[str]) -> list[str]:
-    """The regressions page's thresholds for this branch (from the configuration the site was published with)."""
-    out = ["<h3 id='thresholds'>The regressions page's thresholds</h3>"]
-    rows = _threshold_rows(thresholds, branch, names)
-    if rows:
-        out.append(
-            "<p>ASV flags a step on the regressions page when a value moves beyond the relative threshold of the "
-            f"entries below whose pattern matches <code>&lt;benchmark&gt;(&lt;params&gt;)@{html.escape(branch)}</code> "
-            "(the largest of them; 5% where none matches). <code>ReleasePair</code> entries are further kept only "
-            "when the paired rule calls them regressed (<code>specharness site</code>).</p>"
-            "<table class='thresholds'><tr><th>pattern</th><th>relative threshold</th><th>a step beyond</th>"
-            f"<th>decides</th></tr>{rows}</table>"
-        )
-    else:
-        out.append(
-            "<p class='thresholds'>No <code>regressions_thresholds</code> in the configuration this site was "
-            "published with: ASV flags steps beyond 5%. <code>ReleasePair</code> entries are further kept only when "
-            "the paired rule calls them regressed.</p>"
-        )
-    return [*out, _regressions_listed(site, branch, thresholds)]
 
 
 def _paired_section(vals: list[ReleaseValue], releases: list[str], failed: dict[str, str]) -> list[str]:
