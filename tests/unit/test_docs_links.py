@@ -23,8 +23,8 @@ TWO_COMMANDS = (
 MAX_README_LINES = 150
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
-_CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
+_CODE_SPAN = re.compile(r"(`+)(.+?)(?<!`)\1(?!`)", re.S)
 _LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]*)>?(?:\s+\"[^\"]*\")?\s*\)")
 _INLINE_LINK_TEXT = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 
@@ -70,12 +70,28 @@ def anchors(path: Path) -> set[str]:
     return out
 
 
+def _paragraphs(text: str) -> list[tuple[int, str]]:
+    """(first line number, text) of each run of non-blank prose lines: a code span may cross a line break."""
+    out: list[tuple[int, list[str]]] = []
+    last = -1
+    for number, line in _prose_lines(text):
+        if not line.strip():
+            last = -1
+            continue
+        if number == last + 1 and out:
+            out[-1][1].append(line)
+        else:
+            out.append((number, [line]))
+        last = number
+    return [(first, "\n".join(block)) for first, block in out]
+
+
 def links(path: Path) -> list[tuple[int, str]]:
     """(line number, target) of every link in a Markdown file's prose, code spans left out."""
     out: list[tuple[int, str]] = []
-    for number, line in _prose_lines(path.read_text(encoding="utf-8")):
-        prose = _CODE_SPAN.sub("", line)
-        out.extend((number, m.group(1)) for m in _LINK.finditer(prose))
+    for first, block in _paragraphs(path.read_text(encoding="utf-8")):
+        prose = _CODE_SPAN.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), block)  # keeps line breaks
+        out.extend((first + prose.count("\n", 0, m.start()), m.group(1)) for m in _LINK.finditer(prose))
     return out
 
 
