@@ -207,10 +207,10 @@ def test_asv_release_pair_runs_two_releases_side_by_side_and_every_view_reads_th
     checkout's environment, registered as that release's (:func:`link_environment`) so that the test builds one
     environment, not two; a real review builds both alike. ASV saves both releases' halves, and ``asv compare`` reads
     the pair's ratio and decides as release-compare does on its record."""
-    from specharness.engines.releases import link_environment, parse_release
     from asv.commands.compare import _is_result_better
     from asv.results import iter_results_for_machine_and_hash
 
+    from specharness.engines.releases import link_environment, parse_release
     from specharness.history.asv.pairs import read_pairs, track_name
     from specharness.history.review.releases import release_review
 
