@@ -188,6 +188,9 @@ case "$MODE" in
   pair)
     [ -d /tmp/releases ] || { echo "no /tmp/releases: unpack the earlier release's delta first" >&2; exit 3; }
     export SPECHARNESS_RELEASES=/tmp/releases
+    for site in /tmp/releases/*/site; do  # the earlier release's bytecode too, or its starts would compile its sources
+      [ -f "$site/.bytecode" ] || { python3 -m compileall -q -j 0 "$site" >/dev/null; touch "$site/.bytecode"; }
+    done
     "$PY" -m specharness ledger >/dev/null || exit 4
     COMMIT="$(git -C .asv/ledger rev-parse "vllm-$VLLM_TAG")" || { echo "vllm $VLLM_TAG is not in the release ledger" >&2; exit 4; }
     "$PY" -m specharness machine --name "${MACHINE:-h100}" | tee "$OUT/machine.txt"

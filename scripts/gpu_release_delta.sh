@@ -6,8 +6,9 @@
 # the GPU platform, less what the GPU image has), then the base site's dist-info names are subtracted.
 # On the device the delta unpacks into /tmp/releases/vllm-$VLLM/site, to put *before* the base site:
 #   PYTHONPATH=/tmp/releases/vllm-$VLLM/site:/tmp/site   (the delta's older/newer pins shadow the base's)
-# Output: DEST/part0.. (PART_MB MiB, default 48), DEST/SHA256, DEST/VERSION, DEST/DELTA (the distributions in it),
-#         DEST/device-unpack-delta.sh (carry it with SHA256 and VERSION; run it after carrying the parts).
+# Output: DEST/part0.. (PART_MB MiB, default 32: a device call carries the checkout, ~23 MiB, beside its part, 64 MiB
+#         in all, so build-bundle.sh's 48 no longer fits: PART_MB=32 there too), DEST/SHA256, DEST/VERSION,
+#         DEST/DELTA (the distributions in it), DEST/device-unpack-delta.sh (carry it with SHA256 and VERSION).
 # Usage: VLLM=0.24.0 BASE=.stage bash scripts/gpu_release_delta.sh [DEST=.stage-$VLLM]
 set -euo pipefail
 VLLM="${VLLM:-0.24.0}"
@@ -84,7 +85,7 @@ SH
 chmod +x "$WORK/device-unpack-delta.sh"
 tar -C "$WORK" -cf "$WORK/bundle.tar" site.tar.xz DELTA device-unpack-delta.sh
 mkdir -p "$DEST" && rm -f "$DEST"/part*
-split -b "${PART_MB:-48}M" -d -a 1 "$WORK/bundle.tar" "$DEST/part"
+split -b "${PART_MB:-32}M" -d -a 1 "$WORK/bundle.tar" "$DEST/part"
 (cd "$WORK" && sha256sum bundle.tar | cut -d' ' -f1) > "$DEST/SHA256"
 echo "vllm==$VLLM" > "$DEST/VERSION"
 echo "base $(cat "$BASE/VERSION") $(cat "$BASE/SHA256")" > "$DEST/BASE"
