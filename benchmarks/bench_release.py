@@ -5,12 +5,16 @@ day-to-day or run-to-run offset. Each value is this release's share of the pair 
 ``r^(-1/2)`` for the earlier one, ``r`` the later over the earlier for the same work): ``asv compare A B`` then shows
 ``r`` itself with the paired 99% interval's halves in its columns (specharness.history.asv.pairs, which writes both
 releases' values from the pair's record as ASV saves the result). Every value rises when the later release is worse.
+
+``ConfigurationPair`` (defined when SPECHARNESS_ASV_CONFIGURATION names an arms file) is the same paired run for two
+configurations of one release, at each release: the second over the first, its interval in ASV's columns.
 """
 
+from specharness.history.asv.metrics import asv_key
 from specharness.history.asv.pairs import ledger_pairs
-from specharness.history.asv.suite import release_pair_experiment
+from specharness.history.asv.suite import configuration_file, configuration_pair_experiment, release_pair_experiment
 
-from .common import CLIENTS, METHOD_VERSION, SETUP_TIMEOUT_S, WORKLOADS, pair_lookup, started
+from .common import CLIENTS, METHOD_VERSION, SETUP_TIMEOUT_S, WORKLOADS, lookup, pair_lookup, started
 
 
 class ReleasePair:
@@ -74,3 +78,52 @@ class ReleasePair:
         return pair_lookup(cache, pair, workload, clients, arm, "engine_failed")
 
     track_engine_failed.unit = "1 = engine failed (higher is worse)"
+
+
+if configuration_file() is not None:
+
+    class ConfigurationPair:
+        """Two configurations of one release (SPECHARNESS_ASV_CONFIGURATION: an arms file, e.g. two speculative
+        configurations or two vLLM options) in one paired run at each release: every value of the second over the
+        first (above 1: the second is worse), with its paired 99% interval in ASV's columns. Without the variable
+        this class is not defined."""
+
+        params = (WORKLOADS, CLIENTS)
+        param_names = ("workload", "clients")
+        timeout = SETUP_TIMEOUT_S
+        version = METHOD_VERSION
+        number = 1
+        repeat = 1
+
+        def setup_cache(self):
+            return started(self, configuration_pair_experiment())
+
+        def _get(self, cache, workload, clients, metric):
+            key = asv_key(workload, f"c{clients}", metric)
+            return lookup(cache, key, self, f"track_{metric}", (workload, clients))
+
+        def track_time(self, cache, workload, clients):
+            """Time for the same work, the second configuration over the first."""
+            return self._get(cache, workload, clients, "time")
+
+        track_time.unit = "ratio (higher is worse)"
+
+        def track_ttft_p50(self, cache, workload, clients):
+            return self._get(cache, workload, clients, "ttft_p50")
+
+        track_ttft_p50.unit = "ratio (higher is worse)"
+
+        def track_tpot_p50(self, cache, workload, clients):
+            return self._get(cache, workload, clients, "tpot_p50")
+
+        track_tpot_p50.unit = "ratio (higher is worse)"
+
+        def track_goodput_loss(self, cache, workload, clients):
+            return self._get(cache, workload, clients, "goodput_loss")
+
+        track_goodput_loss.unit = "ratio (higher is worse)"
+
+        def track_peak_memory(self, cache, workload, clients):
+            return self._get(cache, workload, clients, "peak_memory")
+
+        track_peak_memory.unit = "ratio (higher is worse)"

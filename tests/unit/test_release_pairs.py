@@ -239,3 +239,32 @@ def paired_changes_from(rec: PairRecord, where: Path) -> list:
     folder = where / "machine"
     append_pairs(folder, [rec])
     return paired_changes(folder, rec.previous, rec.current)
+
+
+def test_a_configuration_pair_carries_its_paired_interval_into_asvs_columns(tmp_path: Path) -> None:
+    """ConfigurationPair: two configurations of one release in one run (a synthetic one: the second arm streams
+    twice as fast); its values are the second over the first, and the 99% interval of each reaches ASV's ci_99
+    columns unchanged through the note (no spread stands in for it)."""
+    from specharness.experiment.arms import parse_arm
+    from specharness.experiment.design import get_profile, override
+    from specharness.experiment.synthetic import write_synthetic_run
+    from specharness.history.asv.metrics import configuration_values
+    from specharness.history.asv.notes import apply_notes, value_note
+    from specharness.reporting.report import write_report
+
+    base = get_profile("release")
+    arms = (parse_arm("baseline=baseline", base), parse_arm("ngram=ngram --max-num-seqs 32", base))
+    profile = override(base, arms=("baseline", "ngram"), arm_specs=arms, comparisons=(("baseline", "ngram"),))
+    run = write_synthetic_run(tmp_path / "config", 384, seed=2, profile=profile, ngram_speed=2.0)
+    values, intervals = configuration_values(write_report(run, plots=False), "baseline", "ngram")
+    assert values["copy/c1/time"] == pytest.approx(0.5, rel=0.1)  # twice as fast: half the time
+    interval = intervals["copy/c1/time"]
+    assert interval.confidence == 0.99 and interval.low < values["copy/c1/time"] < interval.high
+    name = "bench_release.ConfigurationPair.track_time"
+    results = new_results("0" * 40)
+    results._results[name] = [values["copy/c1/time"], math.nan]
+    results._benchmark_params[name] = [["'copy'"], ["1", "4"]]
+    note = value_note(name, ("copy", 1), None, interval)
+    apply_notes(results, [note], {"runs": 3, "factors": {"ConfigurationPair.time": 1.5}})
+    stats = results._stats[name][0]
+    assert (stats["ci_99_a"], stats["ci_99_b"]) == (pytest.approx(interval.low), pytest.approx(interval.high))

@@ -20,6 +20,7 @@ __all__ = [
     "asv_intervals",
     "asv_key",
     "asv_metrics",
+    "configuration_values",
     "group_metrics",
     "load_metrics",
     "lookup",
@@ -171,6 +172,25 @@ def group_metrics(report: dict[str, Any], candidate: str = "ngram", reference: s
         out[asv_key(k, "rejection_rate")] = 1.0 - _num(d.get("acceptance_rate"))
         out[asv_key(k, "incorrect_fraction")] = 1.0 - _num(d.get("correct_fraction_b"))
     return out
+
+
+def configuration_values(
+    report: dict[str, Any], reference: str, other: str
+) -> tuple[dict[str, float], dict[str, Interval]]:
+    """A configuration pair's values, keyed ``workload/cN/metric``: every paired change of ``other`` over
+    ``reference`` (above 1: the other configuration is worse) and its 99% interval, as the run's report holds them
+    (``changes``); the interval is the one ASV's columns carry."""
+    values: dict[str, float] = {}
+    intervals: dict[str, Interval] = {}
+    for ch in report.get("changes") or []:
+        if (ch["arm_a"], ch["arm_b"]) != (reference, other):
+            continue
+        key = asv_key(ch["workload"], ch["load"], ch["metric"])
+        values[key] = _num(ch["estimate"])
+        low, high = _num(ch["low"]), _num(ch["high"])
+        if math.isfinite(low) and math.isfinite(high):
+            intervals[key] = Interval(low, high, float(ch["confidence"]), int(ch["blocks"]))
+    return values, intervals
 
 
 def lookup(cache: dict[str, Any], key: str) -> float:

@@ -301,7 +301,7 @@ def apply_notes(results: Any, notes: list[Note], spread: dict[str, Any] | None =
         stats[i] = entry
         stats_of[note.benchmark] = stats
     for name, values in values_of.items():
-        if name.endswith(".track_slowdown") or name == FAILURE_BENCHMARK or name.startswith(PAIRED_PREFIX):
+        if name.endswith(".track_slowdown") or name == FAILURE_BENCHMARK or name.startswith(PAIR_RUN_PREFIX):
             continue  # its interval is the experiment's own (the notes, or a release pair's record)
         sd = spread_sd(spread, name)
         if values is None:
@@ -316,7 +316,7 @@ def apply_notes(results: Any, notes: list[Note], spread: dict[str, Any] | None =
 
 
 FAILURE_BENCHMARK = "bench_paired.EngineFailure.track_first_error"  # written by the plugin, not a benchmark class
-PAIRED_PREFIX = "bench_release.ReleasePair."  # values written from release pair records (history.asv.pairs)
+PAIR_RUN_PREFIX = "bench_release."  # paired runs' values: a release pair's (its record) or a configuration pair's
 
 
 def failure_entry(results: Any, notes: list[Note]) -> str | None:

@@ -43,14 +43,22 @@ from specharness.engines.model import cache_dir
 from specharness.engines.pool import POOL_ENV, EnginePool, asv_owner_pid
 from specharness.engines.releases import installed_release, previous_release
 from specharness.engines.startlog import first_error
-from specharness.experiment.arms import release_pair_arms
+from specharness.experiment.arms import load_arms_file, release_pair_arms
 from specharness.experiment.config import RunConfig, canonical_vllm_args
 from specharness.experiment.design import Profile, get_profile, override
 from specharness.experiment.driver import run_experiment
 from specharness.experiment.engineset import pooled
 from specharness.experiment.options import engine_options
 from specharness.experiment.rundir import harness_provenance
-from specharness.history.asv.metrics import asv_intervals, asv_key, asv_metrics, group_metrics, load_metrics, sweep_key
+from specharness.history.asv.metrics import (
+    asv_intervals,
+    asv_key,
+    asv_metrics,
+    configuration_values,
+    group_metrics,
+    load_metrics,
+    sweep_key,
+)
 from specharness.history.asv.pairs import current_values, pair_label, pair_record, write_pending
 from specharness.records import load_label
 from specharness.reporting.report import load_report, write_report
@@ -59,6 +67,8 @@ from specharness.traffic.client import Sampling
 __all__ = [
     "ASV_GRID",
     "SWEEP_GRID",
+    "configuration_file",
+    "configuration_pair_experiment",
     "engine_pool",
     "experiment_cache",
     "failure_reason",
@@ -316,6 +326,45 @@ def release_pair_experiment() -> dict[str, Any]:
 
     cache = experiment_cache(out, lambda: run_experiment(config, on_finish=write_report), values)
     return {**cache, "pair": pair_label(previous, current)}
+
+
+CONFIGURATION_ENV = "SPECHARNESS_ASV_CONFIGURATION"
+
+
+def configuration_file() -> Path | None:
+    """The arms file SPECHARNESS_ASV_CONFIGURATION names (two configurations of one release), or None."""
+    raw = os.environ.get(CONFIGURATION_ENV, "").strip()
+    return Path(raw).expanduser() if raw else None
+
+
+def configuration_pair_experiment() -> dict[str, Any]:
+    """The two configurations of SPECHARNESS_ASV_CONFIGURATION's arms file (its first ``compare`` pair, else its
+    first two arms: the reference first) in one paired run at this release, over the profile's cells; the cache holds
+    every value of the second over the first with its 99% interval (:mod:`specharness.analysis.changes`)."""
+    path = configuration_file()
+    if path is None:
+        raise ConfigError(f"{CONFIGURATION_ENV} is not set: name an arms file of two configurations of one release")
+    profile = _pair_profile()
+    _check_within_grid(profile)
+    declared = load_arms_file(path, profile)
+    pair = declared.comparisons[0] if declared.comparisons else tuple(a.name for a in declared.arms[:2])
+    if len(pair) != 2 or any(a.own_environment for a in declared.arms):
+        raise ConfigError(
+            f"{path}: a configuration pair is two arms of this environment's release (no release, python or site); "
+            "compare releases with ReleasePair"
+        )
+    arms = tuple(a for a in declared.arms if a.name in pair)
+    profile = override(profile, arms=tuple(pair), arm_specs=arms, comparisons=(tuple(pair),))
+    out = run_folder("asv-config")
+    config = RunConfig(
+        profile=profile, out_dir=out, sampling=Sampling(max_tokens_cap=profile.max_tokens_cap), **_engine_options()
+    )
+
+    def values() -> dict[str, Any]:
+        metrics, intervals = configuration_values(load_report(out), *pair)
+        return {"metrics": metrics, "intervals": intervals, "configurations": list(pair), "file": str(path)}
+
+    return experiment_cache(out, lambda: run_experiment(config, on_finish=write_report), values)
 
 
 def grid_experiment() -> dict[str, Any]:

@@ -53,7 +53,7 @@ from specharness.analysis.verdict import (
 from specharness.history.asv.ledger import ensure_ledger, ledger_tags
 from specharness.history.asv.notes import (
     FAILURE_BENCHMARK,
-    PAIRED_PREFIX,
+    PAIR_RUN_PREFIX,
     Note,
     params_label,
     read_companion,
@@ -372,7 +372,7 @@ def release_review(
     if len(machines) > 1:
         raise ConfigError(f"results from several machines ({', '.join(machines)}); pass --machine NAME")
     spread = load_spread(results_dir, machines[0]) if machines else {}
-    values = [v for v in values if not v.benchmark.startswith(PAIRED_PREFIX)]  # judged from the pair's record
+    values = [v for v in values if not v.benchmark.startswith(PAIR_RUN_PREFIX)]  # judged from the pair's record
     a = {(v.benchmark, v.params): v for v in values if v.tag == tag_a}
     b = {(v.benchmark, v.params): v for v in values if v.tag == tag_b}
     keys = sorted(set(a) & set(b))
