@@ -139,7 +139,7 @@ def _engine_options() -> dict[str, Any]:
     return engine_options(shlex.split(os.environ.get("SPECHARNESS_ASV_ENGINE", "")))
 
 
-def measured_setup() -> str:
+def measured_setup(profile: str = "") -> str:
     """What a value is measured with besides the release: the ASV profile and the engine options that set the
     engine's configuration (SPECHARNESS_ASV_ENGINE as :func:`_engine_options` reads it: the four settings, the extra
     vLLM words in one spelling (:func:`~specharness.experiment.config.canonical_vllm_args`), the Python that runs
@@ -152,7 +152,7 @@ def measured_setup() -> str:
         f"gpu_memory_utilization {'auto' if share is None else share}"
     )
     extra = " ".join(canonical_vllm_args(o["extra_engine_args"])) or "none"
-    parts = [f"profile {os.environ.get('SPECHARNESS_ASV_PROFILE', 'quick')}", engine, f"vLLM arguments: {extra}"]
+    parts = [f"profile {profile or os.environ.get('SPECHARNESS_ASV_PROFILE', 'quick')}", engine, f"vLLM arguments: {extra}"]
     if o["python"]:
         parts.append(f"python {o['python']}")
     if not o["start_together"]:
@@ -312,7 +312,7 @@ def release_pair_experiment() -> dict[str, Any]:
             current,
             run_dir=project_relative(out),
             harness=harness_provenance(),
-            setup=measured_setup(),
+            setup=measured_setup("release" if profile.name == "release" else ""),
             measured_unix_s=time.time(),
             wall_s=round(time.monotonic() - t0, 1),
         )
