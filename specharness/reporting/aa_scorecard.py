@@ -24,6 +24,7 @@ __all__ = [
     "ControlCell",
     "ControlScore",
     "OffsetEvidence",
+    "control_cell",
     "instance_offset_sd",
     "offset_evidence",
     "score_control_runs",
@@ -233,26 +234,29 @@ def score_control_runs(run_dirs: list[Path]) -> ControlScore:
         for c in report["comparisons"]:
             if c["arm_a"] != "baseline" or c["arm_b"] not in (AA_TWIN, SLOW_TWIN):
                 continue
-            s = c["speedup"]
-            score.cells.append(
-                ControlCell(
-                    run=run_dir.name,
-                    workload=c["workload"],
-                    clients=c["clients"],
-                    twin=c["arm_b"],
-                    estimate=_num(s["estimate"]),
-                    low=_num(s["low"]),
-                    high=_num(s["high"]),
-                    speed=c["speed"]["verdict"],
-                    quality=c["quality"]["verdict"],
-                    blocks=int(s["blocks"]),
-                    df=int(s.get("df", 0)),
-                    confidence=float(s.get("confidence", 0.95)),
-                    offset_var=float(s.get("offset_var") or 0.0),
-                    t_df=_num(s.get("t_df")),
-                )
-            )
+            score.cells.append(control_cell(run_dir.name, c))
     return score
+
+
+def control_cell(run: str, c: dict[str, Any]) -> ControlCell:
+    """One control comparison of a ``report.json`` (its same-work speedup and verdicts) as a :class:`ControlCell`."""
+    s = c["speedup"]
+    return ControlCell(
+        run=run,
+        workload=c["workload"],
+        clients=c["clients"],
+        twin=c["arm_b"],
+        estimate=_num(s["estimate"]),
+        low=_num(s["low"]),
+        high=_num(s["high"]),
+        speed=c["speed"]["verdict"],
+        quality=c["quality"]["verdict"],
+        blocks=int(s["blocks"]),
+        df=int(s.get("df", 0)),
+        confidence=float(s.get("confidence", 0.95)),
+        offset_var=float(s.get("offset_var") or 0.0),
+        t_df=_num(s.get("t_df")),
+    )
 
 
 def _num(v: object) -> float:

@@ -25,7 +25,7 @@ from specharness._errors import RunDirError
 from specharness.analysis.stats import t_quantile
 from specharness.analysis.verdict import RELEASE_FACTOR, pair_change
 from specharness.experiment.design import Profile, control_pairs
-from specharness.reporting.aa_scorecard import ControlCell, offset_evidence
+from specharness.reporting.aa_scorecard import ControlCell, control_cell, offset_evidence
 from specharness.reporting.report import load_report
 
 __all__ = ["ReleaseControlCell", "ReleaseScorecard", "score_release_controls"]
@@ -156,7 +156,9 @@ def score_release_controls(run_dirs: list[Path], factor: float = RELEASE_FACTOR)
         speed = {
             (c["workload"], c["load"], c["arm_a"], c["arm_b"]): c["speed"]["verdict"] for c in report["comparisons"]
         }
-        card.aa_speed += [_speed_cell(run_dir.name, c) for c in report["comparisons"] if (c["arm_a"], c["arm_b"]) in aa]
+        card.aa_speed += [
+            control_cell(run_dir.name, c) for c in report["comparisons"] if (c["arm_a"], c["arm_b"]) in aa
+        ]
         for ch in report["changes"]:
             pair = (ch["arm_a"], ch["arm_b"])
             if pair not in aa | effect:
@@ -179,27 +181,6 @@ def score_release_controls(run_dirs: list[Path], factor: float = RELEASE_FACTOR)
                 )
             )
     return card
-
-
-def _speed_cell(run: str, c: dict[str, Any]) -> ControlCell:
-    """An A/A pair's same-work comparison as the A/A scorecard reads one (for the engine-instance offset)."""
-    sp = c["speedup"]
-    return ControlCell(
-        run=run,
-        workload=c["workload"],
-        clients=c["clients"],
-        twin=c["arm_b"],
-        estimate=_num(sp["estimate"]),
-        low=_num(sp["low"]),
-        high=_num(sp["high"]),
-        speed=c["speed"]["verdict"],
-        quality=c["quality"]["verdict"],
-        blocks=int(sp["blocks"]),
-        df=int(sp.get("df", 0)),
-        confidence=float(sp.get("confidence", 0.95)),
-        offset_var=float(sp.get("offset_var") or 0.0),
-        t_df=_num(sp.get("t_df")),
-    )
 
 
 def _num(v: object) -> float:

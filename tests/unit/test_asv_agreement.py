@@ -135,41 +135,32 @@ def test_the_regressions_page_and_release_compare_agree(ledger: tuple[Path, dict
             assert {(machine, cell) for cell in rc_regressed(machine, a, b, path)} <= on_page, (machine, a, b)
 
 
+def _pair_values(machine: str, commit: str) -> tuple[dict[str, float | None], dict[str, tuple[object, None]]]:
+    """Every release pair value of one commit's committed result files, unrolled as ``asv compare`` names them, and
+    its stats (as ``_is_result_better`` takes them)."""
+    values: dict[str, float | None] = {}
+    stats: dict[str, tuple[object, None]] = {}
+    for result in iter_results_for_machine_and_hash(str(RESULTS), machine, commit):
+        for key in result.get_all_result_keys():
+            if not key.startswith(PAIR_CLASS + "."):
+                continue
+            params = result.get_result_params(key)
+            rows = unroll_result(
+                key,
+                params,
+                result.get_result_value(key, params),
+                result.get_result_stats(key, params),
+                result.get_result_samples(key, params),
+            )
+            for name, value, stat, _samples in rows:
+                values[name], stats[name] = value, (stat, None)
+    return values, stats
+
+
 def _asv_marks(machine: str, commit_a: str, commit_b: str, factor: float) -> dict[str, str]:
     """Every release pair value's mark in ``asv compare --factor`` from the committed result files: ``+`` or ``-``
     (ASV's own ``_is_result_better``), ``!`` a value that turns failed, ``*`` one that stops failing."""
-    a, b = (
-        {
-            name: value
-            for result in iter_results_for_machine_and_hash(str(RESULTS), machine, commit)
-            for key in result.get_all_result_keys()
-            if key.startswith(PAIR_CLASS + ".")
-            for name, value, *_ in unroll_result(
-                key,
-                result.get_result_params(key),
-                result.get_result_value(key, result.get_result_params(key)),
-                result.get_result_stats(key, result.get_result_params(key)),
-                result.get_result_samples(key, result.get_result_params(key)),
-            )
-        }
-        for commit in (commit_a, commit_b)
-    )
-    stats = {
-        commit: {
-            name: (s, None)
-            for result in iter_results_for_machine_and_hash(str(RESULTS), machine, commit)
-            for key in result.get_all_result_keys()
-            if key.startswith(PAIR_CLASS + ".")
-            for name, _v, s, _smp in unroll_result(
-                key,
-                result.get_result_params(key),
-                result.get_result_value(key, result.get_result_params(key)),
-                result.get_result_stats(key, result.get_result_params(key)),
-                result.get_result_samples(key, result.get_result_params(key)),
-            )
-        }
-        for commit in (commit_a, commit_b)
-    }
+    (a, sa), (b, sb) = (_pair_values(machine, commit) for commit in (commit_a, commit_b))
     marks = {}
     for name in set(a) & set(b):
         va, vb = a[name], b[name]
@@ -179,9 +170,9 @@ def _asv_marks(machine: str, commit_a: str, commit_b: str, factor: float) -> dic
             marks[name] = "*"
         elif va is None or vb is None or va != va or vb != vb:
             continue
-        elif _is_result_better(vb, va, stats[commit_b][name], stats[commit_a][name], factor):
+        elif _is_result_better(vb, va, sb[name], sa[name], factor):
             marks[name] = "-"
-        elif _is_result_better(va, vb, stats[commit_a][name], stats[commit_b][name], factor):
+        elif _is_result_better(va, vb, sa[name], sb[name], factor):
             marks[name] = "+"
     return marks
 

@@ -152,7 +152,11 @@ def measured_setup(profile: str = "") -> str:
         f"gpu_memory_utilization {'auto' if share is None else share}"
     )
     extra = " ".join(canonical_vllm_args(o["extra_engine_args"])) or "none"
-    parts = [f"profile {profile or os.environ.get('SPECHARNESS_ASV_PROFILE', 'quick')}", engine, f"vLLM arguments: {extra}"]
+    parts = [
+        f"profile {profile or os.environ.get('SPECHARNESS_ASV_PROFILE', 'quick')}",
+        engine,
+        f"vLLM arguments: {extra}",
+    ]
     if o["python"]:
         parts.append(f"python {o['python']}")
     if not o["start_together"]:
