@@ -232,3 +232,26 @@ def test_the_release_controls_are_an_a_a_twin_and_two_known_slowdowns(tmp_path: 
     assert all(1.0 < c.detectable < 1.25 for c in aa), [c.detectable for c in aa]
     text = card.to_markdown()
     assert "A/A (the release against itself)" in text and "known slowdown ×1.1" in text
+
+
+def test_a_release_is_looked_up_in_the_listed_folders_then_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first listed folder holding the release's environment wins (a venv only once marked ready; a site folder
+    by its vllm package); a half-built venv (no ready mark) is not used."""
+    from specharness.engines.releases import release_env, release_folders
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    monkeypatch.setenv("SPECHARNESS_RELEASES", f"{first}:{second}")
+    monkeypatch.setenv("SPECHARNESS_CACHE", str(tmp_path / "cache"))
+    assert release_folders() == [first, second, tmp_path / "cache" / "releases"]
+    cuda = parse_release("vllm-0.24.0")
+    (second / "vllm-0.24.0" / "site" / "vllm").mkdir(parents=True)
+    env = release_env(cuda)
+    assert (env.origin, env.site, env.python) == ("site", str(second / "vllm-0.24.0" / "site"), sys.executable)
+    half = first / "vllm-0.24.0" / "bin"
+    half.mkdir(parents=True)
+    (half / "python").symlink_to(sys.executable)  # a build that never finished: no ready mark
+    assert release_env(cuda).origin == "site"
+    link_environment(first, cuda, sys.executable)
+    assert release_env(cuda).origin == "venv" and release_env(cuda).python == str(half / "python")
