@@ -7,7 +7,8 @@ each block gives one ratio per value, and the interval is the block t interval
 (``time`` for the same work, TTFT and TPOT percentiles, goodput loss) carry the machine's engine-instance offset
 allowance, as the speed verdict does (two arms are two engines); memory and acceptance carry none. Every value is
 oriented so that above 1 is worse for arm B: ``time`` is 1 / the same-work speedup, ``goodput_loss`` A's goodput over
-B's, ``verify_steps_per_token`` 1 / mean acceptance length. The level is :data:`CHANGE_CONFIDENCE` (99%), the level of
+B's, ``verify_steps_per_token`` 1 / mean acceptance length, ``peak_memory`` the servers' RSS (none on a GPU, whose used
+memory is the device's, shared by every arm). The level is :data:`CHANGE_CONFIDENCE` (99%), the level of
 ASV's interval columns, so that the release review and ``asv compare`` test the same interval.
 """
 
@@ -50,7 +51,10 @@ def _goodput(cell: _Cell) -> float:
 
 
 def _peak_memory(cell: _Cell) -> float:
-    peaks = [v for c in cell[1] for k, v in c.memory.items() if k in ("peak_gpu_used_mib", "peak_rss_mib")]
+    """The server's peak RSS in the cell; NaN on a GPU, whose used memory is the device's, shared by every arm."""
+    if any("peak_gpu_used_mib" in c.memory for c in cell[1]):
+        return math.nan
+    peaks = [c.memory["peak_rss_mib"] for c in cell[1] if "peak_rss_mib" in c.memory]
     return max(peaks) if peaks else math.nan
 
 

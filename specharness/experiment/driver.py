@@ -20,7 +20,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from specharness._errors import EngineError
 from specharness.engines.memory import MemoryProbe
 from specharness.engines.model import ResolvedModel, cache_dir, resolve_model
 from specharness.engines.pool import PooledEngine
@@ -60,7 +59,8 @@ def run_experiment(
     # one salt for the run (and its resumes), kept outside the run folder
     keep = config.keep_text
     policy = TextPolicy(keep, run_salt(config.out_dir, cache_dir())) if keep != "full" else TextPolicy()
-    policy.check_engine_args(config.extra_engine_args)
+    for words in (config.extra_engine_args, *(arm.engine_args for arm in build_arms(config.profile))):
+        policy.check_engine_args(words)
     model = None if config.attach else resolve_model(config.model)
     plan = plan_engines(config, build_arms(config.profile), model, say)  # every arm's engine, decided once
     manifest = _manifest(config, workloads, hardware, policy, model, previous, plan)
@@ -92,15 +92,14 @@ def run_experiment(
 
 
 def _check_comparable(config: RunConfig, engines: EngineSet) -> None:
-    """An arm whose engine failed is left out; the run goes on while one of its comparisons has both arms (else it
-    fails with the first failure's reason, as a run whose engine cannot start always has)."""
+    """An arm whose engine failed is left out; the run goes on while one of its comparisons has both arms, else it
+    fails with the first failure's own error, as a run whose engine cannot start always has."""
     if not engines.failed:
         return
+    if not any(a in engines.servers and b in engines.servers for a, b in comparison_pairs(config.profile)):
+        raise next(iter(engines.failed.values()))
     for arm, why in engines.failed.items():
         print(f"specharness: {arm}: its engine did not start, the run goes on without it: {why}", file=sys.stderr)
-    if not any(a in engines.servers and b in engines.servers for a, b in comparison_pairs(config.profile)):
-        arm, why = next(iter(engines.failed.items()))
-        raise EngineError(why if why.startswith(arm) else f"{arm}: {why}")
 
 
 def _with_band(config: RunConfig, hardware: dict[str, Any]) -> RunConfig:

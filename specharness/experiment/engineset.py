@@ -75,7 +75,7 @@ class EnginePlan:
     arms: tuple[ArmSpec, ...]
     settings: dict[str, EngineSettings] = field(default_factory=dict)
     releases: dict[str, ReleaseEnv] = field(default_factory=dict)
-    unavailable: dict[str, str] = field(default_factory=dict)  # arm -> why its release has no environment
+    unavailable: dict[str, EngineError] = field(default_factory=dict)  # arm -> why its release has no environment
     pool: EnginePool | None = None
     attach: dict[str, str] = field(default_factory=dict)
 
@@ -93,7 +93,7 @@ class EnginePlan:
             if env is not None:
                 entry["origin"] = env.origin
             if arm.name in self.unavailable:
-                entry["unavailable"] = self.unavailable[arm.name]
+                entry["unavailable"] = str(self.unavailable[arm.name])
             out[arm.name] = {k: v for k, v in entry.items() if v}
         return out
 
@@ -121,8 +121,8 @@ def plan_engines(
         raise ValueError("plan_engines: a model is needed unless the run attaches to engines")
     shared = engine_settings(config, model)
     releases: dict[str, ReleaseEnv] = {}
-    unavailable: dict[str, str] = {}
-    found: dict[str, ReleaseEnv | str] = {}
+    unavailable: dict[str, EngineError] = {}
+    found: dict[str, ReleaseEnv | EngineError] = {}
     for arm in arms:
         if not arm.release:
             continue
@@ -130,9 +130,9 @@ def plan_engines(
             try:
                 found[arm.release] = release_env(parse_release(arm.release), say)
             except EngineError as error:
-                found[arm.release] = str(error)
+                found[arm.release] = error
         env = found[arm.release]
-        if isinstance(env, str):
+        if isinstance(env, EngineError):
             unavailable[arm.name] = env
         else:
             releases[arm.name] = env
@@ -156,7 +156,7 @@ class EngineSet:
     servers: dict[str, Engine] = field(default_factory=dict)
     model_name: str = "model"
     api_key: str | None = field(default=None, repr=False)
-    failed: dict[str, str] = field(default_factory=dict)  # arm -> why its engine did not start
+    failed: dict[str, EngineError] = field(default_factory=dict)  # arm -> why its engine did not start
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
@@ -219,7 +219,8 @@ def start_engines(
     """Start every arm's engine (:func:`launch_servers`) and journal each: an ``engine_spawned`` event as its
     process starts, an :class:`~specharness.records.EngineRecord` (command, version, settings, memory, the start's
     phases, and ``first_request_s``: one short request's time right after the start) once ready. An arm whose engine
-    fails to start, or whose release has no environment, is journaled (``engine_failed``) and left out."""
+    fails to start, or whose release has no environment, is journaled (``engine_failed``) and left out when the run
+    declares its arms (a release or configuration pair goes on without it); an ordinary run's start failure is raised."""
     probe = MemoryProbe()
     before = probe.as_fields("before_start", [])
     engines = EngineSet(model_name=served_model_name(model), api_key=config.api_key)
@@ -230,15 +231,17 @@ def start_engines(
         {arm.name: engine_log(config.out_dir, arm.name, segment) for arm in arms},
         mode="auto" if config.start_together else "one-by-one",
         on_spawn=lambda arm, pid: journal.write(EngineSpawnedEvent(arm=arm, pid=pid, segment=segment)),
-        tolerate=True,
+        tolerate=bool(config.profile.arm_specs),
     )
     engines.servers.update(servers)
     journal.write(EngineLaunchEvent(segment=segment, report=launched.as_dict()))
-    engines.failed = {**plan.unavailable, **launched.failed}
+    engines.failed = {**plan.unavailable, **launched.errors}
     for arm in plan.arms:
         if arm.name in engines.failed:
             journal.write(
-                EngineFailedEvent(arm=arm.name, segment=segment, reason=engines.failed[arm.name], release=arm.release)
+                EngineFailedEvent(
+                    arm=arm.name, segment=segment, reason=str(engines.failed[arm.name]), release=arm.release
+                )
             )
     for arm in arms:
         if arm.name not in servers:

@@ -37,7 +37,7 @@ def resolve_sweep(ctx: RunContext) -> Profile:
             continue
         probe = CellPlan(-1, workload, Load(0, "inf"), p.arms)
         measured, warm = cell_cases(ctx, probe)
-        peaks = {arm: probe_peak(ctx, probe, arm, measured, warm) for arm in p.arms}
+        peaks = {arm: probe_peak(ctx, probe, arm, measured, warm) for arm in p.arms if arm not in ctx.engines.failed}
         rates = sweep_rates(p.sweep_levels, peaks[REFERENCE_ARM])
         resolved[workload] = rates
         event = SweepPlanEvent(

@@ -24,7 +24,7 @@ from specharness.analysis.slo import slo_text
 from specharness.analysis.stats import RatioInterval
 from specharness.analysis.structured_validity import StructuredValidity, structured_validity
 from specharness.analysis.sweep import Capacity, WorkloadSweep, offered_text
-from specharness.analysis.verdict import band_edges
+from specharness.analysis.verdict import RELEASE_FACTOR, band_edges, pair_change
 from specharness.engines.preload import ENV as PRELOAD_ENV
 from specharness.engines.preload import forked
 from specharness.reporting.group_tables import groups_markdown
@@ -153,14 +153,15 @@ def _changes(a: Analysis) -> list[str]:
         "Each value of the second arm over the first's, block by block (both arms ran the same cases in every "
         "block); above 1 is worse for the second arm (time for the same work, latency percentiles, goodput loss, "
         "memory, verify steps per token). Intervals at 99% (the level of ASV's columns and of the release review); "
-        "a value whose interval excludes 1 changed.",
+        f"a value changed when its interval excludes 1 and its ratio lies beyond ×{RELEASE_FACTOR:g} (the release "
+        "review's rule).",
         "",
         "| workload | load | comparison | value | B / A [99% CI] | blocks | changed |",
         "|---|---|---|---|---|---|---|",
     ]
     for ch in a.changes:
-        moved = ch.low > 1.0 or ch.high < 1.0
-        word = ("worse" if ch.low > 1.0 else "better") if moved else "—"
+        called = pair_change(ch.estimate, ch.low, ch.high)
+        word = {"regressed": "worse", "improved": "better"}.get(called, "—")
         lines.append(
             f"| {ch.workload} | {load_text(ch.load)} | {ch.arm_b} vs {ch.arm_a} | {ch.metric} | "
             f"{_f(ch.estimate, 3)} [{_f(ch.low, 3)}, {_f(ch.high, 3)}] | {ch.blocks} | {word} |"

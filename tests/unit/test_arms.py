@@ -51,6 +51,8 @@ def test_an_arm_is_a_renamed_preset_with_its_own_environment_and_options() -> No
         ("old=baseline@/no/such/path", "not a release"),
         ("old=baseline --port 9000", "--port is set by the harness"),
         ("old=ngram --speculative-config {oops", "not valid JSON"),
+        ("old=baseline@", "nothing after '@'"),
+        ('old=baseline --speculative-config \'{"method": "eagle"}\'', "speculative_config"),
     ],
 )
 def test_a_bad_arm_is_one_line_naming_it(text: str, names: str) -> None:
@@ -120,6 +122,10 @@ def test_an_arms_file_declares_arms_and_pairs(tmp_path: Path) -> None:
         ("[[arm]\n", "not valid TOML"),
         ('compare = [["a"]]\n[[arm]]\nname = "a"\n', "'compare' must be"),
         ('[[arm]]\nname = "a"\ncompare = [["a", "b"]]\n', "'compare' belongs before the first [[arm]]"),
+        ('[[arm]]\nname = "a"\nvllm_args = "--x \'open"\n', "field 'vllm_args'"),
+        ('[[arm]]\nname = "a"\nrelease = "vllm-cpu-x"\n', "arm 1 (a): release 'vllm-cpu-x'"),
+        ('[[arm]]\nname = "a"\ntwin_of = 3\n', "field 'twin_of'"),
+        ('[[arm]]\nname = "a"\nclient_slowdown = nan\n', "finite factor"),
     ],
 )
 def test_a_bad_arms_file_is_one_line_naming_the_file_and_field(tmp_path: Path, body: str, says: str) -> None:
@@ -128,6 +134,13 @@ def test_a_bad_arms_file_is_one_line_naming_the_file_and_field(tmp_path: Path, b
     with pytest.raises(ConfigError) as error:
         load_arms_file(path, QUICK)
     assert says in str(error.value) and str(path) in str(error.value) and "\n" not in str(error.value)
+
+
+def test_an_arms_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "arms.toml"
+    path.write_bytes(b'[[arm]]\nname = "\xff"\n')
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_arms_file(path, QUICK)
 
 
 def test_compare_pairs_parse() -> None:
@@ -181,7 +194,7 @@ def test_a_cuda_release_without_a_staged_site_is_an_unavailable_arm(
     profile = override(QUICK, arms=("a", "b"), arm_specs=arms)
     config = RunConfig(profile=profile, out_dir=tmp_path / "run")
     plan = plan_engines(config, build_arms(profile), ResolvedModel("m", tmp_path, tmp_path, "0" * 64, "test"))
-    assert list(plan.unavailable) == ["b"] and "gpu_release_delta.sh" in plan.unavailable["b"]
+    assert list(plan.unavailable) == ["b"] and "gpu_release_delta.sh" in str(plan.unavailable["b"])
     assert [a.name for a in plan.startable] == ["a"]
 
 

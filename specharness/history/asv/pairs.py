@@ -169,13 +169,16 @@ class PairRecord:
 
 
 def detectable(value: PairValue, power: float = 0.80) -> float:
-    """The smallest ratio the pair run could call changed at ``power`` for this value (two-sided 99%, the interval's
-    own standard error and degrees of freedom): ``exp((t(0.995, df) + t(power, df)) · se)``; NaN without them."""
+    """The smallest ratio the pair run could call changed at ``power`` for this value (its interval's own standard
+    error and degrees of freedom): the larger of ``exp((t(0.995, df) + t(power, df)) · se)`` (the interval excludes
+    1) and ``factor · exp(t(power, df) · se)`` (the estimate lies beyond the factor); NaN without them."""
     from specharness.analysis.stats import t_quantile
 
     if not (math.isfinite(value.se_log) and math.isfinite(value.t_df) and value.t_df > 0):
         return math.nan
-    return math.exp((t_quantile(0.995, value.t_df) + t_quantile(power, value.t_df)) * value.se_log)
+    by_interval = math.exp((t_quantile(0.995, value.t_df) + t_quantile(power, value.t_df)) * value.se_log)
+    by_factor = RELEASE_FACTOR * math.exp(t_quantile(power, value.t_df) * value.se_log)  # beyond the factor, too
+    return max(by_interval, by_factor)
 
 
 def pair_params(pair: str, workload: str, clients: int, arm: str) -> tuple[str, ...]:
@@ -292,7 +295,7 @@ def apply_pairs(results: Any, records: Mapping[str, PairRecord], tag_of: Mapping
             results._results[name] = values
             results._stats[name] = stats
             results._benchmark_params[name] = grid
-            results._benchmark_version.setdefault(name, METHOD_VERSION)
+            results._benchmark_version[name] = METHOD_VERSION
             wrote = True
     return wrote
 
@@ -353,8 +356,9 @@ def pair_record(
     changes: dict[tuple[str, int, str, str], tuple[Mapping[str, Any], bool]] = {}
     for ch in report.get("changes") or []:
         found = orient.get((ch["arm_a"], ch["arm_b"]))
-        if found is not None:
-            changes[(ch["workload"], int(str(ch["load"])[1:]), found[0], ch["metric"])] = (ch, found[1])
+        load = str(ch["load"])
+        if found is not None and load.startswith("c") and load[1:].isdigit():  # the ASV grid's closed-loop loads
+            changes[(ch["workload"], int(load[1:]), found[0], ch["metric"])] = (ch, found[1])
     values: list[PairValue] = []
     for workload in profile["workloads"]:
         for clients in profile["clients"]:
