@@ -20,6 +20,7 @@ import itertools
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -47,6 +48,7 @@ __all__ = [
 
 RELEASES_ENV = "SPECHARNESS_RELEASES"
 _READY = ".specharness-release.json"  # written last: a folder without it is a build that did not finish
+_BUILDING = ".specharness-building"  # written first by the harness's own build: only such a folder is ever removed
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,8 +146,9 @@ def release_folders() -> list[Path]:
 def release_env(release: Release, say: Callable[[str], None] | None = None) -> ReleaseEnv:
     """The environment that runs ``release`` (module docstring), building a CPU release's virtual environment with
     pip when none exists. Raises :class:`~specharness._errors.ReleaseUnavailable` naming why it cannot."""
+    listed = release_folders()[:-1]
     for root in release_folders():
-        found = _found(release, root / release.tag)
+        found = _found(release, root / release.tag, trust_unmarked=root in listed)
         if found is not None:
             return found
     folder = releases_root() / release.tag
@@ -158,7 +161,7 @@ def release_env(release: Release, say: Callable[[str], None] | None = None) -> R
             f"its site folder (<folder>/{release.tag}/site, scripts/gpu_release_delta.sh) and list the folder in "
             f"{RELEASES_ENV}"
         )
-    with _build_lock(folder):
+    with _build_lock(folder, say or (lambda _m: None)):
         found = _found(release, folder)  # another process may have built it while this one waited
         if found is None:
             _build(release, folder, say or (lambda _m: None))
@@ -170,21 +173,28 @@ def release_env(release: Release, say: Callable[[str], None] | None = None) -> R
 
 def link_environment(root: Path, release: Release, python: str) -> Path:
     """Register an existing interpreter as ``release``'s environment under ``root`` (a folder for
-    ``$SPECHARNESS_RELEASES``): ``<root>/<tag>/bin/python`` linked to it, marked ready. The caller vouches that it
-    runs that release, built like the others it is compared with."""
+    ``$SPECHARNESS_RELEASES``): ``<root>/<tag>/bin/python``, a script that runs it (a symlink would lose its virtual
+    environment), marked ready. The caller vouches that it runs that release, built like the others compared with it."""
     folder = root / release.tag
     (folder / "bin").mkdir(parents=True, exist_ok=True)
-    link = folder / "bin" / "python"
-    link.unlink(missing_ok=True)
-    link.symlink_to(python)
+    wrapper = folder / "bin" / "python"
+    wrapper.unlink(missing_ok=True)
+    wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(python)} "$@"\n')
+    wrapper.chmod(0o755)
     (folder / _READY).write_text(json.dumps({"release": release.tag, "linked": python}))
     return folder
 
 
-def _found(release: Release, folder: Path) -> ReleaseEnv | None:
+def _found(release: Release, folder: Path, trust_unmarked: bool = False) -> ReleaseEnv | None:
+    """The environment in ``folder``: a venv the harness finished (or, in a folder the user listed, any venv whose
+    vLLM is that release), or a site folder; None when there is none."""
     python = folder / "bin" / "python"
     if python.is_file() and (folder / _READY).is_file():
         return ReleaseEnv(release, str(python), origin="venv")
+    if python.is_file() and trust_unmarked and not (folder / _BUILDING).exists():
+        own = installed_release(str(python))
+        if own is not None and own.tag == release.tag:
+            return ReleaseEnv(release, str(python), origin="venv")
     for site in (folder / "site", folder):
         if (site / "vllm").is_dir():
             return ReleaseEnv(release, sys.executable, site=str(site), origin="site")
@@ -192,10 +202,14 @@ def _found(release: Release, folder: Path) -> ReleaseEnv | None:
 
 
 @contextlib.contextmanager
-def _build_lock(folder: Path) -> Iterator[None]:
+def _build_lock(folder: Path, say: Callable[[str], None]) -> Iterator[None]:
     folder.parent.mkdir(parents=True, exist_ok=True)
     with open(folder.parent / f".{folder.name}.lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say(f"waiting for another process that builds {folder.name} in {folder.parent}")
+            fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
         finally:
@@ -213,7 +227,12 @@ def _build(release: Release, folder: Path, say: Callable[[str], None]) -> None:
     """A fresh virtual environment in ``folder`` with the release and its pins (the torch family's vision, audio and
     codec packages removed, as ``scripts/setup.sh`` does); the ready marker is written last."""
     if folder.exists():
-        shutil.rmtree(folder)
+        if not (folder / _BUILDING).exists():
+            raise ReleaseUnavailable(
+                f"{release.tag}: {folder} exists but holds no finished environment the harness built; remove it (the "
+                "harness then builds one) or list a folder that holds one in " + RELEASES_ENV
+            )
+        shutil.rmtree(folder)  # a build of the harness's own that did not finish
     say(f"building {release.dist} {release.version} in {folder} with pip (once; a few minutes)")
     t0 = time.monotonic()
     steps = [
@@ -224,6 +243,7 @@ def _build(release: Release, folder: Path, say: Callable[[str], None]) -> None:
             "pip",
             "install",
             "-q",
+            "--disable-pip-version-check",
             *_pip_index_args(),
             f"{release.dist}=={release.version}",
             *release.extra_pins,
@@ -235,11 +255,18 @@ def _build(release: Release, folder: Path, say: Callable[[str], None]) -> None:
     steps[0][0] = base if Path(base).is_file() else sys.executable
     for i, step in enumerate(steps):
         proc = subprocess.run(step, capture_output=True, text=True, check=False)
+        if i == 0 and proc.returncode == 0:
+            (folder / _BUILDING).touch()
         if proc.returncode != 0 and i < 2:
-            last = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or ["no output"]
+            lines = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
+            errors = [ln for ln in lines if ln.startswith("ERROR:")] or lines[-1:] or ["no output"]
             shutil.rmtree(folder, ignore_errors=True)
-            raise ReleaseUnavailable(f"{release.tag}: building its environment failed: {last[0][:300]}")
+            raise ReleaseUnavailable(
+                f"{release.tag}: building its environment with pip failed: {errors[-1][:300]} (torch's +cpu wheel "
+                "comes from PIP_FIND_LINKS or SPECHARNESS_TORCH_INDEX, as for scripts/setup.sh)"
+            )
     (folder / _READY).write_text(
         json.dumps({"release": release.tag, "pins": list(release.extra_pins), "built_s": round(time.monotonic() - t0)})
     )
+    (folder / _BUILDING).unlink(missing_ok=True)
     say(f"{release.tag} built in {time.monotonic() - t0:.0f} s")

