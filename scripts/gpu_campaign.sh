@@ -20,7 +20,8 @@
 #   scripts/gpu_campaign.sh crosscheck        specharness vs vllm bench serve on one baseline server
 #   scripts/gpu_campaign.sh pair              ReleasePair through ASV: the unpacked release against the earlier one whose
 #                                             site folder scripts/gpu_release_delta.sh staged (/tmp/releases), one
-#                                             run of both side by side (MACHINE names the series, default h100)
+#                                             run of both side by side (MACHINE names the series, default h100;
+#                                             SPECHARNESS_ASV_PAIR_ARMS=baseline runs the baseline pair alone)
 #   scripts/gpu_campaign.sh controls          the release review's controls: the release against itself and against
 #                                             itself slowed by 1.05 and 1.10 (scripts/arms/release-controls.toml)
 #   scripts/gpu_campaign.sh sweep             NgramConfigSweep through ASV

@@ -11,6 +11,7 @@ Environment knobs (read when ``setup_cache`` runs):
                               ``UserWorkload`` benchmark tracks it per group, at SPECHARNESS_ASV_WORKLOAD_CLIENTS
                               clients (default 4), across vLLM releases
     SPECHARNESS_ASV_POOL      1 (default): the classes of one ``asv run`` share engines; 0: each starts its own
+    SPECHARNESS_ASV_PAIR_ARMS which pairs ``ReleasePair`` runs: baseline,ngram (default), baseline or ngram
     SPECHARNESS_ENGINE_POOL_IDLE_S  seconds an unheld pooled engine lives on (default 300)
 
 Engines are started once per release: every experiment takes its engines from an engine pool
@@ -284,6 +285,16 @@ def _pair_profile() -> Profile:
     return get_profile("release") if name == "quick" else _profile()
 
 
+def _pair_kinds() -> tuple[str, ...]:
+    """Which pairs a release pair runs: SPECHARNESS_ASV_PAIR_ARMS, ``baseline,ngram`` (default), ``baseline`` or
+    ``ngram`` (two engines instead of four, where time or memory is short)."""
+    raw = os.environ.get("SPECHARNESS_ASV_PAIR_ARMS", "baseline,ngram")
+    kinds = tuple(k.strip() for k in raw.split(",") if k.strip())
+    if not kinds or any(k not in ("baseline", "ngram") for k in kinds):
+        raise ConfigError(f"SPECHARNESS_ASV_PAIR_ARMS={raw!r}: give baseline, ngram or baseline,ngram")
+    return kinds
+
+
 def release_pair_experiment() -> dict[str, Any]:
     """This environment's release against the one before it on the ledger, in one paired run (baseline against
     baseline, ngram against ngram, side by side, over the profile's cells of the grid); the earlier release's
@@ -298,9 +309,10 @@ def release_pair_experiment() -> dict[str, Any]:
     profile = _pair_profile()
     _check_within_grid(profile)
     declared = release_pair_arms(f"{previous.tag},{current.tag}", profile)
-    arms = declared.arms
+    kinds = _pair_kinds()
     if profile.name == "quick" and os.environ.get("SPECHARNESS_ASV_PROFILE") == "smoke":
-        arms = tuple(a for a in arms if a.speculative_config is None)  # smoke: the baseline pair alone (wiring)
+        kinds = ("baseline",)  # smoke: the baseline pair alone (wiring)
+    arms = tuple(a for a in declared.arms if ("ngram" if a.speculative_config else "baseline") in kinds)
     pairs = tuple(p for p in declared.comparisons if all(x in {a.name for a in arms} for x in p))
     profile = override(profile, arms=tuple(a.name for a in arms), arm_specs=arms, comparisons=pairs)
     out = run_folder("asv-pair")
