@@ -359,14 +359,17 @@ def pair_record(
         load = str(ch["load"])
         if found is not None and load.startswith("c") and load[1:].isdigit():  # the ASV grid's closed-loop loads
             changes[(ch["workload"], int(load[1:]), found[0], ch["metric"])] = (ch, found[1])
+    kinds = [k for k in PAIR_ARMS if (k, previous.tag) in names and (k, current.tag) in names]  # the pairs it ran
     values: list[PairValue] = []
     for workload in profile["workloads"]:
         for clients in profile["clients"]:
-            for kind in PAIR_ARMS:
+            for kind in kinds:
                 for metric in PAIR_METRICS:
                     if metric == "verify_steps_per_token" and kind != "ngram":
                         continue
                     change = changes.get((workload, int(clients), kind, metric))
+                    if change is None and metric == "peak_memory" and not failed_kind[kind]:
+                        continue  # none per arm here (a GPU's used memory is the device's)
                     measured: dict[str, Any] = {}
                     if change is not None:
                         ch, flipped = change
