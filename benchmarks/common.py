@@ -79,12 +79,11 @@ def lookup(cache, key, bench=None, method="", params=()):
 
 
 def pair_lookup(cache, pair, workload, clients, arm, metric):
-    """A release pair's value for this release (NaN for another pair); this release's engine failed in the pair:
-    :class:`ReleaseFailed` (ASV: "failed"). The plugin writes both releases' values and intervals from the pair's
-    record (specharness.history.asv.pairs), so no note is left here."""
+    """A release pair's value for this release (NaN for another pair, or where this release's engine failed in the
+    pair: ``track_engine_failed`` says so); the whole pair run failing is :class:`ReleaseFailed` (ASV: "failed").
+    The plugin writes both releases' values and intervals from the pair's record (specharness.history.asv.pairs), so
+    no note is left here."""
     if cache.get("failed") and cache.get("pair") == pair:
         raise ReleaseFailed(cache["failed"])
     value = cache.get("metrics", {}).get(pair_value_key(pair, workload, clients, arm, metric), float("nan"))
-    if value is None:
-        raise ReleaseFailed(cache.get("current_failed") or "failed")
-    return value
+    return float("nan") if value is None else value

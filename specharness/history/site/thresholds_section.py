@@ -15,7 +15,7 @@ from typing import Any
 from specharness.history.asv.ledger import LEDGER
 from specharness.history.site.numbers import fmt as _fmt
 
-__all__ = ["entry_names", "thresholds_section"]
+__all__ = ["entry_names", "step_tag", "thresholds_section"]
 
 
 def _applies(pattern: str, branch: str) -> bool:
@@ -51,15 +51,23 @@ def _regressions_listed(site: Path, branch: str, thresholds: Mapping[str, float]
     items = []
     for name, *_, jumps in entries:
         for rev_a, rev_b, val_a, val_b in jumps:
-            off = "a revision off the ledger"
             ratio = f"×{val_b / val_a:.3g}" if val_a else "from 0"
             items.append(
-                f"<li>{html.escape(name)}: {html.escape(tag_of.get(rev_a, off))} → {html.escape(tag_of.get(rev_b, off))}"
+                f"<li>{html.escape(name)}: {html.escape(step_tag(rev_a, tag_of))} → "
+                f"{html.escape(step_tag(rev_b, tag_of))}"
                 f", {_fmt(val_a)} → {_fmt(val_b)} ({ratio}, threshold {_threshold_for(name, branch, thresholds):.0%})"
                 "</li>"
             )
     listed = "".join(items) or "<li>nothing</li>"
     return f"<p>What the regressions page lists, by release tag:</p><ul class='regressions-listed'>{listed}</ul>"
+
+
+def step_tag(revision: int | None, tag_of: Mapping[int, str]) -> str:
+    """A regressions page step's end as a release tag: ASV writes no revision (None) for a step from the series' first
+    value (a release pair's series starts at its earlier release)."""
+    if revision is None:
+        return "its first value"
+    return tag_of.get(revision, "a revision off the ledger")
 
 
 def _threshold_rows(thresholds: Mapping[str, float], branch: str, names: list[str]) -> str:
