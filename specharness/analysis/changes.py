@@ -21,10 +21,11 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from specharness.analysis.comparison import PairedComparison, speed_block_logs
-from specharness.analysis.stats import block_ratio_interval
+from specharness.analysis.stats import block_ratio_interval, t_quantile
+from specharness.analysis.verdict import RELEASE_FACTOR
 from specharness.records import CellRecord, RequestRecord
 
-__all__ = ["CHANGE_CONFIDENCE", "CHANGE_METRICS", "PairedChange", "paired_changes"]
+__all__ = ["CHANGE_CONFIDENCE", "CHANGE_METRICS", "PairedChange", "detectable_ratio", "paired_changes"]
 
 CHANGE_CONFIDENCE = 0.99
 
@@ -121,6 +122,16 @@ def _interval(c: PairedComparison, metric: str, logs: dict[int, float], offset_v
         se_log=r.se_log,
         t_df=r.t_df,
     )
+
+
+def detectable_ratio(se_log: float, t_df: float, power: float = 0.80) -> float:
+    """The smallest ratio a paired change is called at ``power`` (:func:`~specharness.analysis.verdict.pair_change`):
+    the larger of ``exp((t(0.995, df) + t(power, df)) · se)`` (its 99% interval excludes 1) and
+    ``factor · exp(t(power, df) · se)`` (its estimate lies beyond the factor); NaN without a standard error."""
+    if not (math.isfinite(se_log) and math.isfinite(t_df) and t_df > 0):
+        return math.nan
+    by_interval = math.exp((t_quantile(0.995, t_df) + t_quantile(power, t_df)) * se_log)
+    return max(by_interval, RELEASE_FACTOR * math.exp(t_quantile(power, t_df) * se_log))
 
 
 def paired_changes(

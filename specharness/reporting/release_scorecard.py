@@ -7,8 +7,8 @@ and value (time for the same work, TPOT p50, …) the twin over the reference is
 :func:`~specharness.history.asv.pairs.pair_change` on its paired 99% interval (:mod:`specharness.analysis.changes`):
 a change called between identical engines is a false verdict; a known slowdown called *regressed* is a detection.
 The speed verdict of the same-work comparison (helps, hurts, equivalent, inconclusive) is counted beside it. The
-smallest change a run can call at 80% power is ``exp((t(0.995, df) + t(0.80, df)) · se)`` for each A/A cell, se the
-standard error of its log ratio and df its interval's degrees of freedom: the median over cells is reported.
+smallest change a run can call at 80% power (:func:`~specharness.analysis.changes.detectable_ratio`, from each A/A
+cell's standard error and degrees of freedom) is reported as the median over cells.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from specharness._errors import RunDirError
-from specharness.analysis.stats import t_quantile
+from specharness.analysis.changes import detectable_ratio
 from specharness.analysis.verdict import RELEASE_FACTOR, pair_change
 from specharness.experiment.design import Profile, control_pairs
 from specharness.reporting.aa_scorecard import ControlCell, control_cell, offset_evidence
@@ -54,10 +54,8 @@ class ReleaseControlCell:
 
     @property
     def detectable(self) -> float:
-        """The smallest ratio this cell would call at 80% power (two-sided 99%): exp((t(0.995) + t(0.80)) · se)."""
-        if not (math.isfinite(self.se_log) and math.isfinite(self.t_df) and self.t_df > 0):
-            return math.nan
-        return math.exp((t_quantile(0.995, self.t_df) + t_quantile(POWER, self.t_df)) * self.se_log)
+        """The smallest ratio this cell would call at 80% power (:func:`detectable_ratio`)."""
+        return detectable_ratio(self.se_log, self.t_df, POWER)
 
 
 @dataclass(slots=True)

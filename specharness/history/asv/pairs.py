@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from specharness._errors import ConfigError
+from specharness.analysis.changes import detectable_ratio
 from specharness.analysis.verdict import RELEASE_FACTOR, pair_change
 from specharness.engines.releases import LEDGER, Release
 from specharness.history.asv.method import METHOD_VERSION
@@ -169,16 +170,9 @@ class PairRecord:
 
 
 def detectable(value: PairValue, power: float = 0.80) -> float:
-    """The smallest ratio the pair run could call changed at ``power`` for this value (its interval's own standard
-    error and degrees of freedom): the larger of ``exp((t(0.995, df) + t(power, df)) · se)`` (the interval excludes
-    1) and ``factor · exp(t(power, df) · se)`` (the estimate lies beyond the factor); NaN without them."""
-    from specharness.analysis.stats import t_quantile
-
-    if not (math.isfinite(value.se_log) and math.isfinite(value.t_df) and value.t_df > 0):
-        return math.nan
-    by_interval = math.exp((t_quantile(0.995, value.t_df) + t_quantile(power, value.t_df)) * value.se_log)
-    by_factor = RELEASE_FACTOR * math.exp(t_quantile(power, value.t_df) * value.se_log)  # beyond the factor, too
-    return max(by_interval, by_factor)
+    """The smallest ratio the pair run could call changed at ``power`` for this value
+    (:func:`~specharness.analysis.changes.detectable_ratio` on its own standard error and degrees of freedom)."""
+    return detectable_ratio(value.se_log, value.t_df, power)
 
 
 def pair_params(pair: str, workload: str, clients: int, arm: str) -> tuple[str, ...]:
