@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CPU, H200 = "cpu-2core-xeon", "h200"  # the committed machines, each its own site
+CPU, H200 = "cpu-2core-xeon", "h200"  # the machines whose pages these tests read
+MACHINES = {p.parent.name for p in (ROOT / "results").glob("*/machine.json")}  # every committed machine: its own site
 pytestmark = pytest.mark.browser
 
 
@@ -135,7 +136,7 @@ def test_regressions_page_lists_only_engine_release_steps(site: str, browser, tm
 
     with urllib.request.urlopen(f"{site}/sites.json") as response:
         sites = json.load(response)
-    assert {s["machine"] for s in sites} == {CPU, H200}
+    assert {s["machine"] for s in sites} == MACHINES and {CPU, H200} <= MACHINES
     for s in sites:
         browser.get(f"{site}/{s['folder']}/#/regressions")
         assert wait(lambda: browser.find_elements("css selector", "#regressions-display"), limit_s=120)
@@ -238,12 +239,12 @@ def test_summary_grid_of_each_machine_shows_only_its_values(
     links = {
         a.get_attribute("href").rsplit("/", 2)[-2] for a in browser.find_elements("css selector", "li.series a.asv")
     }
-    assert links == {CPU, H200}, links
-    for machine in (CPU, H200):
+    assert links == MACHINES, links
+    for machine in sorted(MACHINES):
         expected = {p.stem for p in (published / machine / "graphs" / "summary").glob("*.json")}
         lines = summary_grid_lines(browser, f"{site}/{machine}/index.html", expected)
         browser.save_screenshot(str(artifacts(tmp_path) / f"asv_summary_{machine}.png"))
-        assert set(lines) == expected and "bench_paired.PairedNgram.track_slowdown" in lines, sorted(lines)
+        assert expected and set(lines) == expected, sorted(lines)
         index = json.loads((published / machine / "index.json").read_text())
         values = machine_values(ROOT / "results", machine)
         problems = [
