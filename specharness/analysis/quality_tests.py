@@ -193,6 +193,7 @@ class IdentityControl:
     text: str = "no A/A arm in this run"
     source: str = ""  # judged against the machine's recorded A/A (no A/A arm in the run): the record's source
     record_cases: int = 0  # the record's prompts
+    over_tokens: int = 0  # both sides compared over their first this many tokens (the record's length); 0: whole
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -369,7 +370,8 @@ def identity_against_record(
         if p < 0.05
         else f"diverges no more than two identical engines ({where}; {said}, p = {p:.2g}{note})"
     )
-    return IdentityControl("", len(x), float(x.mean()), float(y.mean()), p, text, record.source, len(y))
+    over = record.max_output_tokens if cut else 0
+    return IdentityControl("", len(x), float(x.mean()), float(y.mean()), p, text, record.source, len(y), over)
 
 
 def _prefixes(c: PairedComparison, tokens: int) -> list[tuple[str, int, bool]] | None:

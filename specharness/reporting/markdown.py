@@ -27,6 +27,7 @@ from specharness.analysis.sweep import Capacity, WorkloadSweep, offered_text
 from specharness.analysis.verdict import RELEASE_FACTOR, band_edges, pair_change
 from specharness.engines.preload import ENV as PRELOAD_ENV
 from specharness.engines.preload import forked
+from specharness.reporting.answer import answer_lines, load_text
 from specharness.reporting.group_tables import groups_markdown
 from specharness.reporting.start_table import phases_text
 
@@ -59,14 +60,6 @@ def _pcts(d: dict[str, float], digits: int = 0) -> str:
 
     failed = f", {d['failed']:.0f} failed" if d.get("failed") else ""
     return f"{one('p50')}/{one('p95')}/{one('p99')} (n={d.get('n', math.nan):.0f}{failed})"
-
-
-def load_text(load: str) -> str:
-    """``c4`` -> ``4 clients``, ``r2`` -> ``2 req/s``, ``rinf`` -> ``all at once``."""
-    if load.startswith("r"):
-        return "all at once" if load == "rinf" else f"{load[1:]} req/s"
-    n = load[1:]
-    return f"{n} client{'s' if n != '1' else ''}"
 
 
 def _order(c: PairedComparison) -> str:
@@ -690,9 +683,14 @@ def _sweeps(a: Analysis, found: list[WorkloadSweep]) -> list[str]:
     lines = [
         "## Load sweep: speedup against load",
         "",
-        f"SLOs per request: {slo_text(slo)} (from the scheduled send). SLO goodput counts requests that are "
-        f"right (complete, rubric passed) and within every SLO; a load is sustained when at least {frac:.0%} of "
-        "its requests are, and at every lighter level too. Efficiency = speedup / mean acceptance length.",
+        (
+            f"SLOs per request: {slo_text(slo)} (from the scheduled send). SLO goodput counts requests that are "
+            f"right (complete, rubric passed) and within every SLO; a load is sustained when at least {frac:.0%} "
+            "of its requests are, and at every lighter level too."
+            if slo
+            else "No SLO declared: no sustainable load is read off (declare `slo` in the profile for one)."
+        )
+        + " Efficiency = speedup / mean acceptance length.",
         "",
     ]
     for sw in found:
@@ -707,17 +705,20 @@ def _sweeps(a: Analysis, found: list[WorkloadSweep]) -> list[str]:
             "delivered, judged level, each weighted by its interval, with 95% brackets from a parametric "
             f"bootstrap over the levels; the level-by-level verdicts are in the table. {_level_reading(sw)}",
             "",
-            f"**Max sustainable load (SLO goodput ≥ {frac:.0%}):** {_capacity(sw.goodput_capacity, sw.unit)}.",
-            f"**Max load within the latency SLOs (right or not, ≥ {frac:.0%}):** "
-            f"{_capacity(sw.latency_capacity, sw.unit)}.",
-            "",
         ]
+        if slo:  # the capacities need an SLO: without one they would only count right answers
+            lines += [
+                f"**Max sustainable load (SLO goodput ≥ {frac:.0%}):** {_capacity(sw.goodput_capacity, sw.unit)}.",
+                f"**Max load within the latency SLOs (right or not, ≥ {frac:.0%}):** "
+                f"{_capacity(sw.latency_capacity, sw.unit)}.",
+                "",
+            ]
         if sw.skipped:
             lines += [f"Levels without a speed judgement (invalid or not comparable): {', '.join(sw.skipped)}.", ""]
         lines += [
             "| load | speedup [CI] | fitted | speed | quality | mean accept len | efficiency | TPOT p50/p95 ms "
-            "base → ngram | TTFT p95 ms base → ngram | sent req/s | completed req/s base / ngram | SLO goodput "
-            "base / ngram | delivered |",
+            "base → ngram | TTFT p95 ms base → ngram | sent req/s | completed req/s base / ngram | "
+            f"{'SLO goodput' if slo else 'right'} base / ngram | delivered |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         fitted = sw.fitted_speedup or [math.nan] * len(sw.levels)
@@ -761,7 +762,16 @@ def render_markdown(
             f"Finish with `specharness run --resume {run_dir}`.",
             "",
         ]
-    lines += _decision(a) + _rules(a) + _sweeps(a, found or []) + _speed(a) + [""] + _changes(a) + _quality(a)
+    lines += (
+        answer_lines(a)
+        + _decision(a)
+        + _rules(a)
+        + _sweeps(a, found or [])
+        + _speed(a)
+        + [""]
+        + _changes(a)
+        + _quality(a)
+    )
     lines += groups_markdown(a.group_decisions, a.feature_correlations, load_text)
     lines += _delivery(a) + _per_arm(a)
     lines.append("## Acceptance by draft position")

@@ -14,8 +14,9 @@ from specharness.analysis.structured_validity import structured_validity
 from specharness.analysis.sweep import WorkloadSweep, sweeps
 from specharness.analysis.verdict import band_edges
 from specharness.experiment.rundir import read_manifest
+from specharness.reporting.answer import load_text
 from specharness.reporting.group_tables import groups_chart
-from specharness.reporting.markdown import load_text, render_markdown
+from specharness.reporting.markdown import render_markdown
 
 __all__ = ["REPORT_JSON", "REPORT_MD", "REPORT_SCHEMA", "load_report", "write_report"]
 

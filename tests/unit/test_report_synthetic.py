@@ -68,3 +68,36 @@ def test_partial_status_is_shown(tmp_path: Path) -> None:
     (run / "manifest.json").write_bytes(orjson.dumps(manifest))
     write_report(run, plots=False)
     assert "PARTIAL REPORT" in (run / "report.md").read_text()
+
+
+def test_report_leads_with_the_answer(tmp_path: Path) -> None:
+    """The first section after the title is the answer: per workload and load, both verdicts with the speedup, its
+    interval and block count, whether the answers changed, and what the verdict is about; the decision table follows.
+    Fails if the answer is missing, comes after the tables, or disagrees with report.json."""
+    run = write_synthetic_run(tmp_path / "run", records=480)
+    report = write_report(run, plots=False)
+    md = (run / "report.md").read_text()
+    sections = [line for line in md.splitlines() if line.startswith("## ")]
+    assert sections[:2] == ["## Answer", "## Decision"], sections[:3]
+    answer = md.split("## Answer", 1)[1].split("## Decision", 1)[0]
+    lines = [line for line in answer.splitlines() if line.startswith("- ")]
+    assert len(lines) == len(report["comparisons"]) == 4
+    for c in report["comparisons"]:
+        load = f"{c['clients']} client{'s' if c['clients'] != 1 else ''}"
+        line = next(x for x in lines if x.startswith(f"- **{c['workload']}, {load}, "))
+        s = c["speedup"]
+        assert f"speed **{c['speed']['verdict']}**" in line and f"quality **{c['quality']['verdict']}**" in line
+        assert f"×{s['estimate']:.2f}" in line and f"[{s['low']:.2f}, {s['high']:.2f}]" in line, line
+        assert f"{s['blocks']} blocks" in line and "answers identical in 100% of pairs" in line, line
+        assert "About these " in line, line
+
+
+def test_sweep_without_slo_prints_no_sustainable_load(tmp_path: Path) -> None:
+    """Goodput needs an SLO: a run that declared none says so and prints no 'Max sustainable load' line (it would
+    count right answers alone and read 'below the lightest tested load')."""
+    run = write_synthetic_run(tmp_path / "run", records=480)
+    manifest = orjson.loads((run / "manifest.json").read_bytes())
+    assert not manifest["config"]["profile"].get("slo")
+    write_report(run, plots=False)
+    md = (run / "report.md").read_text()
+    assert "## Load sweep" in md and "Max sustainable load" not in md and "No SLO declared" in md

@@ -1,0 +1,94 @@
+"""The report's first lines: per workload and load, the speed and quality verdicts with their numbers, whether the
+answers changed, and what the verdict is about; then each declared pair's changed values and any failed arm."""
+
+from __future__ import annotations
+
+import math
+
+from specharness.analysis.analyse import Analysis
+from specharness.analysis.comparison import PairedComparison
+from specharness.analysis.verdict import pair_change
+
+
+def load_text(load: str) -> str:
+    """``c4`` -> ``4 clients``, ``r2`` -> ``2 req/s``, ``rinf`` -> ``all at once``."""
+    if load.startswith("r"):
+        return "all at once" if load == "rinf" else f"{load[1:]} req/s"
+    n = load[1:]
+    return f"{n} client{'s' if n != '1' else ''}"
+
+
+def _share(x: float) -> str:
+    return f"{x:.0%}" if math.isfinite(x) else "—"
+
+
+def _speed(c: PairedComparison) -> str:
+    s = c.speedup
+    if not math.isfinite(s.estimate):
+        return f"speed **{c.speed.verdict}** (no estimate)"
+    return (
+        f"speed **{c.speed.verdict}**: {c.arm_b} at ×{s.estimate:.2f} {c.arm_a}'s speed for the same work "
+        f"[{s.low:.2f}, {s.high:.2f}] ({s.confidence:.0%} CI, {s.blocks} blocks)"
+    )
+
+
+def _answers(c: PairedComparison, greedy: bool) -> str:
+    """Whether the answers changed: the identical share and its A/A judgement (greedy), else nothing to say here."""
+    if not greedy:
+        return "answers differ by design (sampled; see the distribution check)"
+    n = c.pair_counts
+    identical = (n.same_work + n.unstable) / n.pairs if n.pairs else math.nan
+    text = f"answers identical in {_share(identical)} of pairs"
+    control = c.identity.control
+    if control is not None and math.isfinite(control.pvalue):
+        judged = "more often than" if control.pvalue < 0.05 else "no more often than"
+        over = f" over their first {control.over_tokens} tokens" if control.over_tokens else ""
+        text += (
+            f"; they differ{over} {judged} two identical engines' (identical {_share(control.identical_share)} "
+            f"per case vs {_share(control.twin_identical_share)}, p = {control.pvalue:.2g})"
+        )
+    return text
+
+
+def _scope(c: PairedComparison) -> str:
+    w = c.work
+    if w is None or not w.cases:
+        return ""
+    if math.isfinite(w.over_cases.low):
+        return (
+            f" About these {w.cases} prompts; for traffic like them [{w.over_cases.low:.2f}, {w.over_cases.high:.2f}]."
+        )
+    return f" About these {w.cases} prompts only (too few to speak for traffic like them)."
+
+
+def answer_lines(a: Analysis) -> list[str]:
+    """The ``## Answer`` section: one line per comparison, then declared pairs' changes and failed arms."""
+    lines = ["## Answer", ""]
+    for c in a.comparisons:
+        if c.arm_a in a.failed_arms or c.arm_b in a.failed_arms:
+            continue  # said once below, with the reason
+        sb = a.summaries.get((c.workload, c.load, c.arm_b))
+        sa = a.summaries.get((c.workload, c.load, c.arm_a))
+        right = ""
+        if sa is not None and sb is not None:
+            right = f" ({_share(sa.correct_fraction)} → {_share(sb.correct_fraction)} right)"
+        lines.append(
+            f"- **{c.workload}, {load_text(c.load)}, {c.arm_b} vs {c.arm_a}**: {_speed(c)}; "
+            f"{_answers(c, a.rules.greedy)}; quality **{c.quality.verdict}**{right}.{_scope(c)}"
+        )
+    if not a.comparisons:
+        lines.append("- No comparison between arms in this run.")
+    changed: dict[tuple[str, str, str, str], list[str]] = {}
+    for ch in a.changes:
+        key = (ch.workload, ch.load, ch.arm_b, ch.arm_a)
+        called = pair_change(ch.estimate, ch.low, ch.high)
+        changed.setdefault(key, [])
+        if called in ("regressed", "improved"):
+            word = "worse" if called == "regressed" else "better"
+            changed[key].append(f"{ch.metric} {word} ×{ch.estimate:.3f} [{ch.low:.3f}, {ch.high:.3f}]")
+    for (workload, load, arm_b, arm_a), values in changed.items():
+        said = "; ".join(values) if values else "no value changed (99% paired intervals)"
+        lines.append(f"- **{workload}, {load_text(load)}, {arm_b} against {arm_a}**: {said}.")
+    for arm, why in sorted(a.failed_arms.items()):
+        lines.append(f"- **{arm} failed to start**: {why}")
+    return [*lines, ""]
