@@ -145,7 +145,11 @@ def _run_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="multi-turn conversations: first turn (default), all turns as one request, or replay: each "
         "user turn its own request, sent after the arm's own earlier answers",
     )
-    imp.add_argument("--reference-mode", choices=("exact", "normalised-contains", "rouge-l", "chrf"))
+    imp.add_argument(
+        "--reference-mode",
+        choices=("exact", "normalised-contains", "rouge-l", "chrf", "final-number"),
+        help="how a reference is judged (default normalised-contains; MT-Bench files: by category)",
+    )
     imp.add_argument("--reference-threshold", type=float)
     sim = sub.add_parser(
         "simulate",

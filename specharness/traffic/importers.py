@@ -16,8 +16,10 @@ Formats, detected from the file (the suffix, then the keys of the first JSON obj
                   ``turns="replay"`` sends the later turns after each arm's own answers (``turns="all"`` cannot
                   apply: the file has no answers); ``category`` is the group and ``reference`` the reference check
                   unless ``group_field`` / ``reference_field`` say otherwise; the check judges the last turn sent,
-                  so it takes that turn's reference (none for it: unchecked). MT-Bench references are full answers:
-                  use ``reference_mode="rouge-l"`` with a threshold, not "normalised-contains"
+                  so it takes that turn's reference (none for it, or ``""``: unchecked). Without ``reference_mode``
+                  the category decides it (:data:`CATEGORY_MODES`: translation chrF, summarization ROUGE-L, at
+                  ``reference_threshold`` or :data:`DEFAULT_THRESHOLDS`), a reference with GSM8K's ``#### N`` is
+                  judged by its final number, every other by normalised-contains; ``reference_mode`` sets one for all
     sharegpt      ``{"conversations": [{"from": "human", "value": ...}, ...]}``; roles human/user, gpt/assistant,
                   system; ``turns="first"`` keeps the system turns before the first user turn and that turn,
                   ``turns="all"`` those system turns and every turn from the first user turn to the last (one
@@ -70,6 +72,14 @@ __all__ = [
 ]
 
 FORMATS = ("auto", "specharness", "openai", "sharegpt", "mtbench", "prompt", "csv")
+DEFAULT_MODE = "normalised-contains"  # a reference's mode when neither the user nor the category gives one
+CATEGORY_MODES = {  # MT-Bench-style category (lowercased) -> the mode its references are judged by
+    "translation": "chrf",
+    "summarization": "rouge-l",
+    "summarisation": "rouge-l",
+    "gsm8k": "final-number",
+}
+DEFAULT_THRESHOLDS = {"chrf": 0.5, "rouge-l": 0.3}  # a category's scored mode without reference_threshold
 TURNS = ("first", "all", "replay")
 ID_FIELDS = ("id", "custom_id", "question_id")
 KEPT_REJECTIONS = 20
@@ -114,7 +124,7 @@ class ImportOptions:
     max_prompt_chars: int | None = None
     turns: str = "first"
     reference_field: str | None = None
-    reference_mode: str = "normalised-contains"
+    reference_mode: str | None = None  # None: normalised-contains (MT-Bench: by category, CATEGORY_MODES)
     reference_threshold: float | None = None
     raw_prompts: bool = False
     name: str | None = None
@@ -137,7 +147,7 @@ class ImportOptions:
         lo, hi = self.min_prompt_chars, self.max_prompt_chars
         if lo is not None and hi is not None and lo > hi:
             raise ConfigError("min_prompt_chars is larger than max_prompt_chars; no prompt could pass")
-        if self.reference_mode not in REFERENCE_MODES:
+        if self.reference_mode is not None and self.reference_mode not in REFERENCE_MODES:
             raise ConfigError(
                 f"reference_mode {self.reference_mode!r} is unknown; use one of {', '.join(REFERENCE_MODES)}"
             )
@@ -147,7 +157,11 @@ class ImportOptions:
             and self.reference_threshold is None
         ):
             raise ConfigError(f"reference_mode {self.reference_mode} needs reference_threshold, a number in (0, 1]")
-        if self.reference_threshold is not None and self.reference_mode not in THRESHOLD_MODES:
+        if (
+            self.reference_threshold is not None
+            and self.reference_mode is not None
+            and self.reference_mode not in THRESHOLD_MODES
+        ):
             raise ConfigError(f"reference_threshold applies to reference_mode {' or '.join(THRESHOLD_MODES)} only")
         if self.reference_threshold is not None and not 0 < self.reference_threshold <= 1:
             raise ConfigError("reference_threshold must be in (0, 1]")
@@ -171,7 +185,8 @@ class ImportResult:
     # among the imported cases:
     group_defaulted: int  # group_field set but missing or empty in the record: group "default"
     max_tokens_defaulted: int  # max_tokens_field set (or an OpenAI body) but no max_tokens in the record: the default
-    unchecked: int  # reference_field set but missing in the record
+    unchecked: int  # reference_field set but missing or empty in the record
+    reference_modes: tuple[tuple[str, int], ...] = ()  # (mode, cases judged by it), in first-seen order
     rejections: tuple[str, ...] = field(default=())  # the first KEPT_REJECTIONS messages, one line each
 
     def summary(self) -> str:
@@ -183,10 +198,12 @@ class ImportResult:
             (self.not_sampled, "not sampled"),
             (self.group_defaulted, "without a group (-> default)"),
             (self.max_tokens_defaulted, "with the default max_tokens"),
-            (self.unchecked, "without a reference (unchecked)"),
+            (self.unchecked, "without a reference or with an empty one (unchecked)"),
         ):
             if count:
                 parts.append(f"{count} {label}")
+        if self.reference_modes:
+            parts.append("references judged by " + ", ".join(f"{m} ({n})" for m, n in self.reference_modes))
         return ", ".join(parts)
 
 
@@ -195,6 +212,7 @@ class _Tally:
     group_defaulted: int = 0
     max_tokens_defaulted: int = 0
     unchecked: int = 0
+    mode: str = ""  # the reference check's mode, when the case has one
 
 
 # --- reading records ---------------------------------------------------------------------------------------------
@@ -254,7 +272,7 @@ def _csv_records(path: Path, opts: ImportOptions) -> Iterator[_Record]:
     line = 0
     try:
         with path.open(encoding="utf-8-sig", newline="") as f:
-            reader = csv.reader(f, delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+            reader = csv.reader(f, delimiter="\t" if path.suffix.lower() == ".tsv" else ",", strict=True)
             header = next(reader, None)
             if header is None:
                 raise WorkloadError(f"{path}: empty file; a CSV needs a header row with a {column!r} column")
@@ -268,6 +286,11 @@ def _csv_records(path: Path, opts: ImportOptions) -> Iterator[_Record]:
                 except StopIteration:
                     return
                 except csv.Error as exc:
+                    if "unexpected end of data" in str(exc):
+                        raise WorkloadError(
+                            f"{path}:{line}: a quoted field opened on this line never closes (every later row "
+                            'would be part of it); close the quote, or write a quote inside a field as ""'
+                        ) from None
                     raise WorkloadError(f"{path}:{line}: not readable as CSV ({exc})") from None
                 if not row or not any(cell.strip() for cell in row):
                     continue
@@ -398,18 +421,20 @@ def _case(
     check = None
     if opts.reference_field:
         value = _lookup(opts.reference_field, *sources)
-        if value is None:
+        refs = value if isinstance(value, list) else [value]
+        if value is None or all(isinstance(r, str) and not r.strip() for r in refs):  # none, "" or [""]: unchecked
             tally.unchecked += 1
         else:
-            refs = value if isinstance(value, list) else [value]
-            if not refs or not all(isinstance(r, str) and r.strip() for r in refs):
+            if not all(isinstance(r, str) and r.strip() for r in refs):
                 raise WorkloadError(
                     f"{where}: field {opts.reference_field!r} must be a non-blank string or a list of "
                     f"them, not {_short(value)}"
                 )
-            raw: dict[str, Any] = {"type": "reference", "references": refs, "mode": opts.reference_mode}
-            if opts.reference_threshold is not None:
+            mode = opts.reference_mode or DEFAULT_MODE
+            raw: dict[str, Any] = {"type": "reference", "references": refs, "mode": mode}
+            if mode in THRESHOLD_MODES:
                 raw["threshold"] = opts.reference_threshold
+            tally.mode = mode
             try:
                 check = parse_reference_check(raw, where)
             except WorkloadError as exc:  # name the dataset's field, not the check's
@@ -564,6 +589,15 @@ def _content(content: Any, where: str, i: int) -> str:
     raise WorkloadError(f"{where}: field 'messages[{i}].content' must be a string or a list of text parts")
 
 
+def category_mode(category: Any, reference: Any) -> str:
+    """The reference mode an MT-Bench-style record's category (or a GSM8K ``#### N`` reference) calls for."""
+    if isinstance(category, str) and category.strip().lower() in CATEGORY_MODES:
+        return CATEGORY_MODES[category.strip().lower()]
+    if isinstance(reference, str) and "####" in reference:
+        return "final-number"
+    return DEFAULT_MODE
+
+
 def _mtbench(obj: dict[str, Any], where: str, default_id: str, opts: ImportOptions, tally: _Tally) -> Case:
     turns = obj.get("turns")
     if not isinstance(turns, list) or not turns or not all(isinstance(t, str) and t.strip() for t in turns):
@@ -575,7 +609,15 @@ def _mtbench(obj: dict[str, Any], where: str, default_id: str, opts: ImportOptio
     if isinstance(reference, list):  # one reference answer per turn: the one for the last turn sent
         reference = reference[len(sent) - 1] if len(reference) >= len(sent) else None
     record = {**obj, reference_field: reference}
-    mt_opts = replace(opts, group_field=group_field, reference_field=reference_field)
+    mode = opts.reference_mode or category_mode(obj.get(group_field), reference)
+    threshold = (opts.reference_threshold or DEFAULT_THRESHOLDS[mode]) if mode in THRESHOLD_MODES else None
+    mt_opts = replace(
+        opts,
+        group_field=group_field,
+        reference_field=reference_field,
+        reference_mode=mode,
+        reference_threshold=threshold,
+    )
     return _case(
         where,
         default_id,
@@ -665,6 +707,11 @@ def import_workload(path: str | Path, options: ImportOptions | None = None) -> I
                 f"{path}: {given[0]} does not apply to a specharness workload file, which carries id, "
                 "group, max_tokens and check itself"
             )
+    if fmt != "mtbench" and opts.reference_mode is None and opts.reference_threshold is not None:
+        raise ConfigError(
+            f"{path}: reference_threshold applies to reference_mode rouge-l or chrf only (or an MT-Bench file's "
+            "categories); pass --reference-mode"
+        )
     if fmt == "mtbench" and opts.turns == "all":
         raise ConfigError(
             f"{path}: turns=all sends a conversation's answers with it, and an MT-Bench question file has "
@@ -728,6 +775,9 @@ def import_workload(path: str | Path, options: ImportOptions | None = None) -> I
         rejected=rejected,
         group_defaulted=sum(t.group_defaulted for t in final),
         unchecked=sum(t.unchecked for t in final),
+        reference_modes=tuple(
+            (m, sum(t.mode == m for t in final)) for m in dict.fromkeys(t.mode for t in final if t.mode)
+        ),
         max_tokens_defaulted=sum(t.max_tokens_defaulted for t in final),
         rejections=tuple(rejections),
     )

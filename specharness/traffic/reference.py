@@ -16,11 +16,13 @@ rouge-l               ROUGE-L F-measure (Lin, 2004) from Google's ``rouge-score`
 chrf                  chrF (Popović, 2015), the character n-gram F-score for translations, from ``sacrebleu``
                       (``sacrebleu.metrics.CHRF`` defaults: character 6-grams, beta 2, no word n-grams), divided by
                       100; the answer passes when it is >= ``threshold`` (required, in (0, 1]).
+final-number          GSM8K's convention: the reference's number is the one after ``####`` (else its last number);
+                      the answer passes when its own ``#### N``, else its last number, equals it (commas, ``$`` and
+                      a trailing ``.0`` ignored).
 
-Neither package reaches a network here: rouge-score imports nltk only for its Porter stemmer, which is off and needs
-no data; sacrebleu downloads test sets only when asked for one by name. rouge-score's longest common subsequence is
-a pure-Python table, O(answer x reference tokens): about 0.3 s for 2,000 x 400 tokens on a 2-core CPU.
-This module builds on :class:`~specharness.traffic.checks.Check`; ``checks.parse_check`` hands ``"reference"`` here.
+A check's scorer package is imported when the check is parsed (with the workload, before any engine starts); a
+missing one is one line naming the file:line and the package. Neither package reaches a network. This module builds
+on :class:`~specharness.traffic.checks.Check`; ``checks.parse_check`` hands ``"reference"`` here.
 """
 
 from __future__ import annotations
@@ -38,14 +40,30 @@ __all__ = [
     "THRESHOLD_MODES",
     "ReferenceCheck",
     "chrf",
+    "final_number",
     "normalise",
     "parse_reference_check",
     "rouge_l_f",
 ]
 
-REFERENCE_MODES = ("exact", "normalised-contains", "rouge-l", "chrf")
+REFERENCE_MODES = ("exact", "normalised-contains", "rouge-l", "chrf", "final-number")
 THRESHOLD_MODES = ("rouge-l", "chrf")
+SCORER_PACKAGES = {"rouge-l": "rouge-score", "chrf": "sacrebleu"}  # the package each scored mode imports
 _NOT_WORD = re.compile(r"[^\w\s]|_")
+_NUMBER = re.compile(r"-?\$?\d[\d,]*(?:\.\d+)?")
+_FINAL = re.compile(r"####\s*(-?\$?\d[\d,]*(?:\.\d+)?)")
+
+
+def final_number(text: str) -> float | None:
+    """The number after ``####`` (GSM8K's answer mark), else the last number in ``text``; None without one."""
+    marked = _FINAL.findall(text)
+    found = marked or _NUMBER.findall(text)
+    if not found:
+        return None
+    try:
+        return float(found[-1].replace(",", "").replace("$", ""))
+    except ValueError:
+        return None
 
 
 def normalise(text: str) -> str:
@@ -74,6 +92,20 @@ def _chrf_metric() -> Any:
     return CHRF()
 
 
+def _load_scorer(mode: str, where: str) -> None:
+    """Import the scorer a mode needs now, so a missing package stops the run before any engine starts."""
+    package = SCORER_PACKAGES.get(mode)
+    if package is None:
+        return
+    try:
+        (_rouge_scorer if mode == "rouge-l" else _chrf_metric)()
+    except ImportError:
+        raise WorkloadError(
+            f"{where}: check.mode {mode} needs the {package} package, which is not installed; install it "
+            f"(pip install {package}) or use mode normalised-contains"
+        ) from None
+
+
 def rouge_l_f(answer: str, reference: str) -> float:
     """ROUGE-L F-measure (rouge-score) over normalised whitespace tokens; 0.0 when either side has no token."""
     return float(_rouge_scorer().score(reference, answer)["rougeL"].fmeasure)
@@ -100,6 +132,12 @@ class ReferenceCheck(Check):
             hay = f" {normalise(text)} "
             ok = any(f" {normalise(r)} " in hay for r in self.references)
             return CheckResult(ok, "contains the reference" if ok else "reference not found in the answer")
+        if self.mode == "final-number":
+            got = final_number(text)
+            want = {final_number(r) for r in self.references}
+            ok = got is not None and got in want
+            shown = "no number" if got is None else f"{got:g}"
+            return CheckResult(ok, f"final number {shown} {'equals' if ok else 'differs from'} the reference's")
         if self.mode == "chrf":
             score = chrf(text, self.references)
             ok = score >= self.threshold
@@ -128,6 +166,9 @@ def parse_reference_check(raw: dict[str, Any], where: str) -> ReferenceCheck:
         raise WorkloadError(f"{where}: check.mode {mode!r} is unknown; use one of {', '.join(REFERENCE_MODES)}")
     if mode != "exact" and not all(normalise(r) for r in refs):
         raise WorkloadError(f"{where}: a reference has no letter or digit, so {mode} cannot match it; use mode exact")
+    if mode == "final-number" and not all(final_number(r) is not None for r in refs):
+        raise WorkloadError(f"{where}: a reference has no number, so final-number cannot match it; use another mode")
+    _load_scorer(mode, where)
     threshold = raw.get("threshold")
     if mode in THRESHOLD_MODES:
         if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 < threshold <= 1:

@@ -379,7 +379,7 @@ def test_mtbench_turns_all_is_refused() -> None:
         ({"min_prompt_chars": 9, "max_prompt_chars": 3}, "no prompt could pass"),
         ({"reference_mode": "bleu"}, "reference_mode 'bleu' is unknown"),
         ({"reference_field": "a", "reference_mode": "rouge-l"}, "needs reference_threshold"),
-        ({"reference_threshold": 0.5}, "applies to reference_mode rouge-l or chrf only"),
+        ({"reference_threshold": 0.5, "reference_mode": "exact"}, "applies to reference_mode rouge-l or chrf only"),
         ({"reference_field": "a", "reference_mode": "chrf"}, "reference_mode chrf needs reference_threshold"),
         ({"group_field": ""}, "group_field must be a non-empty string"),
     ],
@@ -534,3 +534,84 @@ def test_a_line_separator_inside_a_prompt_survives_the_workload_file(tmp_path: P
     assert cases[0].messages == (user("one\u2028two"),)
     out = write_lines(tmp_path, "again.jsonl", [case_to_dict(c) for c in cases])
     assert load_workload(str(out)).cases == cases
+
+
+# --- defaults decided before a run: reference modes by category, empty references, unclosed quotes, scorers ---------
+
+
+def test_mtbench_categories_choose_the_reference_mode_unless_one_is_given(tmp_path: Path) -> None:
+    """Translation is judged by chrF, summarization by ROUGE-L (at DEFAULT_THRESHOLDS or the given threshold), a
+    GSM8K ``#### N`` reference by its final number, anything else by normalised-contains; --reference-mode sets one
+    for all. Fails if every category gets one mode (translations and summaries could then never match)."""
+    path = write_lines(
+        tmp_path,
+        "mixed.jsonl",
+        [
+            {"question_id": 1, "category": "translation", "turns": ["Say hello in French."], "reference": ["Bonjour"]},
+            {"question_id": 2, "category": "summarization", "turns": ["Summarise: a b c"], "reference": ["a b c"]},
+            {"question_id": 3, "category": "math", "turns": ["2+2?"], "reference": ["2 plus 2 makes 4. #### 4"]},
+            {"question_id": 4, "category": "reasoning", "turns": ["Why?"], "reference": ["Because"]},
+            {"question_id": 5, "category": "writing", "turns": ["Write."], "reference": [""]},
+        ],
+    )
+    result = import_workload(path, ImportOptions(format="mtbench"))
+    checks = {c.id: c.check for c in result.workload.cases}
+    modes = {k: (v.mode, v.threshold) for k, v in checks.items() if isinstance(v, ReferenceCheck)}
+    assert modes == {
+        "1": ("chrf", 0.5),
+        "2": ("rouge-l", 0.3),
+        "3": ("final-number", 0.0),
+        "4": ("normalised-contains", 0.0),
+    }
+    assert checks["5"] is None and result.unchecked == 1  # an empty reference: unchecked and counted, not rejected
+    assert result.rejected == 0 and "references judged by chrf (1), rouge-l (1)" in result.summary()
+    given = import_workload(path, ImportOptions(format="mtbench", reference_mode="exact"))
+    assert {c.check.mode for c in given.workload.cases if isinstance(c.check, ReferenceCheck)} == {"exact"}
+    tuned = import_workload(path, ImportOptions(format="mtbench", reference_threshold=0.7))
+    assert {
+        c.check.threshold
+        for c in tuned.workload.cases
+        if isinstance(c.check, ReferenceCheck) and c.check.mode in ("chrf", "rouge-l")
+    } == {0.7}
+
+
+def test_reference_final_number_reads_gsm8k_marks_and_last_numbers() -> None:
+    check = ref("Natalia sold 48/2 = 24 clips in May. #### 72", "final-number")
+    assert check.evaluate("She sold 48 + 24 = 72 clips.").correct
+    assert check.evaluate("#### 72.0").correct and check.evaluate("The answer is $72").correct
+    assert not check.evaluate("72 clips, no: 73").correct and not check.evaluate("no number").correct
+    assert ref("The total is 1,250.", "final-number").evaluate("1250").correct
+    with pytest.raises(WorkloadError, match="has no number"):
+        ref("no digits here", "final-number")
+
+
+def test_empty_reference_field_leaves_the_record_unchecked(tmp_path: Path) -> None:
+    path = write_lines(tmp_path, "p.jsonl", [{"prompt": "a", "answer": ""}, {"prompt": "b", "answer": "b"}])
+    result = import_workload(path, ImportOptions(reference_field="answer"))
+    assert result.imported == 2 and result.rejected == 0 and result.unchecked == 1
+    assert "without a reference or with an empty one (unchecked)" in result.summary()
+
+
+def test_csv_quote_that_never_closes_names_the_line(tmp_path: Path) -> None:
+    """An unclosed quote made every later row part of one prompt, silently; now one line names where it opened."""
+    path = tmp_path / "bad.csv"
+    path.write_text('id,prompt\n1,fine\n2,"opens here\n3,swallowed\n4,too\n')
+    with pytest.raises(WorkloadError, match=r"bad\.csv:3: a quoted field opened on this line never closes"):
+        import_workload(path, ImportOptions())
+
+
+def test_a_missing_scorer_package_stops_the_parse_with_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ROUGE-L check on a machine without rouge-score fails when the workload is read (before any engine
+    starts), naming the file:line and the package; chrF the same for sacrebleu."""
+    from specharness.traffic import reference
+
+    for mode, module, package in (("rouge-l", "rouge_score", "rouge-score"), ("chrf", "sacrebleu", "sacrebleu")):
+        reference._rouge_scorer.cache_clear()
+        reference._chrf_metric.cache_clear()
+        monkeypatch.setitem(sys.modules, module, None)  # importing it now raises ImportError
+        monkeypatch.delitem(sys.modules, f"{module}.metrics", raising=False)
+        with pytest.raises(WorkloadError, match=rf"w\.jsonl:4: check\.mode {mode} needs the {package} package"):
+            parse_reference_check({"type": "reference", "reference": "x", "mode": mode, "threshold": 0.5}, "w.jsonl:4")
+        monkeypatch.undo()
+    reference._rouge_scorer.cache_clear()
+    reference._chrf_metric.cache_clear()
