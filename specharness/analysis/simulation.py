@@ -448,7 +448,7 @@ def format_study(results: Sequence[ScenarioResult]) -> str:
 #                                  + noise(request)), heavy tails as in the study above
 #     divergence: with probability p_div a pair's outputs part at a uniform point of the output (common prefix
 #             u n_c tokens); ``div_bias`` > 0 makes cases that gain more diverge less often (the identical subset
-#             is then biased toward them, as measured on the CPU)
+#             is then biased toward them)
 #     loops: a share of cases loops to the cap identically in both arms (4x the tokens), B ``loop_speedup`` times
 #             faster there
 #     failures: each request fails (HTTP error) with probability p_fail; a request slower than ``timeout_s``

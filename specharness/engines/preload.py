@@ -1,7 +1,7 @@
 """Engine servers forked from a preloaded interpreter: a warm start without importing torch and vLLM again.
 
-Once the compile cache loads, most of a warm GPU start is the API server process importing torch and vLLM (22 of
-36 s on one H100 80GB, vLLM 0.26.0, 2026-12-05). A *preloader* is a process of the engine's interpreter, started with
+Once the compile cache loads, most of a warm GPU start is the API server process importing torch and vLLM (measured:
+docs/results.md, engine starts). A *preloader* is a process of the engine's interpreter, started with
 the server's environment, that imports the server module once and then forks one server per start: the child takes
 the start's arguments, environment, working folder and log, and runs the module as ``__main__`` exactly as
 ``python -m`` does; only the modules it imports are already loaded. Nothing of the engine changes (same code, same
@@ -9,10 +9,6 @@ arguments, same compiled graphs, same engine-core start); the preloader never to
 the engine core from the server sees an uninitialised CUDA, as after ``python -m``. Importing vLLM leaves a few
 native threads (idle pools), so Python warns at each fork that a multi-threaded process forks; vLLM's own default
 forks its engine core from a server process with more threads than that.
-
-Measured on one H100 80GB, vLLM 0.26.0 (2026-12-05, ``scripts/gpu_campaign.sh starts-preload``): a warm baseline
-start took 54 s spawned (import 22 s) and 16 s forked from the preloader (import 2 s); the preloader's own import,
-19 s, is paid by the first start it serves.
 
 What vLLM's import sets in the environment (``env_override``: ``PYTORCH_NVML_BASED_CUDA_CHECK`` and others) is set
 in each server, as its own import would; exit handlers and non-daemon threads run at a server's end, as at the end

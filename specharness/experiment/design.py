@@ -238,8 +238,7 @@ PROFILES: dict[str, Profile] = {
     "standard": Profile(
         "standard", blocks=4, workloads=("copy", "transform"), clients=(1, 8), requests_per_cell=16, warmups_per_cell=1
     ),
-    # The default run on a 2-core CPU: decides copy at 1 client in about 5 minutes with a warm compile cache.
-    # 4 blocks x 2 workloads x 2 client counts x 4 requests x 2 arms = 128 measured requests, 1 warmup round.
+    # The default run: 4 blocks x 2 workloads x 2 client counts x 4 requests x 2 arms = 128 measured requests, 1 warmup round.
     "quick": Profile(
         "quick",
         blocks=4,
@@ -274,7 +273,7 @@ PROFILES: dict[str, Profile] = {
         max_tokens_cap=48,
         min_correct_fraction=0.0,
     ),
-    # A release pair on a 2-core CPU (specharness run --releases A,B; ASV's ReleasePair): baseline and ngram of two
+    # A release pair (specharness run --releases A,B; ASV's ReleasePair): baseline and ngram of two
     # releases side by side, 6 blocks (the 99% interval's t quantile with the order term: 4 df) of 4 requests, answers
     # of at most 64 tokens.
     "release": Profile(

@@ -13,15 +13,14 @@ tool parser makes its engines its own.
     cases (JSON-schema ``response_format`` and forced tool calls), 1 client, 2 blocks, 1 warmup round, max_tokens 256,
     vLLM's tool parser on both arms (``--enable-auto-tool-choice --tool-call-parser hermes``: forced tool calls come
     back as ``tool_calls`` only with a parser). The quick profile is exactly the committed runs' design
-    (reports/cpu-structured/20261204: 5 min 55 s on the 2-core CPU, 2 min 12 s of it before the first request;
-    reports/gpu-h200-vllm0.26.0/20261204/structured), so their values are this benchmark's for those releases. One
+    (reports/cpu-structured/20261204, reports/gpu-h200-vllm0.26.0/20261204/structured), so their values are this
+    benchmark's for those releases. One
     client: validity does not depend on load, and a single stream keeps the CPU run short. Standard (the GPU) runs 4
     blocks; smoke (CI) 4 cases per block at max_tokens 64.
 ``sampled_experiment``  a distribution check (``specharness sampled``; :mod:`specharness.experiment.sampled_run`): the
     quick profile sends the 4 first cases of ``copy``, 16 samples per case and stream, 2 repetitions, temperature 0.8,
-    top-p 0.95, positive control at 1.2, max_tokens 48, 8 in flight: 512 requests. At the committed CPU run's pace
-    (reports/cpu-sampled/20261204: each repetition of 512 requests took 327 to 406 s, after 2 min 03 s of engine
-    start) that is 7.5 to 9 min on the 2-core CPU. ``copy`` because it is where n-gram drafts are accepted most, so
+    top-p 0.95, positive control at 1.2, max_tokens 48, 8 in flight: 512 requests (its time on the CPU:
+    docs/results.md). ``copy`` because it is where n-gram drafts are accepted most, so
     where a verification defect would show; its cases have a rubric, so the pass rate is tested too. Its seeds and cases are those of the committed run's first two repetitions of ``copy``: recomputed from
     them, ngram differs on 1 statistic (pass rate), the A/A pair on none, the control is caught, and the smallest
     detectable length difference is 4.1 tokens (2.7 over all 5 repetitions). Output length is the tracked power

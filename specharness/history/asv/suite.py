@@ -251,10 +251,8 @@ def _run(profile: Profile, label: str) -> dict[str, Any]:
 
 
 # The ASV load sweep, by SPECHARNESS_ASV_PROFILE: quick (default) is the sweep profile made lighter (3 levels + all
-# at once, 8 requests per cell: about 10 minutes a release on a 2-core CPU); standard is the sweep profile (the
-# GPU); smoke is one level + all at once, 2 blocks of 2 requests, copy only, no warmup rounds (CI: it checks the
-# sweep's wiring, not a speed; an open-loop warmup round is 4 requests, 44 of the 60 requests of a smoke sweep that
-# took 228 s on a 2-core CPU).
+# at once, 8 requests per cell); standard is the sweep profile (the GPU); smoke is one level + all at once, 2 blocks
+# of 2 requests, copy only, no warmup rounds (CI: it checks the sweep's wiring, not a speed).
 _LOAD: dict[str, dict[str, Any]] = {
     "quick": {"requests_per_cell": 8, "sweep_levels": (0.5, 1.0, 2.0)},
     "standard": {},
