@@ -620,6 +620,24 @@ def speed_from_pairs(
 def _speed_verdict(
     speedup: RatioInterval, work: SpeedWork, rules: ComparisonRules, valid: bool, invalid_reason: str
 ) -> Verdict:
+    """The speed verdict; a *helps* that the pairs cut at the cap carry (it does not hold without them) becomes
+    the verdict without them, and says so: a loop to the cap is no speed-up users want."""
+    verdict = _gated_verdict(speedup, work, rules, valid, invalid_reason)
+    if verdict.verdict != "helps" or not work.capped_time_share > 0:
+        return verdict
+    without = _gated_verdict(work.without_capped, work, rules, valid, invalid_reason)
+    if without.verdict == "helps":
+        return verdict
+    return Verdict(
+        without.verdict,
+        f"without the pairs cut at the cap ({work.capped_time_share:.0%} of the time): {without.reason}; with them "
+        f"it would read helps ({verdict.reason}), carried by answers that ran to the cap",
+    )
+
+
+def _gated_verdict(
+    speedup: RatioInterval, work: SpeedWork, rules: ComparisonRules, valid: bool, invalid_reason: str
+) -> Verdict:
     return speed_verdict(
         speedup,
         rules.margin,

@@ -5,12 +5,14 @@ only orders the levels by offered load and reads three things off them:
 
 * **Crossover, from the whole curve** (:func:`fit_crossings`). The log speedup of every judged, delivered level is
   fitted against load at once: a weighted monotone (non-increasing) fit, ``scipy.optimize.isotonic_regression``,
-  each level weighted by 1 / its squared standard error on the log scale (read back from its t interval). Two
-  loads are read off the fitted curve, interpolated in log load between adjacent levels: where the gain *stops
-  clearing the band* (the fit falls to the band's upper edge, 1 + margin) and where it *stops being above 1*. Each
-  comes with a 95% bracket from a parametric bootstrap over the levels (each level's log speedup redrawn from its
-  own t distribution, the fit and the readings repeated), so one level's interval grazing the band moves the answer
-  by as much as that level's noise, no more. Only the order of the loads enters the fit, so "all at once" takes
+  each level weighted by 1 / its own squared standard error on the log scale (the engine-instance offset its
+  interval holds taken out: that offset is one, shared by every level of the run). Two loads are read off the
+  fitted curve, interpolated in log load between adjacent levels: where the gain *stops clearing the band* (the fit
+  falls to the band's upper edge, 1 + margin) and where it *stops being above 1*. Each comes with a 95% bracket from
+  a parametric bootstrap over the levels (each level's log speedup redrawn from its own t distribution plus one
+  offset drawn per bootstrap draw and added to every level, the fit and the readings repeated), so one level's
+  interval grazing the band moves the answer by as much as that level's noise, and a shared offset moves the whole
+  curve. Only the order of the loads enters the fit, so "all at once" takes
   part; a crossing between the heaviest rate and "all at once" is bracketed by the two. Levels that were not
   delivered (the harness could not keep the schedule) or have no speed judgement ("invalid", "not comparable") are
   shown and left out of the fit. ``helps_up_to`` is the first reading's point estimate.
@@ -231,11 +233,28 @@ def crossover(levels: Sequence[SweepLevel]) -> tuple[Bracket | None, Bracket | N
 
 
 def _log_se(interval: RatioInterval) -> float:
-    """The standard error of the log speedup, read back from its t interval (NaN without one)."""
+    """The standard error of the log speedup, offset included: the interval's own, else read back from its t
+    interval at the degrees of freedom its quantile used (NaN without an interval)."""
     if not (interval.low > 0 and interval.estimate > 0 and math.isfinite(interval.high) and interval.df >= 1):
         return math.nan
-    t = float(sps.t.ppf(0.5 + interval.confidence / 2.0, interval.df))
+    if math.isfinite(interval.se_log):
+        return interval.se_log
+    df = interval.t_df if math.isfinite(interval.t_df) and interval.t_df >= 1 else interval.df
+    t = float(sps.t.ppf(0.5 + interval.confidence / 2.0, df))
     return (math.log(interval.high) - math.log(interval.low)) / (2.0 * t)
+
+
+MIN_OWN_SE = 1e-4  # a level's own standard error is never taken as smaller (its weight stays finite)
+
+
+def _split_se(levels: Sequence[SweepLevel]) -> tuple[np.ndarray, float]:
+    """(each level's own standard error, the shared offset's sd): the engine-instance offset every level's interval
+    holds (``offset_var``) is one offset shared by all levels of a run, not independent noise per level."""
+    total = np.array([_log_se(lv.speedup) for lv in levels])
+    shared_var = max((lv.speedup.offset_var for lv in levels), default=0.0)
+    shared_var = shared_var if math.isfinite(shared_var) and shared_var > 0 else 0.0
+    own = np.sqrt(np.maximum(total**2 - shared_var, MIN_OWN_SE**2))
+    return own, math.sqrt(shared_var)
 
 
 def _in_fit(level: SweepLevel) -> bool:
@@ -303,7 +322,7 @@ def fit_crossings(
     if len(used) < 2:
         return None, None, fitted_all, left_out
     y = np.array([math.log(levels[i].speedup.estimate) for i in used])
-    se = np.array([_log_se(levels[i].speedup) for i in used])
+    se, shared_sd = _split_se([levels[i] for i in used])
     df = np.array([levels[i].speedup.df for i in used], dtype=float)
     weights = 1.0 / se**2
     offered = [levels[i].offered for i in used]
@@ -311,7 +330,8 @@ def fit_crossings(
     for i, value in zip(used, fitted, strict=True):
         fitted_all[i] = math.exp(float(value))
     rng = np.random.default_rng(seed)
-    redrawn = y + se * rng.standard_t(df, size=(draws, y.size))
+    own = se * rng.standard_t(df, size=(draws, y.size))
+    redrawn = y + own + shared_sd * rng.standard_normal((draws, 1))  # one offset per draw, shared by every level
     curves = [_monotone(row, weights) for row in redrawn]
     readings = []
     for threshold in (band_edges(margin)[1], 1.0):

@@ -366,8 +366,9 @@ def _rules(a: Analysis) -> list[str]:
         f"pair; a timeout counts at the timeout ({r.timeout_s:g} s, censored and flagged); when failed pairs hold "
         f"more than {r.max_excluded_time:.0%} of the baseline's time the speed verdict is *inconclusive*. "
         "History-diverged pairs (later turns of a replayed conversation after the two arms' answers differed) "
-        "are counted apart. Pairs cut at the cap are in the estimate; their time share and the estimate without "
-        "them are shown beside it. "
+        "are counted apart. Pairs cut at the cap are in the estimate, their time share and the estimate without "
+        "them shown beside it, but they never carry a *helps*: where the verdict without them is not *helps*, "
+        "that verdict is the cell's, and it says so. "
         + (
             ""
             if r.greedy
