@@ -31,7 +31,7 @@ __all__ = ["AA_IDENTITY", "AAIdentity", "aa_identity_for"]
 class AAIdentity:
     """Identical greedy outputs of baseline-b vs baseline at one client count on one kind of machine."""
 
-    kind: str  # the machine kind, as bands.BANDS keys it ("cpu", "gpu")
+    kind: str  # the machine kind, as bands.BANDS keys it ("cpu", "h200")
     clients: int
     identical_pairs: int
     pairs: int
@@ -59,13 +59,13 @@ _CPU_SOURCE = (
     "2-core CPU A/A, vLLM CPU 0.32.0, workloads copy, transform, free, abstain at max_tokens 48, 4 blocks in each "
     "of 5 runs (2026-12-04, reports/cpu-aa/20261204 run1-run5)"
 )
-_GPU_SOURCE = (
+_H200_SOURCE = (
     "H200 A/A, vLLM 0.26.0, workloads copy, transform, free, abstain at max_tokens 48 (control-run1, control-run2, "
     "aa-run2..aa-run6: 4 blocks each; control-12blocks: copy, transform at 1 client, 12 blocks) (2026-12-04, "
     "reports/gpu-h200-vllm0.26.0/20261204, not its WritingBench A/A, which has no journal)"
 )
 _CPU_RUNS = tuple(f"reports/cpu-aa/20261204/run{k}" for k in range(1, 6))
-_GPU_RUNS = tuple(
+_H200_RUNS = tuple(
     f"reports/gpu-h200-vllm0.26.0/20261204/{name}"
     for name in ("control-run1", "control-run2", "control-12blocks", *(f"aa-run{k}" for k in range(2, 7)))
 )
@@ -78,9 +78,11 @@ AA_IDENTITY: dict[str, dict[int, AAIdentity]] = {
             "cpu", 4, 317, 320, ((18, 20, 1), (19, 20, 1), (20, 20, 14)), _CPU_RUNS, _CPU_SOURCE, max_output_tokens=48
         ),
     },
-    "gpu": {
-        1: AAIdentity("gpu", 1, 1088, 1088, ((28, 28, 16), (40, 40, 16)), _GPU_RUNS, _GPU_SOURCE, max_output_tokens=48),
-        8: AAIdentity("gpu", 8, 896, 896, ((28, 28, 32),), _GPU_RUNS, _GPU_SOURCE, max_output_tokens=48),
+    "h200": {
+        1: AAIdentity(
+            "h200", 1, 1088, 1088, ((28, 28, 16), (40, 40, 16)), _H200_RUNS, _H200_SOURCE, max_output_tokens=48
+        ),
+        8: AAIdentity("h200", 8, 896, 896, ((28, 28, 32),), _H200_RUNS, _H200_SOURCE, max_output_tokens=48),
     },
 }
 

@@ -11,10 +11,11 @@ the A/A record it came from; ``specharness aa-summary RUN...`` prints the figure
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BANDS", "Band", "band_for", "machine_kind"]
+__all__ = ["BANDS", "Band", "band_for", "band_from_offset", "machine_kind"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +40,7 @@ BANDS = {
         offset_sd_upper=0.022,
         aa_runs=5,
     ),
-    "gpu": Band(
+    "h200": Band(
         0.10,
         "H200 A/A, vLLM 0.26.0, 58 cells in 8 runs (2026-12-04, reports/gpu-h200-vllm0.26.0/20261204 "
         "control-run1, control-run2, control-12blocks, aa-run2..aa-run6; aa-summary.md): 0 false verdicts; "
@@ -49,14 +50,37 @@ BANDS = {
         aa_runs=8,
     ),
 }
+UNRECORDED_FACTOR = 2.0  # a GPU without its own A/A record: this many times the largest recorded GPU upper limit
+
+
+def band_from_offset(offset_sd_upper: float) -> float:
+    """The band that covers 95% of offsets with this sd: exp(1.96 sd) - 1 rounded up to 1%, never under 10%."""
+    return max(0.10, math.ceil((math.exp(1.96 * offset_sd_upper) - 1.0) * 100 - 1e-9) / 100)
 
 
 def machine_kind(hardware: dict[str, Any]) -> str:
-    """The kind of machine a run's hardware record names: ``gpu`` when its ``gpus`` is non-empty, else ``cpu`` (the
-    key of :data:`BANDS` and of the A/A identity record)."""
-    return "gpu" if hardware.get("gpus") else "cpu"
+    """The kind of machine a run's hardware record names (the key of :data:`BANDS` and of the A/A identity record):
+    ``cpu`` without GPUs, ``h200`` for an H200, else ``gpu:<its name>``, a GPU without a record of its own."""
+    gpus = hardware.get("gpus") or []
+    if not gpus:
+        return "cpu"
+    name = str(gpus[0])
+    return "h200" if "H200" in name.upper() else f"gpu:{name}"
 
 
 def band_for(hardware: dict[str, Any]) -> Band:
-    """The band for a run's hardware record (:func:`machine_kind`)."""
-    return BANDS[machine_kind(hardware)]
+    """The band for a run's hardware record (:func:`machine_kind`); a GPU without an A/A record of its own gets a
+    stated conservative allowance, never another GPU's record."""
+    kind = machine_kind(hardware)
+    if kind in BANDS:
+        return BANDS[kind]
+    recorded = max(b.offset_sd_upper for k, b in BANDS.items() if k != "cpu")
+    sd = UNRECORDED_FACTOR * recorded
+    return Band(
+        band_from_offset(sd),
+        f"no A/A record for this GPU ({kind.removeprefix('gpu:')}): a conservative engine-instance offset allowance, "
+        f"sd {sd:.3f} ({UNRECORDED_FACTOR:g}x the largest recorded GPU upper limit, {recorded:.3f}), and its band; "
+        "record this machine's own with specharness run --profile aa (5 runs or more) and specharness aa-summary",
+        offset_sd_upper=sd,
+        aa_runs=0,
+    )

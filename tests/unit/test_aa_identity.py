@@ -22,7 +22,7 @@ from specharness.experiment.aa_identity import AA_IDENTITY, AAIdentity, aa_ident
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+@pytest.mark.parametrize("kind", ["cpu", "h200"])
 def test_the_committed_record_is_what_the_committed_aa_runs_give(kind: str) -> None:
     record = AA_IDENTITY[kind]
     first = next(iter(record.values()))
@@ -30,7 +30,10 @@ def test_the_committed_record_is_what_the_committed_aa_runs_give(kind: str) -> N
     measured = measure_aa_identity([ROOT / r for r in first.runs], kind, first.source)
     assert {r.clients: replace(r, runs=first.runs) for r in measured} == record
     assert "identical" in format_records(measured)
-    assert aa_identity_for({"gpus": ["H200"]}) is AA_IDENTITY["gpu"] and aa_identity_for({}) is AA_IDENTITY["cpu"]
+    assert (
+        aa_identity_for({"gpus": ["NVIDIA H200"]}) is AA_IDENTITY["h200"] and aa_identity_for({}) is AA_IDENTITY["cpu"]
+    )
+    assert aa_identity_for({"gpus": ["NVIDIA H100 80GB HBM3"]}) == {}  # another GPU: no record, never the H200's
 
 
 def draw(rng: np.random.Generator, cases: int, blocks: int, shift: float = 0.0) -> np.ndarray:
@@ -90,7 +93,7 @@ def test_more_divergence_than_two_identical_engines_is_found() -> None:
 
 
 def test_the_text_names_the_record_and_never_stays_silent() -> None:
-    record = AA_IDENTITY["gpu"][8]
+    record = AA_IDENTITY["h200"][8]
     same = arm_of(np.array([4] * 10 + [0] * 6), 4)
     control = identity_against_record(same, record, 8)
     assert control.text.startswith("diverges more than two identical engines (p = ")

@@ -62,3 +62,17 @@ def test_few_runs_give_a_wide_band_and_many_a_narrow_one() -> None:
 def test_machine_bands_follow_their_recorded_upper_limit() -> None:
     for band in BANDS.values():
         assert band.margin == max(0.10, math.ceil((math.exp(1.96 * band.offset_sd_upper) - 1) * 100 - 1e-9) / 100)
+
+
+def test_a_gpu_without_its_own_record_gets_a_stated_conservative_allowance() -> None:
+    """Issue 35: every GPU was judged with the H200's record. An H100 (no A/A record of its own) gets twice the largest
+    recorded GPU upper limit, the band that follows from it, and a source that says so; the H200 keeps its own."""
+    from specharness.experiment.bands import band_for, band_from_offset, machine_kind
+
+    h200, h100 = {"gpus": ["NVIDIA H200"]}, {"gpus": ["NVIDIA H100 80GB HBM3"]}
+    assert machine_kind(h200) == "h200" and machine_kind(h100) == "gpu:NVIDIA H100 80GB HBM3"
+    assert band_for(h200) is BANDS["h200"] and band_for({}) is BANDS["cpu"]
+    own = band_for(h100)
+    assert own.offset_sd_upper == 2 * BANDS["h200"].offset_sd_upper and own.aa_runs == 0
+    assert own.margin == band_from_offset(own.offset_sd_upper) > BANDS["h200"].margin
+    assert "no A/A record for this GPU (NVIDIA H100 80GB HBM3)" in own.source and "H200 A/A" not in own.source
