@@ -1,33 +1,9 @@
 """Frozen records the harness writes and reads: one per request, one per cell, one per engine.
 
-Every duration carries its unit in its name. ``SCHEMA_VERSION`` is written on every journal line.
-
-Schema history:
-    1 — first version (request, cell, engine and run records).
-    2 — request: ``output_digest`` (sha256 of the generated token ids, so two arms' outputs compare without text),
-        cell: ``order_index`` (the arm's place in its block) and prefix-cache counters.
-        request: ``tool_calls`` (the streamed tool calls, ``{"name", "arguments"}`` each; empty when none).
-        Schema 1 journals still read: their outputs compare by text.
-    3 — open-loop load: request and cell ``rate`` (requests per second as text, ``"inf"`` for all at once, ``""`` for
-        a closed loop), request ``first_token_id`` (the first generated token's id, for sampled distribution
-        checks), ``scheduled_s`` and ``send_lateness_s`` (its planned send offset from the cell's start
-        and how late it was sent), cell ``delivery`` (how faithfully the schedule was delivered). Cell keys of
-        open-loop cells carry ``r<rate>`` where closed-loop cells carry ``c<clients>``. A replayed conversation
-        (``--turns replay``) journals each turn as a request with ``case_id`` ``<id>#t<k>`` (k from 1), all turns
-        sharing the conversation's ``seq``; ``error_kind`` ``skipped_after_failure`` marks a turn not sent because an
-        earlier turn had no answer.
-    (schema 3, added) request: ``prefix_chain`` (a keyed hash chain over the generated token ids, 4 hex per token,
-        so two arms' common prefix is the number of leading equal groups; ``""`` in older journals).
-    4 — engine: ``engine_env`` (the environment variables the harness set for the server, e.g. the CPU build's
-        ``VLLM_USE_AOT_COMPILE=0``) and ``start_phases_s`` (each phase of the start, from the engine log); later
-        within 4, ``first_request_s`` (one short request right after the start; NaN in older journals); event
-        ``engine_launch`` (how the arms were started: mode, device, memory shares, order, retry and its cause).
-        Journals of schemas 1-3 still read (the new fields default to empty).
-
-Journal events (``segment``, ``segment_end``, ``engine_spawned``, ``attach_warning``, ``mismatch``, ``look``,
-``sweep_plan``, ``peak_probe``) and the run folder's manifest are typed below; their on-disk form is the one every
-schema (1-3) already wrote, so typing them changed no version. A line of a kind this version does not know reads
-back as :class:`OtherEvent`.
+:class:`RequestRecord`, :class:`CellRecord` and :class:`EngineRecord`, the typed journal events (:data:`EVENT_KINDS`;
+an unknown kind reads back as :class:`OtherEvent`) and the run folder's :class:`Manifest`. ``SCHEMA_VERSION`` is
+written on every journal line; every duration carries its unit in its name.
+Fields per schema version: docs/development.md#the-journal-record-format.
 """
 
 from __future__ import annotations

@@ -2,22 +2,8 @@
 cell, and which prompt features went with the gain. Pure: an :class:`~specharness.analysis.analyse.Analysis` and
 the prompt texts in, frozen summaries out.
 
-A group's comparison comes from the same functions as the pooled cell's (:func:`summarise_arm`,
-:func:`compare_arms`), over the group's requests only, with the pooled cell's blocks and arm orders and the run's
-rules; its quality, like the pooled cell's, is tested over its cases (a case's blocks summarised first), and is
-withheld under :data:`MIN_GROUP_CASES` cases. Each group's interval is at the run's confidence, not adjusted for the number of groups: among many groups
-one verdict is more likely than 1 in 20 to be wrong by chance, and the pooled cell remains the decision. System
-throughput is not shown per group (a group's requests share their cells with the other groups').
-
-Acceptance per group comes from arm B's per-request ``spec_draft_tokens`` / ``spec_accepted_tokens`` (the engine's
-counters are per cell): acceptance rate = accepted / drafted, mean acceptance length = 1 + accepted / drafts with
-drafts = drafted tokens / ``num_speculative_tokens`` (each draft proposes k tokens; a draft cut short near the end
-of the context proposes fewer, so this slightly overstates the length). NaN when the arm reports none.
-
-Token lengths come from the engine's own counts (``prompt_tokens``, ``completion_tokens``) of arm A's finished
-requests; a percentile is NaN below the samples it needs (:func:`~specharness.analysis.stats.min_samples_for`:
-p95 needs 20), like every percentile of the harness. Copyability (:mod:`specharness.analysis.copyability`) is of
-arm A's output: the baseline's text is the reference answer, the one a draft would have had to guess.
+Entry points: :func:`group_decisions`, :func:`feature_correlations`, :func:`token_spread`.
+Rules: docs/method.md#per-group-decisions.
 """
 
 from __future__ import annotations

@@ -1,35 +1,9 @@
 """Quality tests with the case as the unit: right answers, completed requests and identical outputs, paired by case.
 
-Every block sends the same cases and greedy decoding repeats a case's output with them, so the (block, case) pairs
-of one case are not independent evidence: a case answered wrongly in one arm is answered wrongly in every block,
-and counting each block would make one lost case look like many. Each case's blocks are summarised first, then
-the cases are compared.
-
-Per case ``i`` (a replayed conversation is one case, all its turns together): ``a_i`` and ``b_i`` are the shares of
-its pairs (blocks, positions, turns) in which arm A and arm B had the outcome (right answer, completed request);
-``d_i = a_i - b_i`` is B's loss on that case.
-
-    loss           mean of ``d_i`` over cases: the net share of outcomes B loses, every case weighted alike
-    p-value        one-sided paired permutation test over cases (``scipy.stats.permutation_test``,
-                   ``permutation_type="samples"``: the two arms' shares swap within a case, i.e. ``d_i`` changes
-                   sign), H0 "B loses no more than the margin m", statistic the sum of ``d_i - m``. With m = 0 this
-                   is exact under the null that the arms are exchangeable within each case (no real difference,
-                   whatever the blocks repeat and however each case flips); cases with ``d_i = 0`` do not move the
-                   statistic and are left out of the resampling, so up to 13 differing cases the test enumerates
-                   every sign pattern. With m > 0 it assumes ``d_i`` is symmetric about its mean (the usual shifted
-                   randomisation test: each ``d_i - m`` may change sign). The smallest p over k differing cases is
-                   2^-k: 6 cases are needed to reach 0.025.
-    upper bound    one-sided Clopper-Pearson upper bound on the share of cases B did worse on (``d_i > 0``), at
-                   the stated confidence (``scipy.stats.binomtest``): ``d_i <= 1`` for a case B did worse on and
-                   ``d_i <= 0`` otherwise, so it bounds the loss from above, and it is never 0 (0 of 16 cases: 17%
-                   at 95%).
-
-:func:`identity_control` judges greedy identity against its own control: the per-case share of identical pairs of
-arm B vs A against that of an A/A twin (``baseline-b`` vs ``baseline``) at the same load, by the same paired
-permutation over the cases both have (one-sided: B identical less often than the twin). A run without an A/A arm is
-judged against the machine's recorded A/A at the same client count (:mod:`specharness.experiment.aa_identity`) by
-:func:`identity_against_record`: the record's prompts are other prompts, so the test is a two-sample permutation
-over cases (each side's per-case shares; the record is a sample of prompts too).
+Each case's blocks are summarised first, then the cases are compared by a one-sided paired permutation test
+(:func:`case_paired_test`, :func:`case_quality`). Greedy identity is judged against an A/A twin in the run
+(:func:`identity_control`) or the machine's A/A record (:func:`identity_against_record`).
+Rules: docs/method.md#quality-tests-case-by-case.
 """
 
 from __future__ import annotations
@@ -155,7 +129,8 @@ def case_paired_test(
     margin: float = 0.0,
     confidence: float = BOUND_CONFIDENCE,
 ) -> CasePairedTest:
-    """Paired test over cases that B loses more of an outcome than ``margin`` (see the module docstring).
+    """Paired test over cases that B loses more of an outcome than ``margin``
+    (docs/method.md#quality-tests-case-by-case).
 
     ``cases[k]`` names the case of pair k (:func:`case_key`), ``a[k]`` / ``b[k]`` whether each arm had the outcome.
     """
@@ -259,7 +234,8 @@ def case_quality(pairs: Sequence[Pair], *, tolerance: float = 0.0) -> CaseQualit
 
 def identity_control(arm: CaseIdentity, twin: CaseIdentity | None, twin_name: str = "baseline-b") -> IdentityControl:
     """Arm B's identical share against the A/A twin's, paired over the cases both have: a one-sided paired
-    permutation test that B is identical less often (see the module docstring). ``twin`` None: no A/A arm."""
+    permutation test that B is identical less often (docs/method.md#quality-tests-case-by-case). ``twin`` None: no
+    A/A arm."""
     if twin is None:
         return IdentityControl("")
     common = [k for k in arm.by_case if k in twin.by_case and arm.by_case[k][1] and twin.by_case[k][1]]

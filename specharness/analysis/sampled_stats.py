@@ -1,37 +1,9 @@
 """The distribution check under sampling: do two streams' outputs come from the same distribution?
 
-Speculative sampling claims to leave the target model's output distribution unchanged. To test the claim the harness
-sends each case many times per *stream* (distinct per-request seeds, temperature > 0) and compares two streams here:
-``ngram`` against ``baseline`` (the question), ``baseline-aa`` against ``baseline`` (an A/A pair, flagged at most at
-rate α) and ``baseline-t`` against ``baseline`` (a positive control, the baseline at another temperature, which must
-be flagged). :func:`detection_rates` turns repeated comparisons into the A/A false-alarm rate and the control's
-detection rate.
-
-Three statistics of each sample are compared, per case and pooled over the cases present in both streams:
-
-1. **first token** (the first generated token id): per case a 2 x K table of counts, Pearson chi-square
-   (``scipy.stats.chi2_contingency``, no continuity correction); pooled: the sum of the per-case statistics and of
-   their degrees of freedom (``scipy.stats.chi2.sf`` on the sums). See :func:`merge_categories` for the rule that
-   merges rare tokens into "other".
-2. **length** (output tokens): per case the two-sided Mann–Whitney U test (``scipy.stats.mannwhitneyu``); pooled: a
-   stratified rank test by Stouffer's weighted combination of signed per-case z (the ``scipy.stats.combine_pvalues``
-   Stouffer statistic, computed from the z).
-3. **pass rate** (cases with a rubric only): per case Fisher's exact test (``scipy.stats.fisher_exact``); pooled: the
-   Cochran–Mantel–Haenszel test (statsmodels is not a dependency, so the statistic is computed from its formula and
-   referred to ``scipy.stats.chi2``).
-
-The three pooled tests share α by Bonferroni: each is judged at α/3, so the chance that an A/A pair is called
-"differs" stays at most α whatever the dependence between the three. Each minimum detectable effect (MDE) is stated
-at that same level α/3 and the requested power, so it describes the verdict actually given. The verdict is
-"differs" or "no difference detected"; it is never "preserved": a test that finds nothing says only that any
-difference is probably smaller than the MDE.
-
-Assumptions, stated: samples are independent given their case (distinct seeds, no shared state between requests);
-cases are independent of each other; each pooled test's null distribution is its large-sample one (chi-square or
-normal), which the merging rule and the skip rules below keep reasonable. The length and pass-rate pooled tests are
-built for a difference in the same direction in every case; differences of opposite sign in different cases partly
-cancel there (the per-case p-values still show them). A sample whose field is ``None`` (a failed request; a case
-without rubric) is left out of that statistic only.
+:func:`compare_streams` compares two streams' samples on first token, length and pass rate, per case and pooled,
+with Bonferroni over the three and a minimum detectable effect for each; :func:`detection_rates` turns repeated
+comparisons into the A/A false-alarm rate and the positive control's detection rate.
+Tests and assumptions: docs/method.md#the-distribution-check-under-sampling.
 """
 
 from __future__ import annotations
@@ -638,9 +610,10 @@ def compare_streams(
 ) -> DistributionComparison:
     """Compare stream ``a`` with stream ``b`` (e.g. ngram against baseline) on the cases present in both.
 
-    Each of the three pooled tests (first token, length, pass rate; see the module docstring) is judged at α/3
-    (Bonferroni), and its MDE is stated at α/3 and ``power``. The verdict is "differs" when any is significant
-    (``differs_on`` names them), "not compared" when the streams share no case, else "no difference detected".
+    Each of the three pooled tests (first token, length, pass rate) is judged at α/3 (Bonferroni), and its MDE is
+    stated at α/3 and ``power`` (docs/method.md#the-distribution-check-under-sampling). The verdict is "differs" when
+    any is significant (``differs_on`` names them), "not compared" when the streams share no case, else "no
+    difference detected".
 
     ``unit`` "sample" refers each statistic to its large-sample distribution, which assumes independent samples;
     "cell" to its permutation distribution over (case, repetition) cells (``Sample.repetition``), which assumes only

@@ -1,45 +1,9 @@
 """Error rates of the speed interval and verdict, by Monte Carlo on a stated data-generating model.
 
-What is simulated: a paired experiment of arm A (baseline) against arm B (candidate) on R cases. The *new* method is
-the harness's own: every block runs the same R cases in both arms, one arm's requests after the other's, arm order in
-mirrored block pairs (AB BA BA AB AB BA ...); a block's same-work log speedup is log(sum of A's request times / sum of
-B's) over the block's cases; the interval is :func:`specharness.analysis.stats.block_ratio_interval` (order term from
-4 blocks on) and the verdict :func:`specharness.analysis.verdict.speed_verdict` with the scenario's band. Both are
-called as they are, once per simulated run, so this module measures the project's code, not a copy of it.
-The sequential variant (``--until-decided``) starts with ``blocks``, looks, adds the next mirrored pair while the
-verdict is inconclusive, up to ``max_blocks``, every look at :func:`~specharness.analysis.stats.look_confidence`.
-
-Two former methods are kept here as private reference functions, only to be compared against:
-    old-1  t over blocks with *different* cases per block (the case set is offset by the block), arm order AB BA AB
-           BA ..., block ratio (tokens_B/time_B)/(tokens_A/time_A) summed over the block, point estimate the ratio
-           pooled over all blocks, interval point * exp(+/- t(n-1) sd/sqrt(n)) of the block log ratios (no order term)
-    old-2  two-stage bootstrap: resample blocks with replacement, then paired requests within each resampled block;
-           ratio of the summed tokens/time; percentile interval (simulated on the same cases in every block and
-           arm order AB BA AB ..., so that only the interval differs from old-1's world; not run sequentially)
-Every method's interval goes through the same ``speed_verdict``, so differences come from the intervals alone.
-
-The data-generating model (log scale; every term independent of the others):
-    log time(arm, block, case) = log base_case                 case difficulty, N(0, case_sd), same in both arms
-                                                                 and every block (old-1: fresh cases per block)
-                               - log S [arm B]                   the true speedup S (speed B / speed A)
-                               + instance(arm)                   persistent engine-instance offset for the run:
-                                                                 B gets log(1+instance_offset) and both arms
-                                                                 N(0, instance_sd), drawn once per run
-                               - log(1+drift) * shape(t)         slow trend over the run (t in [0, 1] is the
-                                                                 request's place in time over the planned run;
-                                                                 shape saturates, like 338 -> 382 -> 409 tok/s)
-                               - log(1+order_effect) [2nd arm]   the arm running second in a block is faster
-                               + block(block)                    shared by both arms of a block: cancels
-                               + jitter(arm, block)              N(0, jitter_sd): per arm per block, what the
-                                                                 block t interval is for
-                               + noise(request)                  N(0, noise_sd); heavy tails: Student t (3 df,
-                                                                 scaled to sd noise_sd) and a 5x outlier with
-                                                                 probability 1% per request
-Tokens are the same in both arms (same work), proportional to base_case.
-
-What a run can identify is S times the instance offset between the two engine processes, S * exp(inst_A - inst_B):
-a persistent offset is indistinguishable from an effect within one run, and it is the no-difference band that has
-to absorb it. Coverage is therefore reported twice, for S and for that identifiable ratio.
+Each simulated run is judged by the project's own interval and verdict functions, called as they are, and by the
+methods they replaced. Entry points: :func:`run_study` / :func:`format_study` (the block design's coverage, false
+verdicts and power) and :func:`run_traffic_study` / :func:`format_traffic_study` (the verdict on real traffic).
+Model and methods: docs/method.md#the-error-rate-simulation.
 """
 
 from __future__ import annotations
@@ -432,7 +396,7 @@ def format_study(results: Sequence[ScenarioResult]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# the speed verdict on real traffic (issue 20): divergent outputs, failures, timeouts, loops, offsets, H200 noise
+# the speed verdict on real traffic (issue 20): divergent outputs, failures, timeouts, loops, offsets, GPU noise
 #
 # Each simulated run is turned into request records (chunk arrivals, tokens per chunk, prefix chains, digests) and
 # judged by the project's own functions: the new rules by comparison.speed_from_pairs (common prefixes, failures
@@ -472,11 +436,11 @@ class TrafficScenario:
     true_speedup: float = 1.0
     case_speed_sd: float = 0.0
     instance_sd: float = 0.0  # per arm, per run: the A/B offset has sd instance_sd * sqrt(2)
-    recorded_offset_sd_upper: float = 0.027  # what the machine's A/A record says (the H200's, 8 runs)
+    recorded_offset_sd_upper: float = 0.027  # what the machine's A/A record says (an 8-run GPU record)
     drift: float = 0.0
     order_effect: float = 0.0
     heavy_tails: bool = False
-    jitter_sd: float = 0.12  # calibrated: median 95% CI width 1.68 at 4 blocks without the offset term (H200)
+    jitter_sd: float = 0.12  # calibrated on the GPU's block noise (docs/results.md)
     block_sd: float = 0.05
     noise_sd: float = 0.15
     case_sd: float = 0.5
@@ -505,7 +469,7 @@ def traffic_scenarios() -> list[TrafficScenario]:
         TrafficScenario("aa-offset-sd6%", instance_sd=0.06 / math.sqrt(2), p_div=0.3),
         TrafficScenario("aa-failures-2%", p_fail=0.02, p_div=0.3),
         TrafficScenario("aa-sequential", blocks=4, max_blocks=12, p_div=0.3),
-        # at the band's lower edge (the H200 record's band, ±10%): "equivalent" here is a false verdict, and the
+        # at the band's lower edge (the GPU record's band, ±10%): "equivalent" here is a false verdict, and the
         # hardest place to avoid it; a correct method says it in at most 5% of runs, sequential looks included
         TrafficScenario("edge-0.91", true_speedup=1 / 1.10, p_div=0.3),
         TrafficScenario("edge-0.91-sequential", true_speedup=1 / 1.10, blocks=4, max_blocks=12, p_div=0.3),
@@ -523,7 +487,7 @@ def traffic_scenarios() -> list[TrafficScenario]:
         TrafficScenario("aa-no-offset", recorded_offset_sd_upper=0.0, p_div=0.3),
         TrafficScenario("slowdown-0.70-divergent", true_speedup=0.70, p_div=0.56),
         TrafficScenario("slowdown-0.70-identical", true_speedup=0.70),
-        # the same world judged with the H200 record of 3 A/A runs (offset upper limit 0.086, band ±19%)
+        # the same world judged with a record of 3 A/A runs (offset upper limit 0.086, band ±19%)
         TrafficScenario("slowdown-0.70-3-aa-runs", true_speedup=0.70, recorded_offset_sd_upper=0.086),
         TrafficScenario("slowdown-0.70-12-blocks", true_speedup=0.70, blocks=12, p_div=0.56),
         TrafficScenario("speedup-1.40-biased-div", true_speedup=1.40, case_speed_sd=0.25, p_div=0.5, div_bias=2.0),

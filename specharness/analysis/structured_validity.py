@@ -79,8 +79,8 @@ class StructuredValidity:
 
 def validity_stage(r: RequestRecord, check: str) -> str:
     """The first stage (:data:`STAGES`) at which a structured request failed, or ``valid``. It reads the record's
-    error and the check's detail, whose wording :mod:`specharness.traffic.structured` owns (its docstring lists
-    them; tests/unit/test_quality_metrics.py ties the two)."""
+    error and the check's detail, whose wording :mod:`specharness.traffic.structured` owns (docs/workloads.md#structured-answers
+    lists them; tests/unit/test_quality_metrics.py ties the two)."""
     if r.error_kind == "http_error" and r.http_status is not None and 400 <= r.http_status < 500:
         return "rejected"
     if r.error_kind is not None or r.verdict not in ("complete", "truncated"):

@@ -1,34 +1,9 @@
 """Engines kept running across experiments: one start serves every experiment that asks for the same engine.
 
-ASV runs each benchmark class's ``setup_cache`` in its own process, and a test session runs many short experiments;
-each used to start its own engines (65-230 s a start on the 2-core CPU). A pool is a folder of *leases*, one per
-engine key (:func:`engine_key`: the vLLM interpreter, model, engine arguments, the arm's name and options, and the
-environment the engine sees). The first experiment that needs a key starts a *keeper* (``python -m
-specharness.engines.pool keep SPEC``), a process in its own session that starts the one server, writes the lease
-(URL, pids, command, start time, who started it) and watches it; later experiments find the lease, check the server
-answers ``/health`` and serves the model, and drive it without starting anything.
-
-No orphan servers: a keeper stops its server and removes its lease when nobody has held the lease for
-``idle_s`` (SPECHARNESS_ENGINE_POOL_IDLE_S, default 300 s), when the owner process it was given (the ``asv run``
-process, or the pytest session) is gone, when its server dies, or on SIGTERM/SIGINT. The server gets SIGKILL when its
-keeper dies (PR_SET_PDEATHSIG, set by :class:`~specharness.engines.server.EngineServer`), so a crashed keeper takes it
-along. Before a new engine starts, idle pooled engines are stopped (longest idle first) while the machine lacks the
-memory for it (:meth:`EnginePool.make_room`): kept engines must never make a start fail. An experiment *holds* a
-lease while it runs (a ``<lease>.hold.<pid>`` file: a holder whose process is gone
-holds nothing), so a long experiment is never cut off by the idle limit.
-
-Honesty: a reused engine has served other experiments' requests (its caches, its allocator, its compiled graphs are
-warm) and results of experiments sharing it share one engine-instance offset. :class:`PooledEngine` reports who
-started the engine, when, and how many requests it had served before, for the journal and the manifest.
-
-On a GPU (:func:`~specharness.engines.fleet.pooled_plan`) every pooled engine gets the same fixed share of the
-device, ``1/slots`` less headroom (SPECHARNESS_ENGINE_POOL_GPU_SLOTS, default 3, or the user's
-``--gpu-memory-utilization``), so that the engines one run started have the share the next run asks for; new engines
-start one by one (vLLM's memory profiling must not see another engine allocating), an idle pooled engine is stopped
-while the device lacks the free memory a new one asks for, and a start that still fails for memory is retried once
-after every idle pooled engine is stopped. Runs that share the GPU queue for room: a run whose new engine does not
-fit while other runs hold the pooled engines lets go of what it holds and waits (up to the engine start timeout)
-until one of them is let go.
+An :class:`EnginePool` is a folder of leases, one per :func:`engine_key`; :meth:`EnginePool.acquire` finds a running
+engine or starts one under a keeper process (:func:`keep`, ``python -m specharness.engines.pool keep SPEC``) and
+returns a :class:`PooledEngine`. :func:`pool_from_env` gives the pool the environment names.
+Leases, holds, lifetimes and GPU shares: docs/development.md#the-engine-pool.
 """
 
 from __future__ import annotations
@@ -224,7 +199,8 @@ class Lease:
 
 
 class EnginePool:
-    """A folder of leases (module docstring). ``owner_pid``: keepers started from here stop when it is gone."""
+    """A folder of leases (docs/development.md#the-engine-pool). ``owner_pid``: keepers started from here stop when
+    it is gone."""
 
     def __init__(self, root: Path, *, owner_pid: int, idle_s: float | None = None, python: str = "") -> None:
         self.root = root

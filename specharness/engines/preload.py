@@ -1,30 +1,9 @@
 """Engine servers forked from a preloaded interpreter: a warm start without importing torch and vLLM again.
 
-Once the compile cache loads, most of a warm GPU start is the API server process importing torch and vLLM (measured:
-docs/results.md, engine starts). A *preloader* is a process of the engine's interpreter, started with
-the server's environment, that imports the server module once and then forks one server per start: the child takes
-the start's arguments, environment, working folder and log, and runs the module as ``__main__`` exactly as
-``python -m`` does; only the modules it imports are already loaded. Nothing of the engine changes (same code, same
-arguments, same compiled graphs, same engine-core start); the preloader never touches the GPU, so vLLM's own fork of
-the engine core from the server sees an uninitialised CUDA, as after ``python -m``. Importing vLLM leaves a few
-native threads (idle pools), so Python warns at each fork that a multi-threaded process forks; vLLM's own default
-forks its engine core from a server process with more threads than that.
-
-What vLLM's import sets in the environment (``env_override``: ``PYTORCH_NVML_BASED_CUDA_CHECK`` and others) is set
-in each server, as its own import would; exit handlers and non-daemon threads run at a server's end, as at the end
-of ``python -m``.
-
-One preloader serves every start with the same interpreter, module, environment, *scope* and owner: the harness
-process (``specharness run``, ``specharness starts``) or an engine pool (the keepers of one owner's runs share one).
-It accepts starts only from processes of its own user (SO_PEERCRED). It listens on an abstract
-Unix socket named after those; a start connects, sends its request and keeps the connection open: the preloader
-answers the server's pid, later its exit status, and kills the server's process group when the connection closes
-first (the harness died), as PR_SET_PDEATHSIG does for a server the harness spawned itself. The server gets SIGKILL
-if the preloader dies. The preloader ends when its owner process is gone (stopping its servers) or when it has had
-no server for ``idle_s``.
-
-This file imports nothing outside the standard library: the preloader runs it by path in the engine's interpreter,
-which need not have specharness installed.
+:func:`spawn_forked` asks a preloader (:func:`serve`, started on demand) to fork ``python -m module args`` as a
+server and returns a :class:`ForkedProcess`; :func:`enabled` says whether a start uses it. This file imports nothing
+outside the standard library: the preloader runs it by path in the engine's interpreter.
+How it works: docs/development.md#the-preloader.
 """
 
 from __future__ import annotations

@@ -1,41 +1,9 @@
 """Importers: a user's dataset file becomes a :class:`~specharness.traffic.workloads.Workload`, with counts.
 
-Formats, detected from the file (the suffix, then the keys of the first JSON object) or forced with
-``ImportOptions.format``:
-
-    specharness   today's workload JSONL, validated by :mod:`specharness.traffic.workloads` (it carries its own id,
-                  group, max_tokens and check, so the field options below do not apply to it)
-    openai        chat-completions request bodies, one a line, bare (``{"model", "messages", "max_tokens"}``) or in a
-                  batch envelope (``{"custom_id", "method", "url", "body"}``); sampling parameters in a body are
-                  ignored (the experiment sets its own); a ``/v1/completions`` body with a string ``prompt`` becomes a
-                  raw-completion case; the messages are sent as they are with ``turns`` first or all, and with
-                  ``turns="replay"`` split as for sharegpt: everything up to the first user message is turn 1 and
-                  every later non-blank user message a later turn (the body's assistant messages are dropped)
-    mtbench       MT-Bench question files as FastChat ships them (``{"question_id", "category", "turns": [...],
-                  "reference": [...]}``, ``reference`` optional, one answer per turn): the first turn is the case;
-                  ``turns="replay"`` sends the later turns after each arm's own answers (``turns="all"`` cannot
-                  apply: the file has no answers); ``category`` is the group and ``reference`` the reference check
-                  unless ``group_field`` / ``reference_field`` say otherwise; the check judges the last turn sent,
-                  so it takes that turn's reference (none for it, or ``""``: unchecked). Without ``reference_mode``
-                  the category decides it (:data:`CATEGORY_MODES`: translation chrF, summarization ROUGE-L, at
-                  ``reference_threshold`` or :data:`DEFAULT_THRESHOLDS`), a reference with GSM8K's ``#### N`` is
-                  judged by its final number, every other by normalised-contains; ``reference_mode`` sets one for all
-    sharegpt      ``{"conversations": [{"from": "human", "value": ...}, ...]}``; roles human/user, gpt/assistant,
-                  system; ``turns="first"`` keeps the system turns before the first user turn and that turn,
-                  ``turns="all"`` those system turns and every turn from the first user turn to the last (one
-                  request, answered after the last user turn), ``turns="replay"`` those system turns and the first
-                  user turn as ``messages`` and every later non-blank user turn as ``turns``: a conversation
-                  replayed turn by turn, each arm answering with its own earlier answers as history (the dataset's
-                  assistant turns are dropped; see :mod:`specharness.traffic.replay`); a conversation with one user
-                  turn is an ordinary case, one with a system turn after its first user turn is rejected
-    prompt        ``{"prompt": ...}`` or ``{"text": ...}`` (or the field ``prompt_column`` names)
-    csv           a header row and a prompt column (``prompt_column``, default ``prompt``); ``.tsv`` is tab-separated
-
-JSON formats are read as JSONL (where names ``file:line``) or, when the file starts with ``[``, as one JSON array
-(where names ``file[index]``, counting from 0). A malformed record is *rejected*: it is counted and gives one line
-naming the file, the line or index and the field; the import goes on. A record outside the prompt-length filter is
-*skipped* and counted apart; a record left out by ``sample`` is counted as not sampled. Nothing imported raises
-:class:`~specharness.WorkloadError` with one line naming the file and the first problem.
+:func:`import_workload` reads a file in one of the formats :func:`detect_format` recognises (specharness, openai,
+mtbench, sharegpt, prompt, csv) or a dataset shipped inside a package (:func:`packaged_dataset_path`), under
+:class:`ImportOptions`, and returns an :class:`ImportResult` that counts what was imported, rejected and skipped.
+Fields per format: docs/workloads.md#fields-per-format.
 """
 
 from __future__ import annotations

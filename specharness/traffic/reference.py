@@ -1,28 +1,8 @@
 """The ``reference`` check: an answer is compared with a reference answer fixed in the dataset, before anything runs.
 
-``{"type": "reference", "references": ["..."], "mode": "normalised-contains"}`` (or ``"reference": "..."`` for one).
-With several references the answer passes when it passes against any one of them (chrF: against all of them at
-once, as sacrebleu scores several references). Modes:
-
-exact                 the answer equals a reference after both are stripped of leading and trailing whitespace
-                      (case and inner spacing count).
-normalised-contains   after normalising both (lowercase; every character that is not a letter, digit or whitespace
-                      becomes a space; whitespace collapsed), the reference appears in the answer on word boundaries.
-rouge-l               ROUGE-L F-measure (Lin, 2004) from Google's ``rouge-score`` package (``RougeScorer(["rougeL"])``,
-                      no stemming) over the normalised whitespace tokens above, which keeps letters of every script
-                      (rouge-score's own tokenizer keeps only a-z and 0-9); the answer passes when F >= ``threshold``
-                      (required, in (0, 1]). Scripts written without spaces (Chinese, Japanese) make one token per run
-                      of text, so use normalised-contains or chrf for those.
-chrf                  chrF (Popović, 2015), the character n-gram F-score for translations, from ``sacrebleu``
-                      (``sacrebleu.metrics.CHRF`` defaults: character 6-grams, beta 2, no word n-grams), divided by
-                      100; the answer passes when it is >= ``threshold`` (required, in (0, 1]).
-final-number          GSM8K's convention: the reference's number is the one after ``####`` (else its last number);
-                      the answer passes when its own ``#### N``, else its last number, equals it (commas, ``$`` and
-                      a trailing ``.0`` ignored).
-
-A check's scorer package is imported when the check is parsed (with the workload, before any engine starts); a
-missing one is one line naming the file:line and the package. Neither package reaches a network. This module builds
-on :class:`~specharness.traffic.checks.Check`; ``checks.parse_check`` hands ``"reference"`` here.
+:func:`parse_reference_check` builds a :class:`ReferenceCheck` (``checks.parse_check`` hands ``"reference"`` here)
+in one of the modes exact, normalised-contains, rouge-l (:func:`rouge_l_f`), chrf (:func:`chrf`) and final-number
+(:func:`final_number`). Modes and thresholds: docs/workloads.md#reference-checks.
 """
 
 from __future__ import annotations

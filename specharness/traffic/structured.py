@@ -1,37 +1,9 @@
 """Structured answers: request fields (``response_format``, ``tools``, ``tool_choice``) and their two rubrics.
 
-A case may carry OpenAI-style structured-output fields, validated once at load like the rest of the case:
-
-response_format   ``{"type": "json_schema", "json_schema": {"name": ..., "schema": {...}, "strict": true}}`` or
-                  ``{"type": "json_object"}``.
-tools             ``[{"type": "function", "function": {"name": ..., "description": ..., "parameters": {...}}}]``.
-tool_choice       ``"none"``, ``"auto"``, ``"required"`` or ``{"type": "function", "function": {"name": ...}}``.
-
-Every schema (``json_schema.schema``, a function's ``parameters``, a check's own ``schema``) must be a valid JSON
-Schema (draft 2020-12 unless its ``$schema`` names another draft that ``jsonschema`` knows); ``$ref`` may only point
-inside the schema (``#...``). Only chat cases (``messages``) may carry these fields.
-
-The checks (``{"type": ...}`` in a case's ``check``):
-
-json_schema   the answer text is one JSON value, valid under the schema, with the expected ``values``. The schema
-              is the check's own ``schema`` if it has one, else the case's ``response_format`` schema. The text must
-              be JSON and nothing else: JSON whitespace (space, tab, newline, carriage return) around it is allowed,
-              a code fence or a sentence is not (under ``response_format`` the server constrains the whole answer,
-              so anything else is a defect). NaN and Infinity are not JSON.
-tool_call     the response carried a tool call to the function ``name`` (default: the function that the case's
-              ``tool_choice`` forces), its arguments are one JSON value valid under that function's ``parameters``,
-              with the expected ``values``. With several calls to that function, the first one is checked.
-
-``values`` maps a path to the value expected there, e.g. ``{"customer.name": "Mara Quill", "items[0].quantity": 3}``:
-keys separated by ``.``, list positions as ``[n]`` (a key cannot contain ``.``, ``[`` or ``]``). Values compare as
-parsed JSON: strings exactly (case and spaces count), numbers by value (3 equals 3.0), true/false only with
-true/false, lists and objects element by element. At load, a path that the schema rules out (a key that is not
-among ``properties`` where ``additionalProperties`` is false) or an expected value that the schema rules out there
-is an error. String ``format`` is not checked (as with ``jsonschema``'s defaults).
-
-The result detail says what failed: ``not JSON (...)``, ``schema: <path>: <message>``,
-``value at <path> is X, expected Y``, ``no tool call``, ``wrong function 'f', expected 'g'``.
-``jsonschema`` is imported only when a case carries a schema, so plain workloads load without it.
+:func:`parse_response_format`, :func:`parse_tools` and :func:`parse_tool_choice` validate a case's fields at load;
+:func:`parse_structured_check` builds the ``json_schema`` (:class:`JsonSchemaCheck`) and ``tool_call``
+(:class:`ToolCallCheck`) checks, and :func:`bind_check` ties a check to its case's schemas.
+Fields, checks, value paths and result details: docs/workloads.md#structured-answers.
 """
 
 from __future__ import annotations

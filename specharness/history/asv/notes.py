@@ -1,22 +1,9 @@
 """What a tracked value carries beyond its number: its interval, its sample count, or why its release failed.
 
-ASV's result files have statistics columns (``ci_99_a``, ``ci_99_b``, ``q_25``, ``q_75``, ``repeat``, ``number``)
-that ``asv compare`` reads (overlapping intervals are *not significant*) and that weight its step detection. A
-``track_*`` benchmark cannot fill them itself, so each lookup in ``benchmarks/common.py`` writes a *note* (one JSON
-line: benchmark, parameters, interval, count, or failure) and the ASV plugin (:mod:`specharness.history.asv.plugin`)
-copies the notes into the result file as ASV saves it, plus a companion ``<result>.notes.jsonl`` beside it (ASV
-skips files not ending in ``.json``) that keeps failure reasons and the interval's provenance.
-
-The columns mean what ASV says (:data:`ASV_LEVEL`): ``ci_99_a/b`` is a 99% interval and ``q_25/q_75`` are quartiles.
-- a ratio with block values (the slowdown): the 99% t interval of the geometric mean over blocks (log scale, n − 1
-  df), and the quartiles of the block values; ``repeat`` is the number of blocks. The report's own 95% CI stays in
-  the note. Without block values the note's interval is widened to 99% on the log scale.
-- every other value with a measured run-to-run spread (:mod:`specharness.history.asv.spreadfile`; latencies, ms per token,
-  memory, goodput loss): one run's 99% interval value ×/÷ exp(t(0.995, k − 1)·s), s the run-to-run sd of its log,
-  and the quartiles of that distribution (value ×/÷ exp(0.674·s)); rebuilt on every save.
-Overlap of two 99% intervals is ASV's screen, not our test: the stated test of a change is release-compare's
-(:mod:`specharness.history.review.releases`: Holm over the slowdown cells, Benjamini–Hochberg over the rest).
-This module owns the note format; nothing else reads or writes it.
+Each lookup writes a :class:`Note` (:func:`write_note`); the ASV plugin copies the notes into the result file's
+statistics columns as ASV saves it (:func:`apply_notes`) and keeps them in a companion ``<result>.notes.jsonl``
+(:func:`update_companion`, :func:`read_companion`). This module owns the note format; nothing else reads or writes it.
+What the columns hold: docs/asv-site.md#notes-what-a-tracked-value-carries.
 """
 
 from __future__ import annotations

@@ -1,25 +1,9 @@
 """Release pairs in ASV: one paired run of two consecutive releases, recorded once and read by every view.
 
-``ReleasePair`` (``benchmarks/bench_release.py``) runs, at a release on the ledger, that release against the one
-before it in one paired run (:func:`specharness.history.asv.suite.release_pair_experiment`): baseline against
-baseline, ngram against ngram, side by side. What it measured is a :class:`PairRecord` (one per pair run), kept in
-``results/<machine>/release_pairs.jsonl`` beside ASV's result files; this module owns that format and is the one writer
-of the ``ReleasePair`` values in ASV's result files.
-
-How ``asv compare`` reads a pair: each release's value is its share of the pair, ``r^(+1/2)`` for the later release
-and ``r^(-1/2)`` for the earlier one, where ``r`` is the later release's value over the earlier one's for the same work
-in that run (time, latency percentiles, goodput loss, memory, verify steps per token). ASV's ratio of the two values
-is then ``r`` itself, and its 99% columns hold the halves of the paired 99% interval ``[lo, hi]``:
-``[lo^(1/2), hi^(1/2)]`` and ``[hi^(-1/2), lo^(-1/2)]``. Those two intervals overlap exactly when ``lo <= 1 <= hi``, so
-ASV's overlap screen is the paired test itself. Both halves are written at each save (the later release's result file
-and the earlier one's, created when absent), so the pair reads the same whichever commit ASV ran last. A release
-whose engine failed in the pair reads ``track_engine_failed`` 1 on its side (0 → 1 is ``asv compare``'s ``+``); the other
-side then has no ratio; every value of a failed side is n/a, and ``track_engine_failed`` says which failed.
-
-The decision every view makes (:func:`pair_change`): a value *changed* when its 99% interval excludes 1 and its
-estimate lies beyond the factor (:data:`RELEASE_FACTOR`: ``asv compare --factor``, the regressions page's threshold
-and release-compare's default). With about eight cells of the primary value per pair, the family-wise error is at
-most 8% (Bonferroni); the level and the factor are stated on the release page.
+A pair run's :class:`PairRecord` (:func:`record_from_run`) is kept in ``results/<machine>/release_pairs.jsonl``
+(:func:`read_pairs`, :func:`append_pairs`); :func:`apply_pairs` writes both releases' ``ReleasePair`` values into
+ASV's result files, and :func:`~specharness.analysis.verdict.pair_change` is the rule every view applies.
+Rule and columns: docs/release-review.md#the-rule-and-why-every-view-agrees.
 """
 
 from __future__ import annotations
@@ -225,7 +209,7 @@ def append_pairs(machine_dir: Path, records: Iterable[PairRecord]) -> None:
 
 
 def _half(value: PairValue, side: str) -> tuple[float | None, dict[str, Any] | None]:
-    """One release's value and ASV stats for a pair value (module docstring); None value on a failed side."""
+    """One release's value and ASV stats for a pair value (docs/release-review.md); None value on a failed side."""
     if value.failed in (side, "both"):  # n/a, not ASV's "failed": its None against another pair's n/a reads "fixed"
         return (1.0 if value.metric == "engine_failed" else math.nan), None
     if value.metric == "engine_failed":

@@ -1,24 +1,8 @@
 """The values the ASV quality benchmarks track (``benchmarks/bench_quality.py``), each a pure function of a report.
 
-Like :mod:`specharness.history.asv.metrics`, every value is oriented so that a *rise* is bad (ASV flags rises):
-
-``structured_metrics``  per arm (baseline, ngram) and check type (``json_schema``, ``tool_call``, and ``all``
-                        pooled): ``invalid_fraction`` (answers that are no usable structured output: no tool call to
-                        the function expected, not JSON, or off the schema, over all structured requests; see
-                        :class:`specharness.analysis.structured_validity.StructuredValidity`) and ``rejected_fraction``
-                        (requests the server rejected or that failed). Keys ``<workload>/<load>/<check>/<name>_<arm>``.
-``distribution_metrics`` per workload of a ``specharness sampled`` run (its ``sampled.json``), from the comparisons
-                        pooled over every repetition: ``statistics_differing`` (how many of the three statistics —
-                        first token, length, pass rate — are flagged *differs* between ngram and baseline, 0 to 3),
-                        ``statistics_differing_aa`` (the same for the A/A pair: a rise is a noisier check),
-                        ``control_missed`` (1 when the positive control, the baseline at another temperature, was
-                        *not* flagged: the check lost the power it must have), and
-                        ``detectable_length_difference_tokens`` (the smallest mean output-length difference between
-                        ngram and baseline the run could have detected, 80% power: a rise is a loss of power).
-                        Keys ``<workload>/<name>``.
-
-A value that cannot be computed is NaN (ASV: "n/a"): a check type the run did not send, a statistic with no data,
-failures whose stage was not kept (``--keep-text hash|none``).
+:func:`structured_metrics` (invalid and rejected fractions per arm and check type) and :func:`distribution_metrics`
+(statistics flagged, the control's miss, the detectable length difference), every value oriented so that a rise is
+bad. Keys and meanings: docs/asv-site.md#the-quality-benchmarks.
 """
 
 from __future__ import annotations

@@ -1,34 +1,9 @@
 """What the ASV classes in ``benchmarks/bench_quality.py`` call: run the quality experiments, and name their values.
 
-Two experiments, each once per release (``setup_cache``), the values from :mod:`specharness.history.asv.quality_metrics`
-(oriented so that a rise is bad). The environment knobs are :mod:`specharness.history.asv.suite`'s
-(SPECHARNESS_ASV_PROFILE quick | standard | smoke, SPECHARNESS_ASV_RUNS, SPECHARNESS_ASV_ENGINE), and so are the
-helpers (engine options, run folder, failure reason, the engine pool): imported, not copied. As there, an engine that
-fails to start or warm up is a result (``failed``: every value reads "failed" in ASV), not an error, and the engines
-come from the release's engine pool: the distribution check drives the same baseline and ngram servers as the paired
-benchmark when their engine options match (one engine-instance offset for both), while the structured benchmark's
-tool parser makes its engines its own.
-
-``structured_experiment``  a paired run (baseline vs ngram, greedy) of the built-in ``structured`` workload: 16
-    cases (JSON-schema ``response_format`` and forced tool calls), 1 client, 2 blocks, 1 warmup round, max_tokens 256,
-    vLLM's tool parser on both arms (``--enable-auto-tool-choice --tool-call-parser hermes``: forced tool calls come
-    back as ``tool_calls`` only with a parser). The quick profile is exactly the committed runs' design
-    (reports/cpu-structured/20261204, reports/gpu-h200-vllm0.26.0/20261204/structured), so their values are this
-    benchmark's for those releases. One
-    client: validity does not depend on load, and a single stream keeps the CPU run short. Standard (the GPU) runs 4
-    blocks; smoke (CI) 4 cases per block at max_tokens 64.
-``sampled_experiment``  a distribution check (``specharness sampled``; :mod:`specharness.experiment.sampled_run`): the
-    quick profile sends the 4 first cases of ``copy``, 16 samples per case and stream, 2 repetitions, temperature 0.8,
-    top-p 0.95, positive control at 1.2, max_tokens 48, 8 in flight: 512 requests (its time on the CPU:
-    docs/results.md). ``copy`` because it is where n-gram drafts are accepted most, so
-    where a verification defect would show; its cases have a rubric, so the pass rate is tested too. Its seeds and cases are those of the committed run's first two repetitions of ``copy``: recomputed from
-    them, ngram differs on 1 statistic (pass rate), the A/A pair on none, the control is caught, and the smallest
-    detectable length difference is 4.1 tokens (2.7 over all 5 repetitions). Output length is the tracked power
-    statistic because speculation acts after the first token (the first token comes from the prefill, before any
-    draft is verified, so its distribution cannot show a rejection-sampling defect), length sums every verified
-    step, and its A/A p-values stayed well above the level in the committed run (the pass rate's did not: its A/A
-    pair was flagged pooled over the run). Standard (the GPU) is the full default design (copy and free, 5
-    repetitions); smoke is 2 cases x 4 samples, 1 repetition, max_tokens 16.
+:func:`structured_experiment` (a paired run of the built-in ``structured`` workload) and :func:`sampled_experiment`
+(a ``specharness sampled`` distribution check) run once per release, with :mod:`specharness.history.asv.suite`'s
+knobs, helpers and engine pool; :func:`structured_profile` and :func:`sampled_design` give each profile's design.
+Designs and values: docs/asv-site.md#the-quality-benchmarks.
 """
 
 from __future__ import annotations
@@ -93,7 +68,7 @@ def _profile_name(known: dict[str, Any], what: str) -> str:
 
 
 def structured_profile(name: str = "quick") -> Profile:
-    """The structured benchmark's design for one SPECHARNESS_ASV_PROFILE value (module docstring)."""
+    """The structured benchmark's design for one SPECHARNESS_ASV_PROFILE value (docs/asv-site.md)."""
     base = override(
         get_profile("quick"),
         workloads=("structured",),
@@ -107,7 +82,7 @@ def structured_profile(name: str = "quick") -> Profile:
 
 
 def sampled_design(name: str = "quick") -> SampledDesign:
-    """The distribution benchmark's design for one SPECHARNESS_ASV_PROFILE value (module docstring)."""
+    """The distribution benchmark's design for one SPECHARNESS_ASV_PROFILE value (docs/asv-site.md)."""
     return _SAMPLED[name]
 
 

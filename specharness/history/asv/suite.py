@@ -1,32 +1,10 @@
 """What the ASV classes in ``benchmarks/`` call: run a paired experiment for a whole grid, and name the metrics.
 
-The values themselves come from :func:`specharness.history.asv.metrics.asv_metrics` (one owner, oriented so that a
-rise is bad).
-
-Environment knobs (read when ``setup_cache`` runs):
-    SPECHARNESS_ASV_PROFILE   quick (default), standard, or smoke (one tiny cell, for CI)
-    SPECHARNESS_ASV_RUNS      where run folders go (default ~/.cache/specharness/asv-runs)
-    SPECHARNESS_ASV_ENGINE    engine options as CLI words, e.g. "--gpu-memory-utilization 0.3 --start-one-by-one"
-    SPECHARNESS_ASV_WORKLOAD  a workload JSONL of your own traffic (``specharness import`` writes one): the
-                              ``UserWorkload`` benchmark tracks it per group, at SPECHARNESS_ASV_WORKLOAD_CLIENTS
-                              clients (default 4), across vLLM releases
-    SPECHARNESS_ASV_POOL      1 (default): the classes of one ``asv run`` share engines; 0: each starts its own
-    SPECHARNESS_ASV_PAIR_ARMS which pairs ``ReleasePair`` runs: baseline,ngram (default), baseline or ngram
-    SPECHARNESS_ENGINE_POOL_IDLE_S  seconds an unheld pooled engine lives on (default 300)
-
-Engines are started once per release: every experiment takes its engines from an engine pool
-(:mod:`specharness.engines.pool`, under ``<runs root>/engine-pool``), keyed by everything that makes an engine what it
-is (vLLM, model, engine arguments, the arm's options, the engine's environment). The first ``setup_cache`` that
-needs a key starts the server under a keeper process that outlives it; later classes with the same key drive the
-same server, and classes whose engines differ (the configuration sweep's other ``num_speculative_tokens``, the
-structured benchmark's tool parser) start their own and may share the baseline. The keepers stop their servers when
-the ``asv run`` process is gone or no class held them for the idle limit. Each run folder's journal and manifest
-record which engines were reused (``reused``: started by which experiment, when, requests served before, pids).
-**So the classes of one release share one engine-instance offset**: their results are not independent samples of
-the engine start, and a difference between two classes' values of one release cannot be an engine-instance effect.
-On a GPU every pooled engine gets a fixed share of the device (1/3 less headroom, SPECHARNESS_ENGINE_POOL_GPU_SLOTS to
-change) and they start one by one; an idle pooled engine is stopped when a new one needs its memory
-(:func:`specharness.engines.fleet.pooled_plan`).
+:func:`grid_experiment`, :func:`sweep_experiments`, :func:`release_pair_experiment`,
+:func:`configuration_pair_experiment` and :func:`user_workload_experiment` run the experiments, their engines taken
+from one engine pool per ``asv run`` (:func:`engine_pool`); the values come from
+:func:`specharness.history.asv.metrics.asv_metrics`.
+Knobs and the pool: docs/asv-site.md#asv-suite-and-the-published-site.
 """
 
 from __future__ import annotations
@@ -205,7 +183,7 @@ def run_folder(label: str) -> Path:
 
 
 def engine_pool() -> EnginePool | None:
-    """The pool the ASV classes share (module docstring); None when SPECHARNESS_ASV_POOL=0 or when
+    """The pool the ASV classes share (docs/asv-site.md); None when SPECHARNESS_ASV_POOL=0 or when
     SPECHARNESS_ENGINE_POOL names one (the run then takes that)."""
     raw = os.environ.get("SPECHARNESS_ASV_POOL", "1").strip()
     if raw not in ("0", "1"):

