@@ -18,6 +18,7 @@ import numpy as np
 from scipy import stats as sps
 
 from specharness._errors import RunDirError
+from specharness.numbers import number
 from specharness.reporting.report import load_report
 
 __all__ = [
@@ -246,18 +247,14 @@ def control_cell(run: str, c: dict[str, Any]) -> ControlCell:
         workload=c["workload"],
         clients=c["clients"],
         twin=c["arm_b"],
-        estimate=_num(s["estimate"]),
-        low=_num(s["low"]),
-        high=_num(s["high"]),
+        estimate=number(s["estimate"]),
+        low=number(s["low"]),
+        high=number(s["high"]),
         speed=c["speed"]["verdict"],
         quality=c["quality"]["verdict"],
         blocks=int(s["blocks"]),
         df=int(s.get("df", 0)),
         confidence=float(s.get("confidence", 0.95)),
         offset_var=float(s.get("offset_var") or 0.0),
-        t_df=_num(s.get("t_df")),
+        t_df=number(s.get("t_df")),
     )
-
-
-def _num(v: object) -> float:
-    return float(v) if isinstance(v, (int, float)) else math.nan

@@ -25,6 +25,7 @@ from specharness._errors import RunDirError
 from specharness.analysis.changes import detectable_ratio
 from specharness.analysis.verdict import RELEASE_FACTOR, pair_change
 from specharness.experiment.design import Profile, control_pairs
+from specharness.numbers import number
 from specharness.reporting.aa_scorecard import ControlCell, control_cell, offset_evidence
 from specharness.reporting.report import load_report
 
@@ -168,18 +169,14 @@ def score_release_controls(run_dirs: list[Path], factor: float = RELEASE_FACTOR)
                     load=ch["load"],
                     metric=ch["metric"],
                     slowdown=slowdown.get(ch["arm_b"], 1.0),
-                    estimate=_num(ch["estimate"]),
-                    low=_num(ch["low"]),
-                    high=_num(ch["high"]),
+                    estimate=number(ch["estimate"]),
+                    low=number(ch["low"]),
+                    high=number(ch["high"]),
                     blocks=int(ch["blocks"]),
-                    verdict=pair_change(_num(ch["estimate"]), _num(ch["low"]), _num(ch["high"]), factor),
+                    verdict=pair_change(number(ch["estimate"]), number(ch["low"]), number(ch["high"]), factor),
                     speed=speed.get((ch["workload"], ch["load"], *pair), "") if ch["metric"] == "time" else "",
-                    se_log=_num(ch.get("se_log")),
-                    t_df=_num(ch.get("t_df")),
+                    se_log=number(ch.get("se_log")),
+                    t_df=number(ch.get("t_df")),
                 )
             )
     return card
-
-
-def _num(v: object) -> float:
-    return float(v) if isinstance(v, (int, float)) else math.nan

@@ -17,6 +17,7 @@ from typing import Any
 
 from specharness.analysis.stats import ratio_change
 from specharness.analysis.verdict import DEFAULT_MARGIN, band_edges, change_verdict
+from specharness.numbers import number
 from specharness.records import load_label
 from specharness.reporting.report import load_report
 
@@ -45,10 +46,6 @@ def _load(row: dict[str, Any]) -> str:
     return load_label(row["clients"], row.get("rate", ""))
 
 
-def _num(v: object) -> float:
-    return float(v) if isinstance(v, (int, float)) else math.nan
-
-
 def compare_runs(run_a: Path, run_b: Path) -> list[MetricChange]:
     ra, rb = load_report(run_a), load_report(run_b)
     changes: list[MetricChange] = []
@@ -68,7 +65,7 @@ def compare_runs(run_a: Path, run_b: Path) -> list[MetricChange]:
             f"change {test.change:.3f} [{test.low:.3f}, {test.high:.3f}], Welch p={test.pvalue:.3f}; verdicts "
             f"{a['speed']['verdict']}/{a['quality']['verdict']} -> {c['speed']['verdict']}/{c['quality']['verdict']}"
         )
-        va, vb = _num(a["speedup"]["estimate"]), _num(c["speedup"]["estimate"])
+        va, vb = number(a["speedup"]["estimate"]), number(c["speedup"]["estimate"])
         changes.append(MetricChange(cell, "speedup", va, vb, vb / va if va else math.nan, sig, detail))
     arms_a = {(s["workload"], _load(s), s["arm"]): s for s in ra["summaries"]}
     for s in rb["summaries"]:
@@ -76,8 +73,8 @@ def compare_runs(run_a: Path, run_b: Path) -> list[MetricChange]:
         if a is None:
             continue
         for field, sub, name in _ARM_METRICS:
-            va = _num(a[field][sub] if sub else a[field])
-            vb = _num(s[field][sub] if sub else s[field])
+            va = number(a[field][sub] if sub else a[field])
+            vb = number(s[field][sub] if sub else s[field])
             changes.append(
                 MetricChange(f"{s['workload']}/{_load(s)}/{s['arm']}", name, va, vb, vb / va if va else math.nan, None)
             )

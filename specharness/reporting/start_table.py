@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from specharness.engines.preload import ENV as PRELOAD_ENV
 from specharness.engines.preload import forked
 from specharness.experiment.startbench import CACHES, StartMeasurement
+from specharness.numbers import number
 
 __all__ = ["format_starts", "phases_text"]
 
@@ -24,13 +25,8 @@ _PHASES = (
 )
 
 
-def _num(value: float | None) -> float:
-    """A measured figure, or NaN for one not measured (NaN, or JSON null read back as None)."""
-    return math.nan if value is None else float(value)
-
-
 def _s(value: float | None, digits: int = 0) -> str:
-    v = _num(value)
+    v = number(value)
     return "—" if math.isnan(v) else f"{v:.{digits}f}"
 
 
@@ -38,16 +34,16 @@ def phases_text(phases: Mapping[str, float | None], first_request_s: float | Non
     """One engine start in a line, e.g. ``start 38 s (import 16, weights 7, compile 13, KV cache / warm-up 0, graph
     capture 1, ready 1; engine log, whole seconds), first request 0.27 s``; "" for an engine with no phases
     (attached, or a journal from before they were read)."""
-    if not phases or math.isnan(_num(phases.get("total_s"))):
+    if not phases or math.isnan(number(phases.get("total_s"))):
         return ""
     parts = ", ".join(f"{label} {_s(phases.get(key))}" for key, label in _PHASES[1:])
     text = f"start {_s(phases.get('total_s'))} s ({parts}; engine log, whole seconds)"
-    first = _num(first_request_s)
+    first = number(first_request_s)
     return text + (f", first request {first:.2f} s" if not math.isnan(first) else "")
 
 
 def _median(starts: Sequence[StartMeasurement], key: str) -> float:
-    values = [v for s in starts if not math.isnan(v := _num(s.phases_s.get(key)))]
+    values = [v for s in starts if not math.isnan(v := number(s.phases_s.get(key)))]
     return statistics.median(values) if values else math.nan
 
 

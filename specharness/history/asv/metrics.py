@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from specharness.numbers import number
 from specharness.records import load_label
 
 __all__ = [
@@ -49,10 +50,6 @@ def _inv(v: Any) -> float:
     return 1.0 / v if isinstance(v, (int, float)) and v and math.isfinite(v) else math.nan
 
 
-def _num(v: Any) -> float:
-    return float(v) if isinstance(v, (int, float)) else math.nan
-
-
 def asv_metrics(report: dict[str, Any], candidate: str = "ngram", reference: str = "baseline") -> dict[str, float]:
     """The tracked values of one run, keyed ``workload/cN/name``."""
     out: dict[str, float] = {}
@@ -66,15 +63,15 @@ def asv_metrics(report: dict[str, Any], candidate: str = "ngram", reference: str
             ("ttft_p50_ms", s["ttft_ms"]["p50"]),
             ("ttft_p95_ms", s["ttft_ms"]["p95"]),
             ("ms_per_token", 1000.0 * _inv(s["output_tok_s"])),
-            ("incorrect_fraction", 1.0 - _num(s["correct_fraction"])),
+            ("incorrect_fraction", 1.0 - number(s["correct_fraction"])),
             (
                 "peak_memory_mib",
                 s["peak_memory_mib"].get("peak_gpu_used_mib", s["peak_memory_mib"].get("peak_rss_mib")),
             ),
         ):
-            out[asv_key(k, f"{name}_{arm}")] = _num(value)
+            out[asv_key(k, f"{name}_{arm}")] = number(value)
         if arm == candidate:
-            out[asv_key(k, "rejection_rate")] = 1.0 - _num(s["acceptance"].get("acceptance_rate"))
+            out[asv_key(k, "rejection_rate")] = 1.0 - number(s["acceptance"].get("acceptance_rate"))
             out[asv_key(k, "verify_steps_per_token")] = _inv(s["acceptance"].get("mean_acceptance_length"))
     for c in report["comparisons"]:
         if (c["arm_a"], c["arm_b"]) != (reference, candidate):
@@ -139,9 +136,10 @@ def load_metrics(report: dict[str, Any]) -> dict[str, float]:
     out: dict[str, float] = {}
     for sw in report.get("sweeps", []):
         k = asv_key(sw["workload"], "load")
-        helps = _num(sw.get("helps_up_to"))
+        helps = number(sw.get("helps_up_to"))
         lightest = min(
-            (_num(lv["offered"]) for lv in sw.get("levels", []) if math.isfinite(_num(lv["offered"]))), default=math.nan
+            (number(lv["offered"]) for lv in sw.get("levels", []) if math.isfinite(number(lv["offered"]))),
+            default=math.nan,
         )
         if sw.get("helps_everywhere") or helps == math.inf:
             gap = 0.0
@@ -153,7 +151,7 @@ def load_metrics(report: dict[str, Any]) -> dict[str, float]:
         out[asv_key(k, "capacity_loss")] = _inv(sw["goodput_capacity"]["ratio"])
         out[asv_key(k, "capacity_loss_latency")] = _inv(sw["latency_capacity"]["ratio"])
         peaks = sw.get("peak_rps", {})
-        out[asv_key(k, "peak_rate_loss")] = _num(peaks.get("baseline")) * _inv(peaks.get("ngram"))
+        out[asv_key(k, "peak_rate_loss")] = number(peaks.get("baseline")) * _inv(peaks.get("ngram"))
     return out
 
 
@@ -169,8 +167,8 @@ def group_metrics(report: dict[str, Any], candidate: str = "ngram", reference: s
             continue
         k = asv_key(d["workload"], d["load"], d["group"])
         out[asv_key(k, "slowdown")] = _inv(d["speedup"]["estimate"])
-        out[asv_key(k, "rejection_rate")] = 1.0 - _num(d.get("acceptance_rate"))
-        out[asv_key(k, "incorrect_fraction")] = 1.0 - _num(d.get("correct_fraction_b"))
+        out[asv_key(k, "rejection_rate")] = 1.0 - number(d.get("acceptance_rate"))
+        out[asv_key(k, "incorrect_fraction")] = 1.0 - number(d.get("correct_fraction_b"))
     return out
 
 
@@ -186,8 +184,8 @@ def configuration_values(
         if (ch["arm_a"], ch["arm_b"]) != (reference, other):
             continue
         key = asv_key(ch["workload"], ch["load"], ch["metric"])
-        values[key] = _num(ch["estimate"])
-        low, high = _num(ch["low"]), _num(ch["high"])
+        values[key] = number(ch["estimate"])
+        low, high = number(ch["low"]), number(ch["high"])
         if math.isfinite(low) and math.isfinite(high):
             intervals[key] = Interval(low, high, float(ch["confidence"]), int(ch["blocks"]))
     return values, intervals

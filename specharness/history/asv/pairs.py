@@ -25,6 +25,7 @@ from specharness.analysis.verdict import RELEASE_FACTOR, pair_change
 from specharness.engines.releases import LEDGER, Release
 from specharness.history.asv.method import METHOD_VERSION
 from specharness.history.asv.notes import notes_dir, stats_entry
+from specharness.numbers import number
 
 __all__ = [
     "PAIR_CLASS",
@@ -278,11 +279,6 @@ def apply_pairs(results: Any, records: Mapping[str, PairRecord], tag_of: Mapping
     return wrote
 
 
-def _num(value: Any) -> float:
-    """A JSON number as a float; NaN for null (orjson writes NaN as null) or anything else."""
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
-
-
 def _arm_names(report: Mapping[str, Any]) -> dict[tuple[str, str], str]:
     """(``baseline``/``ngram``, release tag) -> the arm's name in a pair run, from its declared arms."""
     specs = report["manifest"]["config"]["profile"].get("arm_specs") or []
@@ -352,16 +348,16 @@ def pair_record(
                     if change is not None:
                         ch, flipped = change
                         sign = -1.0 if flipped else 1.0  # the run compared them the other way round: invert
-                        low, high = sorted((_num(ch["low"]) ** sign, _num(ch["high"]) ** sign))
+                        low, high = sorted((number(ch["low"]) ** sign, number(ch["high"]) ** sign))
                         measured = {
-                            "estimate": _num(ch["estimate"]) ** sign,
+                            "estimate": number(ch["estimate"]) ** sign,
                             "low": low,
                             "high": high,
-                            "confidence": _num(ch["confidence"]),
+                            "confidence": number(ch["confidence"]),
                             "blocks": int(ch["blocks"]),
-                            "block_values": tuple(_num(b) ** sign for b in ch["block_values"]),
-                            "se_log": _num(ch.get("se_log")),
-                            "t_df": _num(ch.get("t_df")),
+                            "block_values": tuple(number(b) ** sign for b in ch["block_values"]),
+                            "se_log": number(ch.get("se_log")),
+                            "t_df": number(ch.get("t_df")),
                         }
                     if metric == "time":
                         measured.update(verdicts.get((workload, int(clients), kind), {}))

@@ -14,16 +14,13 @@ from typing import Any
 
 from specharness.analysis.structured_validity import StructuredValidity
 from specharness.history.asv.metrics import asv_key
+from specharness.numbers import number
 
 __all__ = ["ALL_CHECKS", "distribution_metrics", "structured_metrics"]
 
 ALL_CHECKS = "all"  # the pooled row over every structured check type
 _KEYS = ("workload", "load", "arm", "check")
 _COUNTS = tuple(f.name for f in fields(StructuredValidity) if f.name not in _KEYS)
-
-
-def _num(v: Any) -> float:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan
 
 
 def structured_metrics(
@@ -70,6 +67,6 @@ def distribution_metrics(sampled: Mapping[str, Any]) -> dict[str, float]:
         out[asv_key(workload, "control_missed")] = {"differs": 0.0, "no difference detected": 1.0}.get(
             str(control), math.nan
         )
-        mde = _num(length.get("mde"))
+        mde = number(length.get("mde"))
         out[asv_key(workload, "detectable_length_difference_tokens")] = mde if math.isfinite(mde) else math.nan
     return out
