@@ -113,7 +113,9 @@ def _experiment_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
 
 def _run_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """report, compare, aa-summary (run folders); import, simulate (inputs and methods)."""
-    rep = sub.add_parser("report", help="rebuild report.md/report.json/plots from a run folder's journal alone")
+    rep = sub.add_parser(
+        "report", help="rebuild report.md, report.json, plots and report.html from a run folder's journal alone"
+    )
     rep.add_argument("run_dir", type=Path)
     cmp_ = sub.add_parser("compare", help="compare two runs, e.g. two vLLM versions")
     cmp_.add_argument("run_a", type=Path)
@@ -252,7 +254,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             undecided=undecided_cells,
             on_status=lambda m: print(f"specharness: {m}", file=sys.stderr),
         )
-    print(f"report: {run_dir / 'report.md'}")
+    print(f"report: {run_dir / 'report.md'} (one page: {run_dir / 'report.html'})")
     return 0
 
 
@@ -317,7 +319,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     from specharness.reporting.report import write_report
 
     report = write_report(args.run_dir)
-    print(f"report: {args.run_dir / 'report.md'} ({report['counts']['journaled_requests']} requests journaled)")
+    print(
+        f"report: {args.run_dir / 'report.md'} ({report['counts']['journaled_requests']} requests journaled; "
+        f"one page: {args.run_dir / 'report.html'})"
+    )
     return 0
 
 

@@ -16,9 +16,10 @@ from specharness.analysis.verdict import band_edges
 from specharness.experiment.rundir import read_manifest
 from specharness.reporting.answer import load_text
 from specharness.reporting.group_tables import groups_chart
+from specharness.reporting.html_report import REPORT_HTML, write_html_report
 from specharness.reporting.markdown import render_markdown
 
-__all__ = ["REPORT_JSON", "REPORT_MD", "REPORT_SCHEMA", "load_report", "write_report"]
+__all__ = ["REPORT_HTML", "REPORT_JSON", "REPORT_MD", "REPORT_SCHEMA", "load_report", "write_report"]
 
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
@@ -236,7 +237,7 @@ def _sweep_plots(found: list[WorkloadSweep], margin: float, plot_dir: Path) -> N
 
 
 def write_report(run_dir: Path, *, plots: bool = True) -> dict[str, Any]:
-    """Rebuild report.md, report.json and plots from the run folder; returns the JSON report."""
+    """Rebuild report.md, report.json, plots and report.html from the run folder; returns the JSON report."""
     manifest = read_manifest(run_dir)
     a = analyse(run_dir, manifest)
     found = sweeps(a)
@@ -267,11 +268,13 @@ def write_report(run_dir: Path, *, plots: bool = True) -> dict[str, Any]:
     if a.failed_arms:  # arms whose engine did not start: the run went on without them
         report["failed_arms"] = dict(a.failed_arms)
     (run_dir / REPORT_JSON).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
-    (run_dir / REPORT_MD).write_text(render_markdown(a, run_dir, engines, found))
+    markdown = render_markdown(a, run_dir, engines, found)
+    (run_dir / REPORT_MD).write_text(markdown)
     if plots:
         _plots(a, run_dir / "plots")
         _sweep_plots(found, a.rules.margin, run_dir / "plots")
         groups_chart(a.group_decisions, run_dir / "plots" / "groups.png", margin=a.rules.margin)
+    write_html_report(run_dir, markdown, plots=plots)  # report.md as one page, the plots just drawn inlined
     return report
 
 
