@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specharness._errors import WorkloadError
-from specharness.traffic.checks import Check, CheckResult
+from specharness.traffic.basic_checks import Check, CheckResult
 
 __all__ = [
     "REFERENCE_MODES",

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from specharness._errors import WorkloadError
-from specharness.traffic.checks import Check, CheckResult
+from specharness.traffic.basic_checks import Check, CheckResult
 
 __all__ = [
     "JsonSchemaCheck",
