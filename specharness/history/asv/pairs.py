@@ -22,10 +22,13 @@ import numpy as np
 from specharness._errors import ConfigError
 from specharness.analysis.changes import detectable_ratio
 from specharness.analysis.verdict import RELEASE_FACTOR, pair_change
-from specharness.engines.releases import LEDGER, Release
+from specharness.engines.releases import LEDGER, Release, parse_release
+from specharness.history.asv.grid import ASV_GRID
+from specharness.history.asv.ledger import DEFAULT_PATH, commit_date_ms, ensure_ledger, ledger_tags
 from specharness.history.asv.method import METHOD_VERSION
 from specharness.history.asv.notes import notes_dir, stats_entry
 from specharness.numbers import number
+from specharness.reporting.report import load_report
 
 __all__ = [
     "PAIR_CLASS",
@@ -229,8 +232,6 @@ def _half(value: PairValue, side: str) -> tuple[float | None, dict[str, Any] | N
 
 
 def _grid() -> list[list[str]]:
-    from specharness.history.asv.suite import ASV_GRID
-
     workloads, clients = ASV_GRID
     return [
         [repr(p) for p in ledger_pairs()],
@@ -382,8 +383,6 @@ def _release_results(machine_dir: Path, commit: str, tag: str, template: Any) ->
     from asv.results import Results
     from asv.util import UserError
 
-    from specharness.history.asv.ledger import commit_date_ms
-
     path = machine_dir / f"{commit[:8]}-{template.env_name}.json"
     if path.is_file():
         try:
@@ -406,8 +405,6 @@ def _halves_for(
 ) -> list[Any]:
     """Both releases' results of every record in ``new`` with every record's halves written in (``template`` excepted:
     the caller saves it), started_at the record's time."""
-    from specharness.history.asv.ledger import DEFAULT_PATH, ensure_ledger, ledger_tags
-
     tag_of = ledger_tags(ensure_ledger(Path.cwd() / DEFAULT_PATH))
     commit_of = {tag: commit for commit, tag in tag_of.items()}
     apply_pairs(template, records, tag_of)
@@ -458,9 +455,6 @@ def refile_pairs(machine_dir: Path, new: list[PairRecord]) -> list[Path]:
 def record_from_run(run_dir: Path, harness: str = "", setup: str = "") -> PairRecord:
     """The pair record of a release pair's run folder (its report, rebuilt from the journal when missing): the two
     releases from its declared arms, the earlier one first on the ledger."""
-    from specharness.engines.releases import parse_release
-    from specharness.reporting.report import load_report
-
     report = load_report(run_dir)
     tags = sorted({a.get("release", "") for a in report["manifest"]["config"]["profile"].get("arm_specs") or []} - {""})
     if len(tags) != 2:

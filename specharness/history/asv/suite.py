@@ -29,6 +29,7 @@ from specharness.experiment.driver import run_experiment
 from specharness.experiment.engineset import pooled
 from specharness.experiment.options import engine_options
 from specharness.experiment.rundir import harness_provenance
+from specharness.history.asv.grid import ASV_GRID
 from specharness.history.asv.metrics import (
     asv_intervals,
     asv_key,
@@ -90,12 +91,6 @@ def _profile() -> Profile:
     if name == "smoke":
         return override(get_profile("quick"), **_SMOKE)
     return get_profile(name)
-
-
-# One fixed parameter grid for every profile and machine (CPU runs 1 and 4 clients, the GPU standard profile 1 and
-# 8): ASV keys results by these values, so a grid that changed with the profile would orphan committed results.
-# Cells a profile does not run read as NaN ("n/a" in ASV).
-ASV_GRID: tuple[list[str], list[int]] = (["copy", "transform"], [1, 4, 8])
 
 
 def _check_within_grid(profile: Profile) -> None:
