@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from specharness import __version__
 from specharness._errors import RunDirError
 from specharness.engines.memory import MemoryProbe
 from specharness.experiment.journal import JournalContents, parse_journal, read_journal
@@ -73,7 +74,6 @@ def copy_run(source: Path, dest: Path) -> Path:
 
 def harness_version() -> str:
     """The installed specharness package version."""
-    from specharness import __version__
 
     return __version__
 

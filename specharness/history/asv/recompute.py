@@ -19,7 +19,9 @@ from typing import Any
 from specharness._errors import ConfigError
 from specharness.experiment.rundir import MANIFEST, copy_run
 from specharness.history.asv.metrics import asv_intervals, asv_key, asv_metrics, load_metrics, paired_key
-from specharness.history.asv.notes import Note, read_companion, value_note
+from specharness.history.asv.notes import Note, apply_notes, read_companion, update_companion, value_note
+from specharness.history.asv.suite import project_relative
+from specharness.reporting.report import write_report
 
 __all__ = ["LOAD_PREFIX", "PAIRED_PREFIX", "paired_notes", "recompute_load", "recompute_paired", "recompute_result"]
 
@@ -93,10 +95,6 @@ def recompute_result(result_path: Path, run_dir: Path) -> tuple[int, int]:
     columns and rewrite the companion notes for the cells the run measured (what the ASV plugin does live). Returns
     (benchmarks recomputed, intervals noted)."""
     from asv.results import Results
-
-    from specharness.history.asv.notes import apply_notes, update_companion
-    from specharness.history.asv.suite import project_relative
-    from specharness.reporting.report import write_report
 
     if not (run_dir / MANIFEST).is_file():
         raise ConfigError(f"{run_dir}: no {MANIFEST}; give a run folder (or its copy under reports/)")

@@ -43,6 +43,7 @@ from specharness.history.asv.pairs import current_values, pair_label, pair_recor
 from specharness.records import load_label
 from specharness.reporting.report import load_report, write_report
 from specharness.traffic.client import Sampling
+from specharness.traffic.workloads import load_workloads
 
 __all__ = [
     "ASV_GRID",
@@ -391,7 +392,6 @@ def user_groups() -> list[str]:
     """The ``UserWorkload`` benchmark's parameter: ``(all)`` and every group of the SPECHARNESS_ASV_WORKLOAD file
     (read when ASV discovers the benchmarks, so a new group starts a new series); empty without the variable. A bad
     file raises the loader's one-line error naming file:line."""
-    from specharness.traffic.workloads import load_workloads
 
     path = _user_workload_path()
     if path is None:
@@ -404,7 +404,6 @@ def user_groups() -> list[str]:
 def user_workload_experiment() -> dict[str, Any]:
     """One paired experiment on the SPECHARNESS_ASV_WORKLOAD file at SPECHARNESS_ASV_WORKLOAD_CLIENTS clients (the
     profile's blocks, requests and warmups); metrics per group. The cache carries the workload's name and load."""
-    from specharness.traffic.workloads import load_workloads
 
     path = _user_workload_path()
     if path is None:

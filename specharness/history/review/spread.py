@@ -20,7 +20,7 @@ from scipy import stats
 from specharness._errors import ConfigError
 from specharness.analysis.stats import ratio_change
 from specharness.analysis.verdict import change_verdict
-from specharness.history.asv.notes import Note, params_label, read_companion, setups_differ
+from specharness.history.asv.notes import Note, apply_notes, params_label, read_companion, setups_differ
 from specharness.history.asv.spreadfile import _SLOWDOWN, _key
 
 __all__ = ["apply_spread", "measure_spread", "offset_from_moments", "offset_variance"]
@@ -219,8 +219,6 @@ def apply_spread(results_dir: Path, spread: dict[str, Any]) -> list[Path]:
     """Rebuild the stats columns of every ASV result file in ``results_dir`` (one machine's folder) from ``spread``
     (``specharness spread --apply``); returns the files rewritten."""
     from asv.results import Results
-
-    from specharness.history.asv.notes import apply_notes, read_companion
 
     done = []
     for path in sorted(results_dir.glob("*.json")):
