@@ -18,7 +18,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from specharness._errors import ConfigError, SpecharnessError
+from specharness.console import say, warn
 from specharness.experiment.options import add_engine_options, add_run_options, engine_fields, floats, names
+from specharness.traffic.importers import FORMATS
 
 __all__ = ["main"]
 
@@ -140,9 +142,7 @@ def _run_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     imp.set_defaults(handler=cmd_import)
     imp.add_argument("dataset", help="a file, or packaged:writingbench (data shipped inside an installed package)")
     imp.add_argument("-o", "--output", type=Path, required=True, help="the workload JSONL to write")
-    imp.add_argument(
-        "--format", default=None, choices=("auto", "specharness", "openai", "sharegpt", "mtbench", "prompt", "csv")
-    )
+    imp.add_argument("--format", default=None, choices=FORMATS)
     for flag in ("--prompt-column", "--id-field", "--group-field", "--max-tokens-field", "--reference-field"):
         imp.add_argument(flag)
     imp.add_argument("--max-tokens", type=int)
@@ -269,7 +269,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             progress=advance,
             on_finish=write_report,
             undecided=undecided_cells,
-            on_status=lambda m: print(f"specharness: {m}", file=sys.stderr),
+            on_status=say,
         )
     print(f"report: {run_dir / 'report.md'} (one page: {run_dir / 'report.html'})")
     return 0
@@ -296,7 +296,7 @@ class _progress:
         if self._bar is not None:
             self._bar.update(self._task, advance=n)  # type: ignore[attr-defined]
         elif self.done % max(1, self.total // 8) == 0 or self.done == self.total:
-            print(f"specharness: {self.done}/{self.total} measured requests", file=sys.stderr, flush=True)
+            say(f"{self.done}/{self.total} measured requests")
 
     def __exit__(self, *exc: object) -> None:
         if self._bar is not None:
@@ -326,7 +326,7 @@ def cmd_sampled(args: argparse.Namespace) -> int:
     config = RunConfig(
         profile=quick, out_dir=args.out, model=args.model, request_timeout_s=args.request_timeout, **fields
     )
-    out = run_sampled(config, design, say=lambda m: print(f"specharness: {m}", file=sys.stderr))
+    out = run_sampled(config, design, say=say)
     write_sampled_report(out)
     print(f"report: {out / 'sampled.md'}")
     return 0
@@ -504,7 +504,7 @@ def cmd_starts(args: argparse.Namespace) -> int:
                 args.arms,
                 repeat=args.repeat,
                 fresh_caches=args.fresh_caches,
-                say=lambda m: print(f"specharness: {m}", file=sys.stderr, flush=True),
+                say=say,
             )
     finally:  # the table of what was measured, also after a failed start or an interrupt
         if (args.out / STARTS_FILE).is_file():
@@ -550,8 +550,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except SpecharnessError as exc:
-        print(f"specharness: error: {exc}", file=sys.stderr)
+        warn(f"error: {exc}")
         return 2
     except KeyboardInterrupt:
-        print("specharness: interrupted; engines stopped, journal flushed, partial report written", file=sys.stderr)
+        warn("interrupted; engines stopped, journal flushed, partial report written")
         return 130

@@ -12,13 +12,13 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
-import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from specharness._errors import ConfigError, EngineError
+from specharness.console import say
 from specharness.engines.attached import AttachedEngine, check_speculation
 from specharness.engines.fleet import LaunchReport, launch, pooled_plan
 from specharness.engines.memory import MemoryProbe
@@ -320,7 +320,7 @@ def pooled_engines(
         run_logs={arm.name: engine_log(config.out_dir, arm.name, segment) for arm in arms},
         plan=shares,
         probe=probe.engine_device if device is not None else None,
-        say=lambda message: print(f"specharness: {message}", file=sys.stderr, flush=True),
+        say=say,
     )
     launched = LaunchReport(
         mode="pooled",

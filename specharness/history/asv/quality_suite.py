@@ -9,13 +9,13 @@ Designs and values: docs/asv-site.md#the-quality-benchmarks.
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 from specharness._errors import ConfigError
 from specharness.analysis.analyse import analyse
 from specharness.analysis.structured_validity import STRUCTURED_CHECKS, structured_validity
+from specharness.console import say
 from specharness.experiment.config import RunConfig
 from specharness.experiment.design import Profile, get_profile, override
 from specharness.experiment.driver import run_experiment
@@ -135,7 +135,7 @@ def sampled_experiment() -> dict[str, Any]:
     )  # run_sampled sets arms, workloads
 
     def run() -> None:
-        run_sampled(config, design, say=lambda message: print(f"specharness: {message}", file=sys.stderr))
+        run_sampled(config, design, say=say)
 
     return experiment_cache(
         out, run, lambda: {"metrics": distribution_metrics(write_sampled_report(out)), "intervals": {}}
