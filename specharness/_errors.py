@@ -1,20 +1,9 @@
-"""The one error hierarchy of specharness.
+"""The one error hierarchy of specharness: a harness failure raises one of these; a failed *request* is journaled.
 
-A harness failure raises one of these; a failed *request* is journaled, never raised.
-
-    SpecharnessError
-    ├── ConfigError          bad option, profile, speculative config or sampling value
-    ├── WorkloadError        unknown workload, malformed workload JSONL (names the line)
-    ├── ModelError           model path missing or not convertible
-    ├── EngineError          a vLLM server could not be started or kept alive
-    │   ├── EngineNotInstalled   vLLM is not importable in the engine's Python
-    │   ├── PortInUse            the requested port is taken
-    │   ├── EngineStartTimeout   /health did not answer in time
-    │   ├── EngineUnreachable    an attached URL refuses connections or is not a vLLM server
-    │   ├── EngineDied           the server process exited (at start or mid-run)
-    │   └── ReleaseUnavailable   an arm's vLLM release has no environment and none can be built
-    ├── JournalError         a journal line that cannot be read, or a schema mismatch
-    └── RunDirError          a run folder that is missing, incomplete or cannot be resumed
+:class:`SpecharnessError` is the root, with :class:`ConfigError`, :class:`WorkloadError`, :class:`ModelError`,
+:class:`EngineError` (:class:`EngineNotInstalled`, :class:`PortInUse`, :class:`EngineStartTimeout`,
+:class:`EngineUnreachable`, :class:`EngineDied`, :class:`ReleaseUnavailable`), :class:`JournalError` and
+:class:`RunDirError`. The tree: docs/development.md#the-error-hierarchy.
 """
 
 from __future__ import annotations

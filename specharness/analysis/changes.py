@@ -1,15 +1,8 @@
-"""Paired changes between two arms of one run (two releases, two configurations): every tracked value as arm B over
-arm A, block by block, with its interval.
+"""Paired changes between two arms of one run (two releases, two configurations), block by block, with intervals.
 
-Both arms ran the same cases in the same blocks, in mirrored orders, at the same time of day on the same machine:
-each block gives one ratio per value, and the interval is the block t interval
-(:func:`~specharness.analysis.stats.block_ratio_interval`, with the order term from six blocks on). Timing values
-(``time`` for the same work, TTFT and TPOT percentiles, goodput loss) carry the machine's engine-instance offset
-allowance, as the speed verdict does (two arms are two engines); memory and acceptance carry none. Every value is
-oriented so that above 1 is worse for arm B: ``time`` is 1 / the same-work speedup, ``goodput_loss`` A's goodput over
-B's, ``verify_steps_per_token`` 1 / mean acceptance length, ``peak_memory`` the servers' RSS (none on a GPU, whose used
-memory is the device's, shared by every arm). The level is :data:`CHANGE_CONFIDENCE` (99%), the level of
-ASV's interval columns, so that the release review and ``asv compare`` test the same interval.
+:func:`paired_changes` gives every tracked value (the time for the same work and :data:`CHANGE_METRICS`) as arm B
+over arm A with its :data:`CHANGE_CONFIDENCE` interval (:class:`PairedChange`); :func:`detectable_ratio` gives the
+smallest change each could call. Rules: docs/method.md#paired-changes-between-arms.
 """
 
 from __future__ import annotations
@@ -139,8 +132,8 @@ def paired_changes(
     measured: dict[tuple[str, str, str], list[RequestRecord]],
     cells: Sequence[CellRecord],
 ) -> list[PairedChange]:
-    """Every value of every comparison, B over A, paired by block (module docstring). ``measured``: the analysis's
-    measured requests by (workload, load, arm); ``cells``: the valid cells."""
+    """Every value of every comparison, B over A, paired by block (docs/method.md#paired-changes-between-arms).
+    ``measured``: the analysis's measured requests by (workload, load, arm); ``cells``: the valid cells."""
     by_cell: dict[tuple[str, str, str, int], list[CellRecord]] = {}
     for cell in cells:
         by_cell.setdefault((cell.workload, cell.load, cell.arm, cell.block), []).append(cell)

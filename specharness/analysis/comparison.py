@@ -1,51 +1,10 @@
 """Arm B against arm A in one (workload, clients) cell: pair the requests, compare the same work, judge both ways.
 
-Pairs are requests matched by (block, case id, position). Each pair is one of:
-    same work         both arms finished the request (complete, or both cut at the same cap) with identical output
-                      token ids: the time each took is the time for the same work
-    divergent         both finished, with different outputs (shown apart, never in the speed estimate)
-    history diverged  a later turn of a replayed conversation (:mod:`specharness.traffic.replay`) that both arms
-                      finished, after an earlier turn of the same conversation whose outputs differed (shown apart,
-                      never in the speed estimate, never counted as identical outputs)
-    failed            either arm failed or did not finish the stream, a turn skipped after an earlier one failed
-                      included (shown apart; judged by the quality verdict)
-Replayed conversations: each turn is a request of its own (case id ``<id>#t<k>``), all turns of one conversation at
-the conversation's position, and each arm sends turn k+1 with its *own* earlier answers as history. Turn k+1 of the
-two arms is the same work only if every earlier turn of that conversation in that block (same block, conversation
-and position) gave identical outputs in both arms (no error in either, identical token digest), and its own
-outputs are identical; once the histories differ the prompts differ, so later turns are *history diverged* whatever
-their outputs (their times are not for the same work). An earlier turn missing from the pairs counts as differing.
-The rule is the same in sampled runs, where histories seldom match, so there mostly first turns are compared.
-An identical pair of a case that differs in some other block is counted as *unstable* (greedy runs: a count shown
-in the identity tables; it leaves nothing out). The old rule, which left such a case out of every block so that one
-failure or timeout removed a case everywhere, is :func:`_classify` with :func:`_block_log_speedups`, kept for the
-simulation's "old rules" (:mod:`specharness.analysis.simulation`); no verdict uses it.
-
-Headline (greedy runs): the time for the same work over the *common prefix* of every pair. Two arms that part at
-some token still wrote the tokens before it identically; each arm's time for that work is from send to the arrival
-of the chunk holding the last common token (chunk arrivals and tokens per chunk), or to the request's end when the
-common work is that arm's whole output (an identical pair is timed end to end, as before). The common prefix comes from the
-two records' prefix chains (:func:`specharness.traffic.client.common_prefix_tokens`); journals without them
-(schema <= 3 before the chain) use the common prefix of the two texts, mapped to tokens in proportion, and say so.
-Identical outputs are the case where the prefix is the whole output. A pair whose common prefix is under
-``min_prefix_tokens`` counts apart. A failed request removes only its own pair; a timeout is slowness, so a pair
-with a timeout keeps its place: the work is what the other arm wrote, the timed-out arm's time is the timeout (a
-lower bound: censored, and flagged). speedup = (A's summed time / B's summed time) over a block's pairs, one log
-ratio per block, interval by :func:`~specharness.analysis.stats.block_ratio_interval` with the engine-instance
-offset variance added. Beside it (:class:`SpeedWork`): the share of the baseline's output tokens the prefixes cover
-(the "not comparable" gate), the identical share and the estimate over identical pairs alone, the baseline time in
-failed pairs (over the declared share the verdict is inconclusive), pairs cut at the cap (their time share and the
-estimate without them), and, with 20 cases or more, a second interval that also resamples the cases: the first is
-about these prompts, the second about traffic like them.
-
-Sampled runs (temperature > 0), whose outputs differ by design, compare time per output token (each arm's summed
-time over its summed output tokens, per block) pair by pair as greedy runs do (:func:`sampled_work`): a pair both
-arms finished by themselves enters; a failure removes only its own pair (its baseline time counted, the same
-excluded-time rule); a timeout keeps its pair, the timed-out arm at the timeout with the tokens it had written by
-then (censored, flagged); a pair cut at the cap in either arm (a loop, mostly) is counted apart, never timed per
-token. The "not comparable" gate reads the share of the baseline's output tokens in the pairs timed. System
-throughput (steady-state output tokens per wall-clock second) gets the same block interval and is shown beside the
-speedup; the verdict does not use it, since it counts tokens and an arm that writes more (a loop) would look faster.
+:func:`pair_requests` matches requests by (block, case id, position); :func:`prefix_work` (greedy runs: each pair's
+common prefix) and :func:`sampled_work` (sampled runs: time per output token) give each pair's part in the speed
+estimate; :func:`compare_arms` gives both verdicts and their evidence (:class:`PairedComparison`, :class:`SpeedWork`)
+and :func:`speed_from_pairs` the speed part alone. Pairs cut at the cap never carry a *helps* (:func:`_speed_verdict`).
+Rules: docs/method.md#the-speed-estimate-pair-by-pair.
 """
 
 from __future__ import annotations
@@ -149,7 +108,7 @@ class PairWork:
 
 @dataclass(frozen=True, slots=True)
 class SpeedWork:
-    """What the speed estimate stands on, shown beside the verdict (module docstring)."""
+    """What the speed estimate stands on, shown beside the verdict (docs/method.md#the-speed-estimate-pair-by-pair)."""
 
     basis: str
     min_prefix_tokens: int
@@ -253,11 +212,12 @@ def _history_intact(pairs: Sequence[Pair]) -> list[bool]:
 
 
 def _classify(pairs: Sequence[Pair], greedy: bool) -> tuple[dict[int, list[Pair]], PairCounts]:
-    """The counts of every kind of pair, and the *old* rule's same-work pairs by block (only the simulation's "old
-    rules" read them): a case that is not same work in every block where it ran (it diverged, failed or followed a
-    diverged history somewhere) leaves every block. Sampled runs: "same work" is both arms finishing by themselves
-    (complete); a truncated answer is a loop or a longer answer, and its time per token is not compared. Replayed
-    turns after the two arms' histories differed are counted apart (the module docstring gives the rule)."""
+    """The counts of every kind of pair, and by block the same-work pairs of the cases that are the same work in
+    every block where they ran (only the simulation's reference rule reads them; no verdict does): a case that
+    diverged, failed or followed a diverged history somewhere leaves every block. Sampled runs: "same work" is both
+    arms finishing by themselves (complete); a truncated answer is a loop or a longer answer, and its time per token
+    is not compared. Replayed turns after the two arms' histories differed are counted apart
+    (docs/method.md#the-speed-estimate-pair-by-pair)."""
     intact = _history_intact(pairs)
     done = [_finished(x) and _finished(y) for x, y in pairs]
     finished = [p for p, ok, same_history in zip(pairs, done, intact, strict=True) if ok and same_history]
@@ -312,7 +272,7 @@ def time_to_token_s(r: RequestRecord, k: int) -> float:
 
 def _time_for(r: RequestRecord, k: int) -> float:
     """An arm's time for its first ``k`` tokens: to the end of the request when they are its whole output (so an
-    identical pair is timed as before, end to end), else to the chunk holding token ``k``."""
+    identical pair is timed end to end), else to the chunk holding token ``k``."""
     if k >= sum(r.chunk_tokens) and math.isfinite(r.e2e_s):
         return r.e2e_s
     return time_to_token_s(r, k)
@@ -362,8 +322,9 @@ class _Work:
 
 
 def prefix_work(pairs: Sequence[Pair], rules: ComparisonRules) -> _Work:
-    """Every greedy pair's common work and each arm's time for it (module docstring): failed pairs out (their
-    baseline time counted), timeouts at the timeout, common prefixes under ``rules.min_prefix_tokens`` apart."""
+    """Every greedy pair's common work and each arm's time for it (docs/method.md#the-speed-estimate-pair-by-pair):
+    failed pairs out (their baseline time counted), timeouts at the timeout, common prefixes under
+    ``rules.min_prefix_tokens`` apart."""
     intact = _history_intact(pairs)
     out: list[PairWork] = []
     short = failed = diverged_history = identical = 0
@@ -427,11 +388,11 @@ def prefix_work(pairs: Sequence[Pair], rules: ComparisonRules) -> _Work:
 
 
 def sampled_work(pairs: Sequence[Pair], rules: ComparisonRules) -> _Work:
-    """Every sampled pair's part in the time-per-token estimate (module docstring), pair by pair as in greedy runs:
-    a pair both arms finished by themselves (complete) enters with each arm's own time and tokens; a pair with a
-    timeout keeps its place when the other arm completed or timed out too (the timed-out arm's time is the timeout,
-    its tokens those it had written by then: censored, flagged); a failed pair leaves alone (its baseline time
-    counted); a pair cut at the cap in either arm is counted apart (a loop's time per token is not compared)."""
+    """Every sampled pair's part in the time-per-token estimate (docs/method.md#sampled-runs), pair by pair as in greedy
+    runs: a pair both arms finished by themselves (complete) enters with each arm's own time and tokens; a pair with a
+    timeout keeps its place when the other arm completed or timed out too (the timed-out arm's time is the timeout, its
+    tokens those it had written by then: censored, flagged); a failed pair leaves alone (its baseline time counted); a
+    pair cut at the cap in either arm is counted apart (a loop's time per token is not compared)."""
     intact = _history_intact(pairs)
     out: list[PairWork] = []
     failed = diverged_history = identical = 0
@@ -547,8 +508,9 @@ def _speed(
     rules: ComparisonRules,
     interval: Callable[[dict[int, float], float], RatioInterval],
 ) -> tuple[RatioInterval, dict[int, float], SpeedWork, PairCounts]:
-    """The speed estimate and what it stands on (module docstring): greedy runs over the pairs' common prefixes,
-    sampled runs per output token; in both, pair by pair (a failure removes its own pair, a timeout is censored)."""
+    """The speed estimate and what it stands on (docs/method.md#the-speed-estimate-pair-by-pair): greedy runs over the
+    pairs' common prefixes, sampled runs per output token; in both, pair by pair (a failure removes its own pair, a
+    timeout is censored)."""
     greedy = rules.greedy
     w = prefix_work(pairs, rules) if greedy else sampled_work(pairs, rules)
     logs = _work_logs(w.pairs) if greedy else _per_token_logs(w.pairs)

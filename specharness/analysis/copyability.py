@@ -1,15 +1,8 @@
 """Copyability: how much of an answer a prompt-lookup draft could have guessed. Pure: two strings in, a share out.
 
-vLLM's ngram proposer looks at the last ``n`` tokens of the context (prompt plus everything generated so far), for
-``n`` from ``prompt_lookup_max`` down to ``prompt_lookup_min``, finds an earlier place where those ``n`` tokens
-occurred, and drafts the tokens that followed there. Copyability is the share of output positions where that draft's
-first token would have been right: the upper end of what speculation can gain on this text, whatever the model.
-
-Words, not model tokens: the text is split by :data:`WORD` (runs of letters, digits and underscores, and every other
-non-space character on its own; whitespace dropped), so the analysis runs from the run folder alone, without
-downloading or loading the model's tokenizer. A copied span of words is a copied span of tokens, so the share tracks
-the token-level one, though it is not equal to it (a word may be several tokens, and the spaces the tokenizer keeps
-are dropped here).
+:func:`copyability` is the share of an output's word positions where the ngram proposer's lookup would have
+drafted the right next word; :func:`lookup_words` splits a text into the words it counts (:data:`WORD`).
+Rules: docs/method.md#copyability.
 """
 
 from __future__ import annotations

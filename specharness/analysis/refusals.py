@@ -1,15 +1,8 @@
 """The refusal control: where one arm declined a question it cannot answer and the other answered anyway.
 
-A case whose check is ``abstains`` (the built-in ``abstain`` workload, or any user case with that check) is a
-negative control: the right answer is to decline. Speculation must not change it. The pooled change in refusal rate
-is tested by the quality verdict's paired test over cases on right answers (:mod:`specharness.analysis.
-quality_tests`); this module lists every disagreeing pair, so
-a reviewer sees the questions, and states what the run could have detected: with ``n`` independent pairs (under
-greedy decoding the distinct cases, since a case repeated across blocks answers alike), the
-smallest rate at which the candidate answers where the baseline refused that the one-sided exact test (α = 0.025)
-flags with 80% power, assuming no change the other way (then the differing cases are all losses, and the test
-needs at least ``k`` of them, the least ``k`` with 0.5^k < α: the sign-flip test over k cases that all moved one
-way gives p = 2^-k).
+:func:`refusal_controls` lists, per comparison, the pairs of ``abstains`` cases on which the two arms disagree
+(:class:`RefusalControl`); :func:`detectable_answer_rate` states the smallest rate of new answers the run could
+have detected. Rules: docs/method.md#the-refusal-control.
 """
 
 from __future__ import annotations

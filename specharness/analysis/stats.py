@@ -1,21 +1,10 @@
 """Statistics: pure functions from numbers to small result objects; an empty sample gives NaN, never 0.
 
-The paired design makes the *block* the replicate. Each block yields one log ratio per comparison (arm B over arm A,
-the same work in both); :func:`block_ratio_interval` turns them into a point estimate and a Student t interval
-(``scipy.stats.t``). When both arm orders occur in at least 4 blocks, a least-squares fit
-``log ratio = mu + delta * order`` (order = +1 when A ran first, -1 when B ran first) estimates the order effect (the
-arm that runs second in a block meets a warmer or a drifting engine) and reports it with its interval. The fit also
-gives the interval of mu from 6 blocks on, where it removes the order effect from the residual variance; below 6
-blocks the plain t interval over the block log ratios is used, since the fit's lost degree of freedom costs more
-power than it gains (simulated: 4 blocks x 8 cases detect a 0.80 slowdown in 55% of runs with the fit, 74% without).
-In a balanced (mirrored) design the plain mean is free of the order effect and its variance carries it.
-
-Assumptions, stated: block log ratios are independent and roughly normal around mu (+ delta * order). Block ratios
-are ratios of sums over the same cases, so request-level heavy tails are averaged inside a block; a persistent
-engine-instance offset is not identifiable from one run: its variance σ_u² (``offset_var``, from the machine's A/A
-record at its upper confidence limit, :mod:`specharness.experiment.bands`) is added to the squared standard error
-of the mean, se² = s²/n + σ_u², with Welch–Satterthwaite degrees of freedom (the offset term taken as known), and
-the interval is never narrower than the blocks' own t interval (:func:`_with_offset` says why).
+:func:`block_ratio_interval` turns one log ratio per block into an estimate and a Student t interval
+(:class:`RatioInterval`), with the order term and the engine-instance offset allowance;
+:func:`case_resampled_interval` widens it for traffic like the run's prompts; :func:`percentile_table`,
+:func:`min_samples_for`, :func:`look_confidence` and :func:`ratio_change` serve the reports and comparisons.
+Rules: docs/method.md#the-block-interval.
 """
 
 from __future__ import annotations
@@ -79,8 +68,8 @@ NO_INTERVAL = RatioInterval(math.nan, math.nan, math.nan, 0.95, 0, 0, "none")
 
 def t_quantile(q: float, df: float) -> float:
     """Student t quantile, ``scipy.stats.t.ppf(q, df)``: for 0 < q < 1 the same function (``scipy.special.stdtrit``,
-    which ``t.ppf`` calls) without the distribution object's per-call argument handling, about 50 times faster,
-    which the simulations that check these intervals call tens of thousands of times; NaN where df is not positive."""
+    which ``t.ppf`` calls) without the distribution object's per-call argument handling, for the simulations that call
+    it many times; NaN where df is not positive."""
     if 0.0 < q < 1.0:
         return float(spc.stdtrit(df, q))
     return float(sps.t.ppf(q, df))
@@ -91,10 +80,10 @@ def _with_offset(se2: float, df: int, offset_var: float, q: float) -> tuple[floa
 
     The allowance widens an interval and never narrows it: the half-width is the wider of the blocks' own t interval
     (``df``) and the Welch–Satterthwaite interval with the offset term taken as known. Satterthwaite alone raises the
-    degrees of freedom with the known term, and with few blocks that shrank intervals below the blocks' own (2
-    blocks: coverage 0.88 where the true offset is 0, simulated); the allowance is an upper limit, so the true offset
-    is usually smaller and the blocks' own interval must still hold. When the blocks' own interval is the wider, the
-    returned degrees of freedom are those whose t quantile (level ``q``) times the returned error gives it."""
+    degrees of freedom with the known term, and with few blocks that makes intervals narrower than the blocks' own;
+    the allowance is an upper limit, so the true offset is usually smaller and the blocks' own interval must still
+    hold. When the blocks' own interval is the wider, the returned degrees of freedom are those whose t quantile
+    (level ``q``) times the returned error gives it."""
     if offset_var <= 0:
         return math.sqrt(se2), float(df)
     total = se2 + offset_var
@@ -112,8 +101,8 @@ def block_ratio_interval(
     confidence: float = 0.95,
     offset_var: float = 0.0,
 ) -> RatioInterval:
-    """Point estimate exp(mean log ratio) and its t interval; see the module docstring for the order model and the
-    engine-instance offset variance ``offset_var`` (log scale) added to the mean's."""
+    """Point estimate exp(mean log ratio) and its t interval; the order model and the engine-instance offset variance
+    ``offset_var`` (log scale) added to the mean's: docs/method.md#the-block-interval."""
     y = np.asarray(log_ratios, dtype=float)
     keep = np.isfinite(y)
     y = y[keep]

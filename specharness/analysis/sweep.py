@@ -1,31 +1,9 @@
 """A load sweep read off an analysed run: speedup against load, where speculation stops paying, and SLO capacity.
 
-Every level of a sweep is a paired cell with its own verdicts (:mod:`specharness.analysis.comparison`); this module
-only orders the levels by offered load and reads three things off them:
-
-* **Crossover, from the whole curve** (:func:`fit_crossings`). The log speedup of every judged, delivered level is
-  fitted against load at once: a weighted monotone (non-increasing) fit, ``scipy.optimize.isotonic_regression``,
-  each level weighted by 1 / its own squared standard error on the log scale (the engine-instance offset its
-  interval holds taken out: that offset is one, shared by every level of the run). Two loads are read off the
-  fitted curve, interpolated in log load between adjacent levels: where the gain *stops clearing the band* (the fit
-  falls to the band's upper edge, 1 + margin) and where it *stops being above 1*. Each comes with a 95% bracket from
-  a parametric bootstrap over the levels (each level's log speedup redrawn from its own t distribution plus one
-  offset drawn per bootstrap draw and added to every level, the fit and the readings repeated), so one level's
-  interval grazing the band moves the answer by as much as that level's noise, and a shared offset moves the whole
-  curve. Only the order of the loads enters the fit, so "all at once" takes
-  part; a crossing between the heaviest rate and "all at once" is bracketed by the two. Levels that were not
-  delivered (the harness could not keep the schedule) or have no speed judgement ("invalid", "not comparable") are
-  shown and left out of the fit. ``helps_up_to`` is the first reading's point estimate.
-  The level-by-level reading is kept beside it (``stops_helping``, ``starts_hurting``, ``dips``): ngram *stops
-  helping* after the heaviest level whose own verdict is "helps" and *starts to hurt* at the first "hurts".
-* **Efficiency.** speedup / mean acceptance length: the share of the acceptance that became speed (1: every
-  accepted token saved a full decode step; below 1: verification and scheduling overhead ate part of it).
-* **Capacity under SLOs.** Per arm, the *max sustainable load*: the highest tested load such that at it, and at
-  every lighter tested load, at least ``slo_fraction`` of the requests were right and within every SLO
-  (:mod:`specharness.analysis.slo`). Requiring every lighter level too keeps one lucky heavy level from counting.
-  ``None`` means even the lightest level missed; ``inf`` means every level, all at once included, held. The ratio
-  ngram / baseline is the capacity a planner gains (above 1) or loses. The same is computed with the latency SLOs
-  alone (right or not), since a weak model can miss the goodput bar on correctness at any load.
+:func:`sweeps` orders each workload's levels by offered load (:class:`WorkloadSweep`); :func:`fit_crossings` reads
+where a monotone fit of the speedup falls to the band's upper edge and to 1, each with a bootstrap bracket;
+:func:`crossover` gives the level-by-level reading and :func:`capacity` each arm's max sustainable load under SLOs.
+Rules: docs/method.md#reading-a-load-sweep.
 """
 
 from __future__ import annotations
@@ -313,9 +291,9 @@ def _position_text(position: float, offered: Sequence[float], unit: str, short: 
 def fit_crossings(
     levels: Sequence[SweepLevel], margin: float, unit: str = "requests/s", draws: int = BOOTSTRAP_DRAWS, seed: int = 0
 ) -> tuple[CurveCrossing | None, CurveCrossing | None, list[float], list[str]]:
-    """(stops clearing the band, stops being above 1, fitted speedup per level, levels left out) from one monotone
-    fit over all levels (ordered by offered load); see the module docstring. ``None`` readings with fewer than two
-    levels in the fit. The fit is non-increasing: a speedup that truly rises with load would be flattened."""
+    """(stops clearing the band, stops being above 1, fitted speedup per level, levels left out) from one monotone fit
+    over all levels (ordered by offered load): docs/method.md#reading-a-load-sweep. ``None`` readings with fewer than
+    two levels in the fit. The fit is non-increasing: a speedup that truly rises with load would be flattened."""
     used = [i for i, lv in enumerate(levels) if _in_fit(lv)]
     left_out = [lv.load for i, lv in enumerate(levels) if i not in used]
     fitted_all = [math.nan] * len(levels)

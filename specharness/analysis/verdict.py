@@ -1,30 +1,9 @@
 """The verdict rules, in one place: a speed verdict and a quality verdict for every comparison, always both.
 
-Speed (from the same-work speedup interval and the declared no-difference band ``[1/(1+m), 1+m]``; the interval
-already holds the engine-instance offset variance from the machine's A/A record):
-    helps          the whole interval lies above 1+m
-    hurts          the whole interval lies below 1/(1+m)
-    equivalent     the whole interval lies inside the band (two one-sided tests, each at (1-confidence)/2)
-    inconclusive   the interval reaches across an edge of the band, or failed pairs (other than timeouts, which
-                   count at the timeout) hold more than the declared share of the baseline's time
-    not comparable the work both arms did identically (the common prefixes) covers less than the declared share of
-                   the baseline's output tokens
-    invalid        a cell is missing, or its engine died
-
-Quality (baseline A against candidate B, paired by case: :mod:`specharness.analysis.quality_tests`; a case's
-blocks are summarised first, since greedy output repeats with the blocks):
-    fails          B finishes by itself (not failed, cut off or looping to the cap) on a significantly smaller share
-                   of a case's requests than A, over cases (one-sided paired permutation over cases, p < alpha/2);
-                   or B's loss of right answers exceeds the declared non-inferiority margin (the tolerance) with the
-                   same test (H0: loss <= margin, p < alpha/2); the two tests share alpha (Bonferroni). Both are
-                   checked before anything else. "fails" needs evidence of a loss beyond the margin: repeating blocks
-                   never turns one lost case into a failure (the smallest p over k differing cases is 2^-k).
-    not assessable no significant loss, and the baseline itself is under the declared correct fraction (the
-                   workload is no fair test of this model) or no case has a rubric
-    holds          neither test finds a loss; the evidence names the largest loss the run cannot rule out (the
-                   95% upper bound over cases) and whether it lies within the margin (non-inferiority shown) or not:
-                   "holds" without that is "no loss detected", not "no loss"
-    invalid        a cell is missing, or its engine died
+:func:`speed_verdict` judges a same-work interval against the declared no-difference band (:func:`band_edges`);
+:func:`quality_verdict` judges right answers and completed requests paired by case; :func:`change_verdict`,
+:func:`pair_change`, :func:`holm` and :func:`benjamini_hochberg` judge changes between runs and releases.
+Rules: docs/method.md#how-the-verdict-is-reached.
 """
 
 from __future__ import annotations
@@ -84,8 +63,9 @@ def speed_verdict(
     max_excluded_time: float = 1.0,
     covered: str = "pairs did the same work (identical outputs)",
 ) -> Verdict:
-    """Speed verdict from the same-work interval (see the module docstring). ``same_work_fraction`` is the covered
-    share the gate reads (``covered`` says of what); ``excluded_time_share`` the baseline's time in failed pairs."""
+    """Speed verdict from the same-work interval (docs/method.md#how-the-verdict-is-reached). ``same_work_fraction`` is
+    the covered share the gate reads (``covered`` says of what); ``excluded_time_share`` the baseline's time in failed
+    pairs."""
     if not valid:
         return Verdict("invalid", invalid_reason or "a cell of this comparison is missing or invalid")
     if not (same_work_fraction >= min_same_work):
@@ -127,7 +107,7 @@ def quality_verdict(
     valid: bool = True,
     invalid_reason: str = "",
 ) -> Verdict:
-    """Quality verdict from right answers and completions paired by case (see the module docstring and
+    """Quality verdict from right answers and completions paired by case (docs/method.md#how-the-verdict-is-reached,
     :mod:`specharness.analysis.quality_tests`); ``tolerance`` is the non-inferiority margin of the answer loss."""
     if not valid:
         return Verdict("invalid", invalid_reason or "a cell of this comparison is missing or invalid")

@@ -1,13 +1,9 @@
 """Starting the engines of one run: together on the CPU, one after another with a memory share each on one GPU.
 
-Every arm's server runs on the same device (the harness passes no device flags). On the CPU build the servers
-start together (their starts overlap; each has its own KV cache space). On a GPU, vLLM's memory profiling reads the
-device's free memory, so an engine that profiles while another allocates mis-sizes its KV cache or finds none
-("No available memory for the cache blocks"); and vLLM's default ``gpu_memory_utilization`` (0.9 of the device) leaves
-no room for a second engine. So, in mode "auto" on a GPU: each arm gets the same share of the device (from its total
-and free memory, less headroom, unless the user set one), and the next engine starts only once the previous one
-answers /health. A start that fails for memory is retried once, one by one, with shares from a fresh reading.
-:func:`launch` returns a :class:`LaunchReport` saying what it decided and why, for the journal and the manifest.
+:func:`plan_launch` decides the order and each arm's ``gpu_memory_utilization`` from a device reading (pure);
+:func:`launch` starts the servers by that :class:`LaunchPlan`, retries a start that failed for memory once, one by
+one, and returns a :class:`LaunchReport` for the journal; :func:`pooled_plan` and :func:`fits` serve the engine pool.
+Rules: docs/development.md#the-fleet-launcher.
 """
 
 from __future__ import annotations

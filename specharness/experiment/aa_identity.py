@@ -1,20 +1,9 @@
-"""How often two identical engines write identical greedy outputs, per kind of machine and client count: the A/A
-identity record a run without an A/A arm judges its greedy identity against.
+"""The A/A identity record: how often two identical engines write identical greedy outputs, per kind of machine and
+client count; a run without an A/A arm judges its greedy identity against it.
 
-Two identical engines under load need not write the same tokens (batch-dependent numerics), so "ngram's outputs
-differ from the baseline's" means something only against how often two baselines differ at the same load. A run
-with an A/A arm (``baseline-b``) has its own control; a run without one uses this record, measured on committed A/A
-runs of that kind of machine (the ones :mod:`specharness.experiment.bands` names) by
-:func:`specharness.analysis.aa_identity_record.measure_aa_identity`, the project's own pairing and identity rule
-(:func:`specharness.analysis.quality_tests.case_quality`). The case is the unit: every block (and every A/A run)
-repeats the same prompts, so the record keeps, per prompt, its identical pairs and pairs over all runs and blocks,
-stored as a histogram ``(identical, pairs, prompts)``. A record at one load says nothing about another: at a client
-count with no record the report says so. Each entry names its runs;
-:func:`~specharness.analysis.aa_identity_record.measure_aa_identity` and ``format_records`` give the figures for a
-new one. The record's outputs are short (the A/A runs capped them at 48 tokens) and longer outputs diverge more
-between identical engines too: a run whose outputs are longer is compared over the record's length (its pairs'
-common prefixes from the prefix chains), or, in a journal without them, told that the comparison leans toward
-"diverges more".
+:data:`AA_IDENTITY` holds the records (:class:`AAIdentity`: per prompt, identical pairs over pairs), keyed by
+:func:`~specharness.experiment.bands.machine_kind`; :func:`aa_identity_for` gives a run's. A kind of machine or a
+client count without a record of its own has none. Rules: docs/method.md#the-aa-identity-record.
 """
 
 from __future__ import annotations
@@ -70,7 +59,7 @@ _H200_RUNS = tuple(
     for name in ("control-run1", "control-run2", "control-12blocks", *(f"aa-run{k}" for k in range(2, 7)))
 )
 
-# Measured 2026-12-04 by measure_aa_identity on the runs named (tests/unit/test_aa_identity.py recomputes them).
+# From measure_aa_identity on the runs named (tests/unit/test_aa_identity.py recomputes them).
 AA_IDENTITY: dict[str, dict[int, AAIdentity]] = {
     "cpu": {
         1: AAIdentity("cpu", 1, 320, 320, ((20, 20, 16),), _CPU_RUNS, _CPU_SOURCE, max_output_tokens=48),

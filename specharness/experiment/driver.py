@@ -1,15 +1,9 @@
 """Run a paired experiment: start every arm's engine once, walk the cell plan, journal everything.
 
-Every request is journaled the moment it ends (failures and cancellations too). A cell whose engine died is
-journaled as invalid and the run stops; ``resume`` later finishes only the cells that have no valid record.
-SIGINT and SIGTERM stop the run, cancel in-flight requests (journaled as ``cancelled``), stop every engine and
-write a partial report.
-
-The recipe (:func:`run_experiment`) calls one step per job, each in its own module, and receives records back:
-:mod:`~specharness.experiment.runfolder` (the folder, manifest and journal of a segment),
-:mod:`~specharness.experiment.engineset` (start, attach, stop the engines), :mod:`~specharness.experiment.peak`
-(a sweep's peak probe), :mod:`~specharness.experiment.looks` (the blocks and the until-decided looks),
-:mod:`~specharness.experiment.cell` (one cell) and :mod:`~specharness.experiment.sending` (its requests).
+:func:`run_experiment` is the recipe: it declares the band, opens the run folder, starts the engines and runs the
+plan, one step per job in its own module of :mod:`specharness.experiment` (``runfolder``, ``engineset``, ``peak``,
+``looks``, ``cell``, ``sending``), and receives records back.
+Journal, resume and interrupts: docs/development.md#the-run-driver.
 """
 
 from __future__ import annotations

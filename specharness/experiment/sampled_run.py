@@ -1,17 +1,9 @@
 """The distribution check under sampling (``specharness sampled``): does speculation change what the model says?
 
-Two engines start (baseline and ngram). Each *repetition* sends every case of the chosen workloads ``samples``
-times to each of four streams, each request with its own seed, in one seeded random order (so drift over time
-touches every stream alike):
-
-    ngram         the ngram engine at the declared temperature and top-p  (the question)
-    baseline      the baseline engine, the same sampling                  (the reference)
-    baseline-aa   the baseline engine, the same sampling, other seeds     (A/A: must not be flagged)
-    baseline-t    the baseline engine at ``control_temperature``          (positive control: must be flagged)
-
-Every request is journaled like any other (arm = the stream, block = the repetition); the first generated token id
-comes from the streamed token ids. :mod:`specharness.analysis.sampled_stats` compares the streams per repetition and
-over all of them; the repetitions give the positive control's detection rate and the A/A false-alarm rate.
+:func:`run_sampled` starts a baseline and an ngram engine and sends every case many times per repetition to each of
+the four :data:`STREAMS` (ngram, baseline, an A/A stream, a positive control at another temperature), as its
+:class:`SampledDesign` declares; :mod:`specharness.analysis.sampled_stats` compares the streams.
+Design: docs/method.md#the-distribution-check-under-sampling.
 """
 
 from __future__ import annotations

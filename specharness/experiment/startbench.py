@@ -1,17 +1,9 @@
 """How long an engine takes to start, phase by phase: ``specharness starts``.
 
-Each arm's engine is started alone, with the settings a run gives it (the same :class:`EngineSettings` and warm-start
-environment; on a GPU the memory share a run of these arms would give each, :func:`~specharness.engines.fleet.
-plan_launch`), in rounds: every arm once, then every arm again, ``repeat`` rounds. After ``/health`` answers, two
-short chat requests are timed (the first shows any work vLLM leaves to the first request); then the engine is stopped
-and, once its processes are gone, the next one starts. Every start is appended to ``starts.jsonl`` as soon as it is
-measured (a crash or an interrupt keeps the starts before it); ``starts.md`` is the table
-:func:`specharness.reporting.start_table.format_starts` makes of them.
-
-``fresh_caches``: the compile caches (vLLM's cache root, torch inductor's and Triton's) point at new, empty folders
-under the output folder, so the measurement's first start compiles from nothing and every later one (the other arms'
-first starts included) finds what the earlier ones left. Python's bytecode and the operating system's file cache
-cannot be emptied from here: a first start on a machine that already imported vLLM is warmer than on a fresh one.
+:func:`measure_starts` starts each arm's engine alone, with the settings a run gives it, in rounds; times two short
+requests once ``/health`` answers; stops it; and appends each :class:`StartMeasurement` to :data:`STARTS_FILE`.
+:func:`read_starts` reads them back; :data:`CACHES` names what the compile caches held.
+Rules: docs/development.md#timing-engine-starts.
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
 """What text a run keeps: ``--keep-text full|hash|none``, the one owner of the rule.
 
-Every check runs at request time on the full text, so verdicts, correctness and the output identity (a digest of
-the generated token ids) are the same under every policy; the policy decides only what reaches disk.
-
-    full   prompts, outputs, tool-call arguments and check details are kept as they are (the default)
-    hash   each text becomes ``hash:<32 hex>:<n> chars``: a SHA-256 of the text under a salt drawn when the run
-           starts and kept outside the run folder (:func:`run_salt`), so two arms' identical outputs still match
-           within the run (and across its resumes) while a short text cannot be looked up in a table; lengths are
-           kept; the token-id digest and the prefix chain are keyed with the same salt and the first token id is
-           dropped
-    none   texts are dropped (only their lengths are kept)
-
-Under ``hash`` and ``none`` the check detail keeps only whether the rubric passed (details quote values and
-output), an error keeps its kind and HTTP status (a server may echo input in its message), and the manifest keeps
-each case's id, group, max_tokens and check type, not its prompt, messages or expected values.
+:class:`TextPolicy` applies a policy (:data:`KEEP_TEXT`) to request records, manifest cases and engine flags;
+:func:`run_salt` draws the run's salt and keeps it outside the run folder; :func:`rekey_prefix_chain` keys a prefix
+chain with it. Checks run on the full text first, so verdicts are the same under every policy.
+Rules: docs/development.md#what-text-a-run-keeps.
 """
 
 from __future__ import annotations

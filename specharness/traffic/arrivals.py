@@ -1,18 +1,8 @@
 """Open-loop arrival schedules: when each request of a cell is sent, fixed before anything is sent.
 
-A closed loop (``--clients``) sends the next request when one finishes, so a slower arm is offered less load. An
-open loop sends at times drawn in advance, whatever the server does, so both arms of a block face the same offered
-load. The gaps between sends are independent gamma variables (vLLM's ``benchmark_serving`` convention):
-
-    gap ~ Gamma(shape=k, scale=1 / (k * rate))    mean 1/rate, variance 1/(k * rate**2), CV 1/sqrt(k)
-
-with ``k = burstiness``: k = 1 is exponential gaps (a Poisson process, CV 1); k < 1 is burstier (k = 0.25: CV 2);
-k > 1 is more regular. A rate of ``inf`` sends everything at once.
-
-Reproducibility: a schedule is a pure function of (spec, n): ``numpy.random.default_rng(seed)`` draws the gaps, so
-both arms of a block, given the same seed, get the identical schedule. :func:`block_seed` derives a block's seed
-from the run's seed without Python's per-process ``hash()``. numpy does not promise the same gamma stream across
-numpy versions (NEP 19), so the driver journals each request's scheduled time rather than relying on re-drawing.
+:func:`schedule` draws a cell's send offsets from an :class:`ArrivalSpec` (rate, burstiness, seed) as gamma gaps;
+:func:`block_seed` derives each cell's seed from the run's; :func:`parse_rates` reads ``--rates``.
+Rules: docs/workloads.md#open-loop-arrivals.
 """
 
 from __future__ import annotations

@@ -1,21 +1,9 @@
 """Streaming OpenAI-compatible client: one request in, one :class:`RequestRecord` out, failures included.
 
-One ``perf_counter()`` at send and one per network read; every event in a read shares that read's timestamp, so
-TTFT and inter-chunk gaps come from the same clock readings. Tokens per chunk come from ``token_ids`` (vLLM's
-``return_token_ids``), else from continuous usage, else count as one; the final usage chunk gives
-``completion_tokens`` and, with ``--per-request-spec-decode-metrics``, the request's own drafts and acceptances.
-
-Tool calls stream as ``choices[0].delta.tool_calls`` items: each has an ``index``; the first for an index usually
-brings ``id``, ``type`` and ``function.name``, later ones ``function.arguments`` fragments (one delta may hold several
-items, even two for the same index). Fragments are concatenated per index, name and arguments alike (as the OpenAI
-client does), into the record's ``tool_calls``; the record's text stays the content text (null content adds
-nothing). A chunk that carries tool-call text counts as an arrival like a content chunk.
-
-Token ids never reach the record: ``output_digest`` is a SHA-256 of them all, and ``prefix_chain`` a chained hash per
-generated token, ``s_i = SHA-256(PREFIX_KEY || s_{i-1} || id_i)``, of which each token keeps the first 4 hex
-characters; two arms' common prefix is the number of leading equal 4-character groups
-(:func:`common_prefix_tokens`). The key here is public; a run that keeps no text re-keys the chain with its salt
-(:meth:`specharness.experiment.telemetry.TextPolicy.request`).
+:func:`send_request` streams one case (its body from :func:`build_body`, with :class:`Sampling` and
+:class:`RequestMeta`), timing every network read, joining streamed tool calls and hashing the generated token ids
+into a digest and a prefix chain (:data:`PREFIX_KEY`); :func:`common_prefix_tokens` reads two records' common
+prefix from their chains. Rules: docs/workloads.md#the-streaming-client.
 """
 
 from __future__ import annotations
@@ -147,7 +135,7 @@ class _StreamState:
         self.token_ids_seen = False
         self.first_token_id: int | None = None  # the first generated token (what sampled runs compare)
         self._chain_state = b""
-        self._chain: list[str] = []  # 4 hex per generated token (module docstring)
+        self._chain: list[str] = []  # 4 hex per generated token (docs/workloads.md#the-streaming-client)
         self._tool_parts: dict[int, tuple[list[str], list[str]]] = {}  # index -> (name fragments, argument fragments)
 
     @property

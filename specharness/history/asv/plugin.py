@@ -1,15 +1,9 @@
 """ASV plugin (named in ``asv.conf.json``'s ``plugins``): as ASV saves a result file, fill its statistics columns.
 
-ASV imports this module when it starts; it wraps ``asv.results.Results.save`` so that, before writing, the notes
-our lookups left for that environment and commit (:mod:`specharness.history.asv.notes`) become ASV stats (the
-experiment's CI, the block count), absolute values get the machine's measured spread, and a companion
-``.notes.jsonl`` keeps failure reasons. As ASV loads a result file (``Results.load``: ``asv show``, ``asv compare``,
-``asv publish``), the release's failure reason from that companion becomes the failed benchmarks' in-memory
-``stderr`` (:func:`specharness.history.asv.notes.failure_stderr`), which ``asv show`` prints under *failed*;
-``asv publish`` warns when its results hold more than one machine (its summary grid would join them).
-Nothing else in ASV changes; with the plugin absent, results are plain.
-Tested against the ASV version pinned in ``pyproject.toml`` (its ``Results`` keeps ``_results``, ``_stats`` and
-``_benchmark_params``).
+:func:`install` (run as ASV imports this module) wraps ``asv.results.Results.save``, turning the notes of
+:mod:`specharness.history.asv.notes` into ASV's stats columns and a companion ``.notes.jsonl``, and
+``Results.load``, giving failed benchmarks their release's failure reason as ``stderr``; ``asv publish`` warns
+when its results hold several machines. What it writes: docs/asv-site.md#the-asv-plugin.
 """
 
 from __future__ import annotations

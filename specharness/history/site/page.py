@@ -1,16 +1,9 @@
 """The release page of the published site (``releases.html``): what a release reviewer reads in a minute.
 
-Per machine and ledger branch, releases named by their ledger tags (:mod:`specharness.history.asv.ledger`):
-- first, the release pairs (both releases in one paired run, :mod:`specharness.history.asv.pairs`): every value of
-  the later release over the earlier one with its paired 99% interval and the paired rule's verdict, a failed side as
-  a failed arm with its reason, and the smallest change of the time value each pair could call;
-- the commands that measure and compare this branch's releases, and the regressions page's thresholds with what it
-  lists, by release tag;
-- then the values of separate runs: failed releases with the engine's reason; per workload and client count the
-  same-work speedup of ngram over baseline with its 95% CI across releases and each release's verdicts; the
-  speculative configuration view; every other tracked value as a small chart, banded only where its spread is
-  estimable; the benchmarks that have no results on a machine, with why.
-Values come from :func:`specharness.history.review.releases.release_values` (ASV results plus their notes).
+:func:`write_release_page` writes the page from the staged ASV results on the ledger, their notes and the
+machines' release pairs (values from :func:`specharness.history.review.releases.release_values`), one section per
+machine and ledger branch; :func:`link_from_index` links it from ASV's ``index.html``.
+What the page shows: docs/asv-site.md#the-release-page.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """Publish the release history as one ASV site per machine and ledger branch, so that no page mixes machines.
 
-ASV's summary grid (``graphs/summary/<benchmark>.json``, :func:`asv.graph.make_summary_graph`, written by
-``asv.plugins.summarygrid.SummaryGrid.publish``) is one geometric-mean line per benchmark over *every* graph of that
-benchmark: all machines, branches and environments of the results folder. Run on ``results/`` as a whole, it joins
-the CPU releases and then the H200 ones in one line (32.96, None, 31.55, 31.72, 2.12, 2.09 for baseline TPOT p50).
-ASV has no option to split it, so this publishes each *series* (one machine, one ledger branch) on its own:
-
-1. :func:`site_series` sorts the result files by machine and by the ledger branch of their commit;
-2. for each series a staging folder holds only that series' results (with ``benchmarks.json``, the machine's
-   ``machine.json`` and ``spread.jsonl``) and a copy of ``asv.conf.json`` pointing at it, with ``branches`` that one
-   branch; plain ``asv publish`` writes the series' site to ``<html>/<folder>/``;
-3. the release page (:func:`specharness.history.site.page.write_release_page`) is written into each series' site
-   from the same staged results and configuration (its regressions thresholds), so it too shows one machine;
-4. ``<html>/index.html`` links the series' sites (``<html>/sites.json`` lists them for tests and tools).
+:func:`publish_sites` sorts the result files into series (:func:`site_series`, one :class:`SiteSeries` per machine
+and branch), stages each on its own (:func:`stage_series`), runs plain ``asv publish`` and writes the release page
+into each site, then an index linking them; :func:`summary_mismatches` checks a site's summary grid against
+:func:`machine_values`. Rules: docs/asv-site.md#one-site-per-machine-and-branch.
 """
 
 from __future__ import annotations
