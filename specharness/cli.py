@@ -395,9 +395,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     with open(args.output, "wb") as out:
         for case in result.workload.cases:
             out.write(orjson.dumps(case_to_dict(case)) + b"\n")
-    print(result.summary(), file=sys.stderr)
+    say(result.summary())
     for line in result.rejections:
-        print(f"  rejected: {line}", file=sys.stderr)
+        say(f"  rejected: {line}")
     print(f"workload: {args.output} ({result.imported} cases)")
     return 0
 
