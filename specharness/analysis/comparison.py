@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from specharness.analysis.pairing import Pair, finished, history_intact, is_identical, pair_requests
 from specharness.analysis.quality_tests import CaseIdentity, CasePairedTest, case_quality
 from specharness.analysis.stats import NO_INTERVAL, RatioInterval, block_ratio_interval, case_resampled_interval
 from specharness.analysis.summary import ArmSummary, ratio
@@ -24,7 +25,6 @@ from specharness.analysis.verdict import Verdict, quality_verdict, speed_verdict
 from specharness.experiment.design import MAX_EXCLUDED_TIME, MIN_PREFIX_TOKENS
 from specharness.records import RequestRecord
 from specharness.traffic.client import common_prefix_tokens
-from specharness.traffic.workloads import split_turn_id
 
 __all__ = [
     "ComparisonRules",
@@ -42,8 +42,6 @@ __all__ = [
 ]
 
 CASE_INTERVAL_MIN_CASES = 20  # cases from which the second interval (cases resampled) is given
-
-Pair = tuple[RequestRecord, RequestRecord]
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,38 +177,6 @@ class PairedComparison:
         return out
 
 
-def pair_requests(a: Sequence[RequestRecord], b: Sequence[RequestRecord]) -> list[Pair]:
-    """Requests matched by (block, case id, position): the same case at the same place in the same block."""
-    index = {(r.block, r.case_id, r.seq): r for r in a}
-    return [(index[k], r) for r in b if (k := (r.block, r.case_id, r.seq)) in index]
-
-
-def _finished(r: RequestRecord) -> bool:
-    return r.error_kind is None and r.verdict in ("complete", "truncated") and r.output_tokens > 0 and r.e2e_s > 0
-
-
-def _is_identical(x: RequestRecord, y: RequestRecord) -> bool:
-    """The rule for identical outputs: both finished alike (complete, or both cut at the cap) with the same output
-    token ids (their digest)."""
-    return _finished(x) and _finished(y) and x.output_identity == y.output_identity and x.verdict == y.verdict
-
-
-def _history_intact(pairs: Sequence[Pair]) -> list[bool]:
-    """Per pair: True unless it is turn k > 1 of a replayed conversation and some earlier turn of that conversation
-    (same block and position) did not give identical outputs in both arms, or has no pair."""
-    identical: dict[tuple[int, int, str, int], bool] = {}
-    turns: list[tuple[str, int] | None] = [split_turn_id(x.case_id) for x, _ in pairs]
-    for (x, y), turn in zip(pairs, turns, strict=True):
-        if turn is not None:
-            identical[(x.block, x.seq, *turn)] = (
-                x.error_kind is None and y.error_kind is None and x.output_identity == y.output_identity
-            )
-    return [
-        turn is None or all(identical.get((x.block, x.seq, turn[0], k), False) for k in range(1, turn[1]))
-        for (x, _), turn in zip(pairs, turns, strict=True)
-    ]
-
-
 def _classify(pairs: Sequence[Pair], greedy: bool) -> tuple[dict[int, list[Pair]], PairCounts]:
     """The counts of every kind of pair, and by block the same-work pairs of the cases that are the same work in
     every block where they ran (only the simulation's reference rule reads them; no verdict does): a case that
@@ -218,18 +184,18 @@ def _classify(pairs: Sequence[Pair], greedy: bool) -> tuple[dict[int, list[Pair]
     arms finishing by themselves (complete); a truncated answer is a loop or a longer answer, and its time per token
     is not compared. Replayed turns after the two arms' histories differed are counted apart
     (docs/method.md#the-speed-estimate-pair-by-pair)."""
-    intact = _history_intact(pairs)
-    done = [_finished(x) and _finished(y) for x, y in pairs]
-    finished = [p for p, ok, same_history in zip(pairs, done, intact, strict=True) if ok and same_history]
+    intact = history_intact(pairs)
+    done = [finished(x) and finished(y) for x, y in pairs]
+    ended = [p for p, ok, same_history in zip(pairs, done, intact, strict=True) if ok and same_history]
     failed = done.count(False)
-    history_diverged = len(pairs) - failed - len(finished)
+    history_diverged = len(pairs) - failed - len(ended)
     if greedy:
-        is_same = [_is_identical(x, y) for x, y in finished]
+        is_same = [is_identical(x, y) for x, y in ended]
     else:
-        is_same = [x.verdict == y.verdict == "complete" for x, y in finished]
-    same = [p for p, ok in zip(finished, is_same, strict=True) if ok]
-    divergent = len(finished) - len(same)
-    differs_somewhere = {x.case_id for (x, _), ok in zip(finished, is_same, strict=True) if not ok}
+        is_same = [x.verdict == y.verdict == "complete" for x, y in ended]
+    same = [p for p, ok in zip(ended, is_same, strict=True) if ok]
+    divergent = len(ended) - len(same)
+    differs_somewhere = {x.case_id for (x, _), ok in zip(ended, is_same, strict=True) if not ok}
     differs_somewhere |= {x.case_id for (x, _), ok, h in zip(pairs, done, intact, strict=True) if not (ok and h)}
     stable = [(x, y) for x, y in same if x.case_id not in differs_somewhere]
     by_block: dict[int, list[Pair]] = {}
@@ -325,7 +291,7 @@ def prefix_work(pairs: Sequence[Pair], rules: ComparisonRules) -> _Work:
     """Every greedy pair's common work and each arm's time for it (docs/method.md#the-speed-estimate-pair-by-pair):
     failed pairs out (their baseline time counted), timeouts at the timeout, common prefixes under
     ``rules.min_prefix_tokens`` apart."""
-    intact = _history_intact(pairs)
+    intact = history_intact(pairs)
     out: list[PairWork] = []
     short = failed = diverged_history = identical = 0
     chains = True
@@ -338,7 +304,7 @@ def prefix_work(pairs: Sequence[Pair], rules: ComparisonRules) -> _Work:
             diverged_history += 1
             continue
         timed_out = (x.error_kind == "timeout", y.error_kind == "timeout")
-        if any(timed_out) and all(t or _finished(r) for t, r in zip(timed_out, (x, y), strict=True)):
+        if any(timed_out) and all(t or finished(r) for t, r in zip(timed_out, (x, y), strict=True)):
             if all(timed_out):
                 k = common_prefix_tokens(x.prefix_chain, y.prefix_chain)
                 ta = tb = rules.timeout_s
@@ -348,11 +314,11 @@ def prefix_work(pairs: Sequence[Pair], rules: ComparisonRules) -> _Work:
                 k, ta, tb = sum(x.chunk_tokens), _time_for(x, sum(x.chunk_tokens)), rules.timeout_s
             out.append(PairWork(x.block, x.case_id, k, ta, tb, identical=False, capped=False, censored=True))
             continue
-        if not (_finished(x) and _finished(y)):
+        if not (finished(x) and finished(y)):
             failed += 1
             excluded_time += t_base
             continue
-        same = _is_identical(x, y)
+        same = is_identical(x, y)
         identical += same
         ka, kb, chained = _common_prefix(x, y)
         if min(ka, kb) < rules.min_prefix_tokens:
@@ -393,7 +359,7 @@ def sampled_work(pairs: Sequence[Pair], rules: ComparisonRules) -> _Work:
     timeout keeps its place when the other arm completed or timed out too (the timed-out arm's time is the timeout, its
     tokens those it had written by then: censored, flagged); a failed pair leaves alone (its baseline time counted); a
     pair cut at the cap in either arm is counted apart (a loop's time per token is not compared)."""
-    intact = _history_intact(pairs)
+    intact = history_intact(pairs)
     out: list[PairWork] = []
     failed = diverged_history = identical = 0
     base_tokens = covered = excluded_time = total_time = 0.0
@@ -404,9 +370,9 @@ def sampled_work(pairs: Sequence[Pair], rules: ComparisonRules) -> _Work:
         if not same_history:
             diverged_history += 1
             continue
-        identical += _is_identical(x, y)
+        identical += is_identical(x, y)
         timed_out = (x.error_kind == "timeout", y.error_kind == "timeout")
-        complete = (_finished(x) and x.verdict == "complete", _finished(y) and y.verdict == "complete")
+        complete = (finished(x) and x.verdict == "complete", finished(y) and y.verdict == "complete")
         if all(t or c for t, c in zip(timed_out, complete, strict=True)):
             ta, tok_a = (rules.timeout_s, sum(x.chunk_tokens)) if timed_out[0] else (x.e2e_s, x.output_tokens)
             tb, tok_b = (rules.timeout_s, sum(y.chunk_tokens)) if timed_out[1] else (y.e2e_s, y.output_tokens)
@@ -424,8 +390,9 @@ def sampled_work(pairs: Sequence[Pair], rules: ComparisonRules) -> _Work:
                     tokens_b=tok_b,
                 )
             )
-        elif not (_finished(x) and _finished(y)):  # cut at the cap in an arm: counted apart (PairCounts.divergent)
+        elif not (finished(x) and finished(y)):  # a failed request: its pair leaves, its time is shown
             failed += 1
+            # else: both finished and one was cut at the cap, a loop or a longer answer: not timed, counted apart
             excluded_time += t_base
     return _Work(
         out,

@@ -17,13 +17,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from scipy import stats as sps
 
-from specharness.analysis.comparison import (
-    PairCounts,
-    PairedComparison,
-    compare_arms,
-    pair_requests,
-)
+from specharness.analysis.comparison import PairCounts, PairedComparison, compare_arms
 from specharness.analysis.copyability import LOOKUP_MAX, LOOKUP_MIN, copyability
+from specharness.analysis.pairing import pair_requests
 from specharness.analysis.stats import RatioInterval, min_samples_for
 from specharness.analysis.summary import summarise_arm
 from specharness.analysis.verdict import ALPHA, Verdict

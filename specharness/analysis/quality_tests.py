@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from scipy import stats as sps
 
+from specharness.analysis.pairing import history_intact, is_identical
 from specharness.experiment.aa_identity import AAIdentity
 from specharness.records import RequestRecord
 from specharness.traffic.workloads import split_turn_id
@@ -199,10 +200,8 @@ class CaseQuality:
 def _identical(pairs: Sequence[Pair]) -> list[bool]:
     """Per pair: both finished alike (complete, or both cut at the cap) with the same output token ids, after an
     intact history (the comparison's own rule for identical outputs)."""
-    from specharness.analysis.comparison import _history_intact, _is_identical  # comparison imports this module
-
-    intact = _history_intact(pairs)
-    return [ok and _is_identical(x, y) for (x, y), ok in zip(pairs, intact, strict=True)]
+    intact = history_intact(pairs)
+    return [ok and is_identical(x, y) for (x, y), ok in zip(pairs, intact, strict=True)]
 
 
 def case_quality(pairs: Sequence[Pair], *, tolerance: float = 0.0) -> CaseQuality:

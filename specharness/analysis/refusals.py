@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from scipy import stats as sps
 
-from specharness.analysis.comparison import pair_requests
+from specharness.analysis.pairing import pair_requests
 
 if TYPE_CHECKING:  # analyse calls into this module, so no import at run time
     from specharness.analysis.analyse import Analysis

@@ -15,7 +15,8 @@ import orjson
 import pytest
 
 from specharness import WorkloadError
-from specharness.analysis.comparison import PairCounts, _classify, pair_requests
+from specharness.analysis.comparison import PairCounts, _classify
+from specharness.analysis.pairing import pair_requests
 from specharness.experiment import sending
 from specharness.experiment.config import RunConfig
 from specharness.experiment.context import RunContext

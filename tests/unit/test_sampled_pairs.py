@@ -11,7 +11,8 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from specharness.analysis.comparison import ComparisonRules, compare_arms, pair_requests, speed_from_pairs
+from specharness.analysis.comparison import ComparisonRules, compare_arms, speed_from_pairs
+from specharness.analysis.pairing import pair_requests
 from specharness.analysis.summary import summarise_arm
 from specharness.records import RequestRecord
 
