@@ -392,8 +392,8 @@ def sampled_work(pairs: Sequence[Pair], rules: ComparisonRules) -> _Work:
             )
         elif not (finished(x) and finished(y)):  # a failed request: its pair leaves, its time is shown
             failed += 1
-            # else: both finished and one was cut at the cap, a loop or a longer answer: not timed, counted apart
             excluded_time += t_base
+        # else both finished and one was cut at the cap (a loop or a longer answer): not timed, counted apart
     return _Work(
         out,
         0,
