@@ -123,3 +123,75 @@ def test_history_rooms_follow_one_way() -> None:
                 bad.append(f"history/{rel} imports {target}")
     assert not bad, bad
     assert {p.name for p in history.iterdir() if p.is_dir() and not p.name.startswith("__")} == set(HISTORY_RANK)
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT.parent).with_suffix("")
+    name = ".".join(rel.parts)
+    return name.removesuffix(".__init__")
+
+
+def _import_edges(path: Path, modules: set[str]) -> tuple[set[str], list[int]]:
+    """(the modules of this package ``path`` imports, anywhere but under ``if TYPE_CHECKING:``; the lines of those
+    imports that sit inside a function or class)."""
+    tree = ast.parse(path.read_text())
+    typing_only = {
+        id(n)
+        for block in ast.walk(tree)
+        if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
+        for n in ast.walk(block)
+    }
+    top = {id(n) for n in tree.body}
+    edges: set[str] = set()
+    nested: list[int] = []
+    for node in ast.walk(tree):
+        if id(node) in typing_only or not isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if isinstance(node, ast.ImportFrom):
+            if not (node.module or "").startswith("specharness"):
+                continue
+            names = [f"{node.module}.{a.name}" for a in node.names]
+            targets = {n for n in names if n in modules} or {str(node.module)}
+        else:
+            targets = {a.name for a in node.names if a.name.startswith("specharness")}
+            if not targets:
+                continue
+        edges |= {t for t in targets if t in modules}
+        if id(node) not in top:
+            nested.append(node.lineno)
+    return edges, nested
+
+
+def test_no_import_cycle_and_no_import_hidden_in_a_function() -> None:
+    """Issue 37: no cycle between modules, counting imports inside functions (the way a cycle used to be hidden),
+    and no package import inside a function at all except in cli.py (which loads each command's modules when it
+    runs). Fails on the first cycle or nested import, naming it."""
+    paths = {_module_name(p): p for p in ROOT.rglob("*.py")}
+    modules = set(paths)
+    graph: dict[str, set[str]] = {}
+    nested_found = []
+    for name, path in paths.items():
+        edges, nested = _import_edges(path, modules)
+        graph[name] = edges - {name}
+        if nested and name != "specharness.cli":
+            nested_found += [f"{path.relative_to(ROOT)}:{line}" for line in nested]
+    assert nested_found == [], nested_found
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt) :], nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state:
+            cycle = visit(start)
+            assert cycle is None, " -> ".join(cycle)

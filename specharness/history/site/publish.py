@@ -22,8 +22,10 @@ from pathlib import Path
 
 from specharness._errors import ConfigError
 from specharness.history.asv.ledger import LEDGER, ensure_ledger, ledger_tags
+from specharness.history.asv.notes import companion_path
 from specharness.history.asv.pairs import filter_regressions
 from specharness.history.site.page import PAGE, link_from_index, write_release_page
+from specharness.history.site.vendor import vendor_site
 
 __all__ = [
     "SITES",
@@ -87,7 +89,6 @@ def site_series(results_dir: Path, ledger_dir: Path | None = None) -> list[SiteS
 def stage_series(series: SiteSeries, results_dir: Path, stage: Path) -> Path:
     """A results folder under ``stage`` holding only ``series``: its result files and their companion notes, its
     machine's ``machine.json`` and other side files (``spread.jsonl``), and ``benchmarks.json``. Returns it."""
-    from specharness.history.asv.notes import companion_path
 
     out = stage / "results"
     machine_out = out / series.machine
@@ -224,8 +225,6 @@ def publish_sites(
             link_from_index(site)
             _back_link(site)
             if vendor:
-                from specharness.history.site.vendor import vendor_site
-
                 vendor_site(site)
     (html_dir / "index.html").write_text(_index_page(series, results_dir))
     listing = [
