@@ -8,12 +8,12 @@ Journal, resume and interrupts: docs/development.md#the-run-driver.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from specharness.console import warn
 from specharness.engines.memory import MemoryProbe
 from specharness.engines.model import ResolvedModel, cache_dir, resolve_model
 from specharness.engines.pool import PooledEngine
@@ -93,7 +93,7 @@ def _check_comparable(config: RunConfig, engines: EngineSet) -> None:
     if not any(a in engines.servers and b in engines.servers for a, b in comparison_pairs(config.profile)):
         raise next(iter(engines.failed.values()))
     for arm, why in engines.failed.items():
-        print(f"specharness: {arm}: its engine did not start, the run goes on without it: {why}", file=sys.stderr)
+        warn(f"{arm}: its engine did not start, the run goes on without it: {why}")
 
 
 def _with_band(config: RunConfig, hardware: dict[str, Any]) -> RunConfig:

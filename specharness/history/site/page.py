@@ -21,7 +21,6 @@ from specharness.history.asv.ledger import LEDGER
 from specharness.history.asv.pairs import PAIR_CLASS
 from specharness.history.asv.spreadfile import MIN_SPREAD_DF, load_spread, spread_missing, spread_sd
 from specharness.history.review.releases import ReleaseValue, release_values
-from specharness.history.site.numbers import fmt as _fmt
 from specharness.history.site.pair_section import branch_of as _branch_of
 from specharness.history.site.pair_section import commands_block as _commands
 from specharness.history.site.pair_section import pair_records as _pair_records
@@ -29,6 +28,7 @@ from specharness.history.site.pair_section import pair_rule
 from specharness.history.site.pair_section import pairs_section as _pairs_section
 from specharness.history.site.thresholds_section import entry_names as _entry_names
 from specharness.history.site.thresholds_section import thresholds_section as _thresholds_section
+from specharness.numbers import fmt as _fmt
 
 __all__ = ["PAGE", "link_from_index", "nice_ticks", "pair_rule", "write_release_page"]
 

@@ -17,7 +17,7 @@ from specharness.history.asv.pairs import (
     detectable,
     read_pairs,
 )
-from specharness.history.site.numbers import fmt as _fmt
+from specharness.numbers import fmt as _fmt
 
 __all__ = ["branch_of", "commands_block", "pair_records", "pair_rule", "pairs_section"]
 

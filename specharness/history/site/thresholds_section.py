@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from specharness.history.asv.ledger import LEDGER
-from specharness.history.site.numbers import fmt as _fmt
+from specharness.numbers import fmt as _fmt
 
 __all__ = ["entry_names", "step_tag", "thresholds_section"]
 
