@@ -101,3 +101,15 @@ def test_sweep_without_slo_prints_no_sustainable_load(tmp_path: Path) -> None:
     write_report(run, plots=False)
     md = (run / "report.md").read_text()
     assert "## Load sweep" in md and "Max sustainable load" not in md and "No SLO declared" in md
+
+
+def test_a_verdict_about_fixed_prompts_says_so_in_its_cell(tmp_path: Path) -> None:
+    """Issue 35: a cell whose cases are too few to resample (under 20) speaks for its prompts only, and its speed
+    verdict cell says so (fails if the bold verdict stands alone)."""
+    run = write_synthetic_run(tmp_path / "run", records=480)
+    report = write_report(run, plots=False)
+    md = (run / "report.md").read_text()
+    decision = md.split("## Decision", 1)[1].split("\n## ", 1)[0]
+    for c in report["comparisons"]:
+        cases = c["work"]["cases"]
+        assert cases < 20 and f"**{c['speed']['verdict']}** (these {cases} prompts)" in decision, decision[:600]

@@ -59,6 +59,14 @@ def _work_text(c: PairedComparison, greedy: bool = True) -> str:
     return "; ".join(parts) + f". The interval is {scope}."
 
 
+def _scope(c: PairedComparison) -> str:
+    """What a verdict speaks for, in its cell: the run's prompts when too few to resample cases."""
+    w = c.work
+    if w is None or not w.cases or math.isfinite(w.over_cases.low):
+        return ""
+    return f" (these {w.cases} prompts)"
+
+
 def decision_lines(a: Analysis) -> list[str]:
     """The Decision table: per comparison the speed and quality verdicts with their evidence."""
     lines = [
@@ -76,7 +84,8 @@ def decision_lines(a: Analysis) -> list[str]:
         )
         work = _work_text(c, a.rules.greedy)
         lines.append(
-            f"| {c.workload} | {load_text(c.load)} | {c.arm_b} vs {c.arm_a} | **{c.speed.verdict}** | {_interval(c.speedup)} | "
+            f"| {c.workload} | {load_text(c.load)} | {c.arm_b} vs {c.arm_a} | **{c.speed.verdict}**{_scope(c)} | "
+            f"{_interval(c.speedup)} | "
             f"**{c.quality.verdict}** | {_pct(sb.acceptance['acceptance_rate'])} | "
             f"{_f(sb.acceptance['mean_acceptance_length'])} | {c.speed.reason}.{warning}{' ' + work if work else ''} | "
             f"{c.quality.reason} |"
