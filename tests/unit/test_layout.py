@@ -21,6 +21,7 @@ RANK = {
     "reporting": 4,
     "history": 5,
     "cli": 6,
+    "commands": 6,
     "__main__": 7,
     "__init__": 7,
 }
@@ -64,7 +65,7 @@ def test_rooms_are_packages() -> None:
     assert not [
         p.name
         for p in ROOT.glob("*.py")
-        if p.stem not in ("__init__", "__main__", "cli", "_errors", "records", "numbers", "console")
+        if p.stem not in ("__init__", "__main__", "cli", "_errors", "records", "numbers", "console", "commands")
     ]
 
 
@@ -164,8 +165,8 @@ def _import_edges(path: Path, modules: set[str]) -> tuple[set[str], list[int]]:
 
 def test_no_import_cycle_and_no_import_hidden_in_a_function() -> None:
     """Issue 37: no cycle between modules, counting imports inside functions (the way a cycle used to be hidden),
-    and no package import inside a function at all except in cli.py (which loads each command's modules when it
-    runs). Fails on the first cycle or nested import, naming it."""
+    and no package import inside a function at all except in the commands behind the CLI (each loads its
+    modules when it runs). Fails on the first cycle or nested import, naming it."""
     paths = {_module_name(p): p for p in ROOT.rglob("*.py")}
     modules = set(paths)
     graph: dict[str, set[str]] = {}
@@ -173,7 +174,7 @@ def test_no_import_cycle_and_no_import_hidden_in_a_function() -> None:
     for name, path in paths.items():
         edges, nested = _import_edges(path, modules)
         graph[name] = edges - {name}
-        if nested and name != "specharness.cli":
+        if nested and name not in ("specharness.cli", "specharness.commands"):
             nested_found += [f"{path.relative_to(ROOT)}:{line}" for line in nested]
     assert nested_found == [], nested_found
     state: dict[str, int] = {}
