@@ -158,7 +158,7 @@ def write_sampled_report(run_dir: Path) -> dict[str, Any]:
         out["workloads"][workload] = entry
         lines.append("")
     lines += [
-        "Methods: see `specharness/analysis/sampled_stats.py` (first token: chi-square homogeneity with sparse "
+        "Methods: docs/method.md, the distribution check under sampling (first token: chi-square homogeneity with sparse "
         "tokens merged, pooled over cases; length: Mann-Whitney per case, combined; pass rate: Cochran-Mantel-"
         "Haenszel over cases; the three share α = 0.05 by Bonferroni). All repetitions: each statistic's "
         "p-value comes from swapping the two streams' samples of whole (case, repetition) cells, so samples "
