@@ -316,19 +316,19 @@ def test_groups_reuse_the_pair_work_their_comparison_computed(
     grouped: Grouped, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The common prefixes are computed once per comparison (compare_arms), not again for the group estimate."""
-    import specharness.analysis.comparison as comparison
+    import specharness.analysis.comparison.speed as speed  # where compare_arms's speed estimate calls prefix_work
 
     run = grouped[0]
     manifest = read_manifest(run)
     a = analyse(run, manifest)
     calls: list[int] = []
-    real = comparison.prefix_work
+    real = speed.prefix_work
 
     def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(comparison, "prefix_work", counted)
+    monkeypatch.setattr(speed, "prefix_work", counted)
     decisions = group_decisions(a, prompts_from_manifest(manifest))
     assert len(calls) == sum(not d.pooled for d in decisions) == 3  # one compare_arms per group, nothing more
     assert [d.request_speedup_p50 for d in decisions] == [d.request_speedup_p50 for d in grouped[1]]

@@ -1,0 +1,159 @@
+"""The speed estimate and its verdict: the interval over the pairs' work, what it stands on, and the gates.
+
+:func:`speed_estimate` gives the interval and :class:`SpeedWork`, :func:`speed_verdict_of` the verdict (pairs cut at
+the cap never carry a *helps*), :func:`speed_from_pairs` both from paired requests alone, and :func:`order_interval`
+the block interval signed by arm order. Rules: docs/method.md#the-speed-estimate-pair-by-pair.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from specharness.analysis.comparison.logs import case_times, per_token_logs, work_logs
+from specharness.analysis.comparison.records import ComparisonRules, PairCounts, SpeedWork
+from specharness.analysis.comparison.work import SAMPLED_BASIS, WorkTally, prefix_work, sampled_work
+from specharness.analysis.pairing import Pair
+from specharness.analysis.stats import NO_INTERVAL, RatioInterval, block_ratio_interval, case_resampled_interval
+from specharness.analysis.summary import ratio
+from specharness.analysis.verdict import Verdict, speed_verdict
+
+__all__ = [
+    "CASE_INTERVAL_MIN_CASES",
+    "Interval",
+    "order_interval",
+    "speed_estimate",
+    "speed_from_pairs",
+    "speed_verdict_of",
+]
+
+CASE_INTERVAL_MIN_CASES = 20  # cases from which the second interval (cases resampled) is given
+
+Interval = Callable[[dict[int, float], float], RatioInterval]  # (block -> log ratio, offset variance) -> interval
+
+
+def order_interval(order_a_first: dict[int, bool], rules: ComparisonRules) -> Interval:
+    """The block interval over (block -> log ratio), each block signed by its arm order (``order_a_first[block]``:
+    arm A ran first) when every block's order is known, at ``rules.confidence``."""
+
+    def interval(logs: dict[int, float], offset_var: float) -> RatioInterval:
+        blocks = sorted(logs)
+        signs = [1 if order_a_first.get(k, True) else -1 for k in blocks]
+        known = all(k in order_a_first for k in blocks)
+        return block_ratio_interval([logs[k] for k in blocks], signs if known else None, rules.confidence, offset_var)
+
+    return interval
+
+
+def _basis(w: WorkTally) -> str:
+    if w.chains:
+        return "prefix chains of the generated token ids"
+    if all(p.identical or p.censored for p in w.pairs):
+        return "identical outputs only, journal without prefix chains"
+    return "common prefix of the texts mapped to tokens in proportion, journal without prefix chains"
+
+
+def speed_estimate(
+    pairs: Sequence[Pair],
+    counts: PairCounts,
+    rules: ComparisonRules,
+    interval: Interval,
+) -> tuple[RatioInterval, dict[int, float], SpeedWork, PairCounts]:
+    """The speed estimate and what it stands on (docs/method.md#the-speed-estimate-pair-by-pair): greedy runs over the
+    pairs' common prefixes, sampled runs per output token; in both, pair by pair (a failure removes its own pair, a
+    timeout is censored)."""
+    greedy = rules.greedy
+    w = prefix_work(pairs, rules) if greedy else sampled_work(pairs, rules)
+    logs = work_logs(w.pairs) if greedy else per_token_logs(w.pairs)
+    speedup = interval(logs, rules.offset_var)
+    in_estimate = [p for p in w.pairs if math.isfinite(p.time_a_s)]
+    time_a = sum(p.time_a_s for p in in_estimate)
+    cases = len({p.case_id for p in in_estimate})
+    over_cases = (
+        case_resampled_interval(case_times(w.pairs), speedup, rules.confidence)
+        if greedy and cases >= CASE_INTERVAL_MIN_CASES
+        else NO_INTERVAL
+    )
+    work = SpeedWork(
+        basis=_basis(w) if greedy else SAMPLED_BASIS,
+        min_prefix_tokens=rules.min_prefix_tokens,
+        covered_token_share=w.covered_token_share,
+        identical_share=w.identical_share,
+        excluded_time_share=w.excluded_time_share,
+        censored_time_share=ratio(sum(p.time_a_s for p in in_estimate if p.censored), time_a),
+        capped_time_share=ratio(sum(p.time_a_s for p in in_estimate if p.capped), time_a),
+        identical=interval(work_logs([p for p in w.pairs if p.identical]), rules.offset_var) if greedy else NO_INTERVAL,
+        without_capped=interval(work_logs([p for p in w.pairs if not p.capped]), rules.offset_var)
+        if greedy
+        else NO_INTERVAL,
+        over_cases=over_cases,
+        cases=cases,
+        offset_sd=math.sqrt(rules.offset_var),
+        offset_source=rules.offset_source,
+        pairs=tuple(w.pairs),
+    )
+    censored = sum(p.censored for p in w.pairs)
+    if greedy:
+        counts = replace(counts, in_estimate=len(w.pairs), short_prefix=w.short_prefix, censored=censored)
+    else:  # pair by pair: nothing is unstable, the same work is the pairs both complete
+        counts = replace(
+            counts,
+            same_work=len(w.pairs) - censored,
+            same_work_truncated=0,
+            unstable=0,
+            in_estimate=len(w.pairs),
+            censored=censored,
+        )
+    return speedup, logs, work, counts
+
+
+def speed_from_pairs(
+    pairs: Sequence[Pair],
+    order_a_first: dict[int, bool],
+    rules: ComparisonRules,
+    *,
+    valid: bool = True,
+    invalid_reason: str = "",
+) -> tuple[RatioInterval, Verdict, SpeedWork]:
+    """The speed interval, verdict and evidence from paired requests alone (what
+    :func:`~specharness.analysis.comparison.compare.compare_arms` does for speed, greedy or sampled by
+    ``rules.greedy``; the simulation calls it on simulated records)."""
+    speedup, _, work, _ = speed_estimate(pairs, PairCounts(), rules, order_interval(order_a_first, rules))
+    return speedup, speed_verdict_of(speedup, work, rules, valid, invalid_reason), work
+
+
+def speed_verdict_of(
+    speedup: RatioInterval, work: SpeedWork, rules: ComparisonRules, valid: bool, invalid_reason: str
+) -> Verdict:
+    """The speed verdict; a *helps* that the pairs cut at the cap carry (it does not hold without them) becomes
+    the verdict without them, and says so: a loop to the cap is no speed-up users want."""
+    verdict = _gated_verdict(speedup, work, rules, valid, invalid_reason)
+    if verdict.verdict != "helps" or not work.capped_time_share > 0:
+        return verdict
+    without = _gated_verdict(work.without_capped, work, rules, valid, invalid_reason)
+    if without.verdict == "helps":
+        return verdict
+    return Verdict(
+        without.verdict,
+        f"without the pairs cut at the cap ({work.capped_time_share:.0%} of the time): {without.reason}; with them "
+        f"it would read helps ({verdict.reason}), carried by answers that ran to the cap",
+    )
+
+
+def _gated_verdict(
+    speedup: RatioInterval, work: SpeedWork, rules: ComparisonRules, valid: bool, invalid_reason: str
+) -> Verdict:
+    return speed_verdict(
+        speedup,
+        rules.margin,
+        valid=valid,
+        invalid_reason=invalid_reason,
+        same_work_fraction=work.covered_token_share,
+        min_same_work=rules.min_same_work,
+        excluded_time_share=work.excluded_time_share,
+        max_excluded_time=rules.max_excluded_time,
+        covered="the baseline's output tokens were written identically by both arms (common prefixes)"
+        if rules.greedy
+        else "the baseline's output tokens are in pairs timed per token (both complete, or a timeout)",
+    )
