@@ -26,14 +26,9 @@ from specharness.analysis.summary import ArmSummary, summarise_arm
 from specharness.analysis.verdict import DEFAULT_MARGIN
 from specharness.experiment.aa_identity import aa_identity_for
 from specharness.experiment.bands import band_for
-from specharness.experiment.design import (
-    Load,
-    Profile,
-    comparison_pairs,
-    control_pairs,
-    possible_looks,
-)
+from specharness.experiment.design import Profile, comparison_pairs, control_pairs
 from specharness.experiment.journal import JournalContents
+from specharness.experiment.plan import Load, possible_looks
 from specharness.experiment.rundir import read_run_journal
 from specharness.records import CellRecord, EngineFailedEvent, RequestRecord, SweepPlanEvent, base_key, cell_key
 

@@ -15,7 +15,7 @@ from specharness._errors import ConfigError
 from specharness.engines.counters import CounterSnapshot, acceptance_figures, reconcile_tokens, scrape
 from specharness.engines.memory import PeakSampler
 from specharness.experiment.context import RunContext
-from specharness.experiment.design import CellPlan, warm_round
+from specharness.experiment.plan import CellPlan, warm_round
 from specharness.experiment.sending import send_cases
 from specharness.records import CellRecord, MismatchEvent, RequestRecord, cell_id
 from specharness.traffic.workloads import Case, warmup_cases

@@ -1,27 +1,24 @@
-"""Experiment design: profiles, arms, and the ordered plan of paired cells.
+"""Experiment design: profiles (the declared designs), their validation, the arms, and a profile's ordered plan.
 
-A *cell* is (block, workload, client count). Every block sends the same cases in the same order to every arm, so a
-block's ratio compares the same work and case-to-case spread never reaches the block-to-block variance. Blocks come
-in mirrored pairs: a pair runs the arms in one order, then the reverse (two arms: AB BA BA AB ...; more arms: a
-seeded random order, then its reverse), so every arm runs first as often as second, and the order effect is
-estimated rather than left in the verdict. Block counts are therefore even.
+A *cell* is (block, workload, load). Every block sends the same cases in the same order to every arm, so a block's
+ratio compares the same work and case-to-case spread never reaches the block-to-block variance; blocks come in
+mirrored pairs of arm orders (:mod:`specharness.experiment.plan`), so block counts are even.
 """
 
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from specharness._errors import ConfigError
 from specharness.engines.server import ArmSpec, validate_speculative_config
-from specharness.records import cell_key, load_label, rate_text
+from specharness.experiment.plan import CellPlan, Load, block_orders, order_plan_text, warm_round
+from specharness.records import rate_text
 
 __all__ = [
     "ARM_NAMES",
-    "BLOCKS_PER_LOOK",
     "MAX_EXCLUDED_TIME",
     "MIN_PREFIX_TOKENS",
     "PREFIX_CACHING",
@@ -37,7 +34,6 @@ __all__ = [
     "control_pairs",
     "get_profile",
     "plan_cells",
-    "possible_looks",
 ]
 
 # The built-in arms, each a preset of :class:`ArmSpec` (a user's arm may start from one: ``--arm k8=ngram ...``).
@@ -53,28 +49,6 @@ PREFIX_CACHING = ("off", "on", "reset")
 SLO_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms")  # what --slo may bound, per request
 MIN_PREFIX_TOKENS = 8  # --min-prefix-tokens: a pair whose common prefix is shorter counts apart
 MAX_EXCLUDED_TIME = 0.10  # --max-excluded-time: baseline time share in failed pairs above which speed is inconclusive
-
-
-@dataclass(frozen=True, slots=True)
-class Load:
-    """One load level of a cell: a closed loop of ``clients`` clients (``rate`` empty), or an open loop at ``rate``
-    requests per second (text, ``"inf"``: all at once) with at most ``clients`` in flight (0: no cap)."""
-
-    clients: int
-    rate: str = ""
-
-    @property
-    def label(self) -> str:
-        return load_label(self.clients, self.rate)
-
-    @property
-    def open_loop(self) -> bool:
-        return bool(self.rate)
-
-    @property
-    def offered(self) -> float:
-        """The load as a number on its own axis: requests per second (open loop) or clients (closed loop)."""
-        return float(self.rate) if self.rate else float(self.clients)
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,14 +277,6 @@ PROFILES: dict[str, Profile] = {
 }
 
 
-OPEN_LOOP_WARM_ROUND = 4
-
-
-def warm_round(load: Load) -> int:
-    """Requests in one warmup round of a load: one per client (closed loop), four (open loop), at the cell's load."""
-    return load.clients if not load.open_loop else OPEN_LOOP_WARM_ROUND
-
-
 def sweep_rates(levels: tuple[float, ...], peak_rps: float) -> tuple[str, ...]:
     """The open-loop rates of a sweep: each level times the baseline's peak request rate, two significant digits,
     then ``inf`` (all at once: past saturation). Levels that round to the same rate are kept once."""
@@ -468,52 +434,6 @@ def control_pairs(profile: Profile) -> tuple[set[tuple[str, str]], set[tuple[str
         if a.twin_of:
             (aa if a.client_slowdown == 1.0 else effect).add((a.twin_of, a.name))
     return aa, effect
-
-
-@dataclass(frozen=True, slots=True)
-class CellPlan:
-    block: int
-    workload: str
-    load: Load
-    arm_order: tuple[str, ...]
-
-    @property
-    def clients(self) -> int:
-        return self.load.clients
-
-    def key(self, arm: str) -> str:
-        return cell_key(self.block, self.workload, self.load.label, arm)
-
-
-BLOCKS_PER_LOOK = 2  # --until-decided adds one mirrored pair of blocks between looks
-
-
-def possible_looks(blocks: int, max_blocks: int | None, until_decided: bool = True) -> int:
-    """Looks a sequential design may take at a cell: one after the first ``blocks``, then one after each further
-    pair of blocks up to ``max_blocks``; a fixed design (or no ``max_blocks``) looks once."""
-    if not until_decided or max_blocks is None:
-        return 1
-    return 1 + max(0, (max_blocks - blocks) // BLOCKS_PER_LOOK)
-
-
-def order_plan_text(arms: tuple[str, ...]) -> str:
-    if len(arms) == 2:
-        return "mirrored block pairs (AB BA BA AB …)"
-    return "mirrored block pairs (a seeded random arm order, then its reverse)"
-
-
-def block_orders(arms: tuple[str, ...], blocks: int, seed: int = 0) -> list[tuple[str, ...]]:
-    """Arm order of every block: mirrored pairs. Two arms: AB BA BA AB AB BA ...; more: a random order from
-    ``seed`` and its reverse. Every arm precedes every other equally often over each pair of blocks."""
-    rng = random.Random(seed)
-    orders: list[tuple[str, ...]] = []
-    for pair in range((blocks + 1) // 2):
-        if len(arms) == 2:
-            first = arms if pair % 2 == 0 else tuple(reversed(arms))
-        else:
-            first = tuple(rng.sample(list(arms), len(arms)))
-        orders += [first, tuple(reversed(first))]
-    return orders[:blocks]
 
 
 def plan_cells(profile: Profile, blocks: range | None = None) -> list[CellPlan]:

@@ -20,10 +20,11 @@ from specharness.engines.pool import PooledEngine
 from specharness.experiment.bands import band_for
 from specharness.experiment.config import RunConfig
 from specharness.experiment.context import ProgressFn, RunContext, UndecidedFn
-from specharness.experiment.design import block_orders, build_arms, comparison_pairs, validate_profile
+from specharness.experiment.design import build_arms, comparison_pairs, validate_profile
 from specharness.experiment.engineset import EnginePlan, EngineSet, plan_engines, running_engines
 from specharness.experiment.looks import run_plan
 from specharness.experiment.peak import resolve_sweep
+from specharness.experiment.plan import block_orders
 from specharness.experiment.rundir import hardware_info, harness_provenance, harness_version
 from specharness.experiment.runfolder import RunFolder, open_run_folder, run_segment
 from specharness.experiment.telemetry import TextPolicy, run_salt

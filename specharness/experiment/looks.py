@@ -6,7 +6,8 @@ from __future__ import annotations
 from specharness._errors import EngineDied
 from specharness.experiment.cell import run_cell
 from specharness.experiment.context import RunContext, UndecidedFn
-from specharness.experiment.design import BLOCKS_PER_LOOK, CellPlan, plan_cells
+from specharness.experiment.design import plan_cells
+from specharness.experiment.plan import BLOCKS_PER_LOOK, CellPlan
 from specharness.records import LookEvent
 
 __all__ = ["run_cells", "run_plan"]

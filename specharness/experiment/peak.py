@@ -11,7 +11,8 @@ import httpx
 from specharness._errors import ConfigError
 from specharness.experiment.cell import cell_cases
 from specharness.experiment.context import RunContext
-from specharness.experiment.design import CellPlan, Load, Profile, sweep_rates
+from specharness.experiment.design import Profile, sweep_rates
+from specharness.experiment.plan import CellPlan, Load
 from specharness.experiment.sending import send_cases
 from specharness.records import PeakProbeEvent, RequestRecord, SweepPlanEvent
 from specharness.traffic.workloads import Case

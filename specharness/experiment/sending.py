@@ -9,7 +9,8 @@ from dataclasses import dataclass, field, replace
 import httpx
 
 from specharness.experiment.context import RunContext
-from specharness.experiment.design import CellPlan, Profile
+from specharness.experiment.design import Profile
+from specharness.experiment.plan import CellPlan
 from specharness.records import RequestRecord, cell_id
 from specharness.traffic.arrivals import ArrivalSpec, block_seed, schedule
 from specharness.traffic.client import RequestMeta, build_body, send_request

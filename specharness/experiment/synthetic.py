@@ -13,8 +13,9 @@ import random
 from pathlib import Path
 
 from specharness.experiment.config import RunConfig
-from specharness.experiment.design import Profile, block_orders, build_arms, get_profile, override
+from specharness.experiment.design import Profile, build_arms, get_profile, override
 from specharness.experiment.journal import Journal
+from specharness.experiment.plan import block_orders
 from specharness.experiment.rundir import JOURNAL, write_manifest
 from specharness.records import CellRecord, Manifest, RequestRecord, cell_id, cell_key, load_label
 

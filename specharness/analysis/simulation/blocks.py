@@ -23,7 +23,7 @@ from specharness.analysis.simulation.model import (
 )
 from specharness.analysis.stats import RatioInterval, block_ratio_interval, look_confidence, t_quantile
 from specharness.analysis.verdict import band_edges, speed_verdict
-from specharness.experiment.design import possible_looks
+from specharness.experiment.plan import possible_looks
 
 __all__ = [
     "METHODS",

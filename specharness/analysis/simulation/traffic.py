@@ -22,7 +22,7 @@ from specharness.analysis.simulation.traffic_records import run_records
 from specharness.analysis.simulation.traffic_scenarios import TrafficScenario, traffic_scenarios
 from specharness.analysis.stats import RatioInterval, block_ratio_interval, look_confidence
 from specharness.analysis.verdict import band_edges, speed_verdict
-from specharness.experiment.design import possible_looks
+from specharness.experiment.plan import possible_looks
 from specharness.records import RequestRecord
 
 __all__ = [

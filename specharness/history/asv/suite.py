@@ -39,7 +39,8 @@ from specharness.history.asv.metrics import (
     load_metrics,
     sweep_key,
 )
-from specharness.history.asv.pairs import current_values, pair_label, pair_record, write_pending
+from specharness.history.asv.pairfile import pair_label, pair_record, write_pending
+from specharness.history.asv.pairs import current_values
 from specharness.records import load_label
 from specharness.reporting.report import load_report, write_report
 from specharness.traffic.client import Sampling
@@ -271,7 +272,7 @@ def release_pair_experiment() -> dict[str, Any]:
     """This environment's release against the one before it on the ledger, in one paired run (baseline against
     baseline, ngram against ngram, side by side, over the profile's cells of the grid); the earlier release's
     environment is found or built (:func:`specharness.engines.releases.release_env`). The pair's record goes to the ASV
-    plugin (:func:`specharness.history.asv.pairs.write_pending`); the cache holds this release's values."""
+    plugin (:func:`specharness.history.asv.pairfile.write_pending`); the cache holds this release's values."""
     current = installed_release()
     if current is None:
         raise ConfigError("ReleasePair: no vLLM release is installed in this environment")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from specharness.analysis.verdict import RELEASE_FACTOR, pair_change
 from specharness.history.asv.ledger import LEDGER, tag_release
-from specharness.history.asv.pairs import (
+from specharness.history.asv.pairfile import (
     PAIR_METRICS,
     PairRecord,
     PairValue,
