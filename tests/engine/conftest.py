@@ -143,6 +143,13 @@ def cli(*args: str, timeout_s: float = 1500, env: dict[str, str] | None = None) 
     )
 
 
+def _interruptible() -> None:
+    """In the child before exec: SIGINT at its default, as in a terminal. A shell without job control starts a
+    background command (``pytest … &``) with SIGINT ignored, the CLI would inherit that and the SIGINT tests would
+    see a run that cannot be interrupted."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "specharness", *args],
@@ -150,6 +157,7 @@ def start_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen
         stderr=subprocess.PIPE,
         text=True,
         env=own_env() if env is None else env,
+        preexec_fn=_interruptible,
     )
 
 
