@@ -295,6 +295,8 @@ def fit_crossings(
     over all levels (ordered by offered load): docs/method.md#reading-a-load-sweep. ``None`` readings with fewer than
     two levels in the fit. The fit is non-increasing: a speedup that truly rises with load would be flattened."""
     used = [i for i, lv in enumerate(levels) if _in_fit(lv)]
+    own, _ = _split_se([levels[i] for i in used])  # a level whose blocks did not vary has no weight to give
+    used = [i for i, s in zip(used, own, strict=True) if s > MIN_OWN_SE]
     left_out = [lv.load for i, lv in enumerate(levels) if i not in used]
     fitted_all = [math.nan] * len(levels)
     if len(used) < 2:

@@ -12,6 +12,7 @@ the A/A record it came from; ``specharness aa-summary RUN...`` prints the figure
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +51,7 @@ BANDS = {
         aa_runs=8,
     ),
 }
+_H200 = re.compile(r"(NVIDIA )?H200( \d+ ?GB( HBM3e?)?)?", re.I)  # the SXM H200 only: NVL and GH200 differ
 UNRECORDED_FACTOR = 2.0  # a GPU without its own A/A record: this many times the largest recorded GPU upper limit
 
 
@@ -65,7 +67,7 @@ def machine_kind(hardware: dict[str, Any]) -> str:
     if not gpus:
         return "cpu"
     name = str(gpus[0])
-    return "h200" if "H200" in name.upper() else f"gpu:{name}"
+    return "h200" if _H200.fullmatch(name.strip()) else f"gpu:{name}"
 
 
 def band_for(hardware: dict[str, Any]) -> Band:

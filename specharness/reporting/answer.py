@@ -50,7 +50,7 @@ def _answers(c: PairedComparison, greedy: bool) -> str:
     return text
 
 
-def _scope(c: PairedComparison) -> str:
+def _scope(c: PairedComparison, greedy: bool) -> str:
     w = c.work
     if w is None or not w.cases:
         return ""
@@ -58,6 +58,8 @@ def _scope(c: PairedComparison) -> str:
         return (
             f" About these {w.cases} prompts; for traffic like them [{w.over_cases.low:.2f}, {w.over_cases.high:.2f}]."
         )
+    if not greedy:
+        return f" About these {w.cases} prompts only (cases are not resampled under sampling)."
     return f" About these {w.cases} prompts only (too few to speak for traffic like them)."
 
 
@@ -74,7 +76,7 @@ def answer_lines(a: Analysis) -> list[str]:
             right = f" ({_share(sa.correct_fraction)} → {_share(sb.correct_fraction)} right)"
         lines.append(
             f"- **{c.workload}, {load_text(c.load)}, {c.arm_b} vs {c.arm_a}**: {_speed(c)}; "
-            f"{_answers(c, a.rules.greedy)}; quality **{c.quality.verdict}**{right}.{_scope(c)}"
+            f"{_answers(c, a.rules.greedy)}; quality **{c.quality.verdict}**{right}.{_scope(c, a.rules.greedy)}"
         )
     if not a.comparisons:
         lines.append("- No comparison between arms in this run.")

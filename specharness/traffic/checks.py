@@ -37,6 +37,6 @@ def parse_check(raw: Any, where: str) -> Check:
     if not isinstance(raw, dict):
         raise WorkloadError(f'{where}: check must be an object like {{"type": "contains", "values": [..]}}')
     kind = raw.get("type")
-    if kind not in PARSERS:
+    if not isinstance(kind, str) or kind not in PARSERS:
         raise WorkloadError(f"{where}: check.type {kind!r} is unknown; use one of {', '.join(CHECK_TYPES)}")
     return PARSERS[kind](raw, where)

@@ -30,8 +30,11 @@ REFERENCE_MODES = ("exact", "normalised-contains", "rouge-l", "chrf", "final-num
 THRESHOLD_MODES = ("rouge-l", "chrf")
 SCORER_PACKAGES = {"rouge-l": "rouge-score", "chrf": "sacrebleu"}  # the package each scored mode imports
 _NOT_WORD = re.compile(r"[^\w\s]|_")
-_NUMBER = re.compile(r"-?\$?\d[\d,]*(?:\.\d+)?")
-_FINAL = re.compile(r"####\s*(-?\$?\d[\d,]*(?:\.\d+)?)")
+_NUM = r"\$?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?|\$?\.\d+"
+# a number stands alone: no word or dot runs into it, a minus sign only where nothing runs into it either
+# (10-12 is a range, its last number 12; COVID-19 is a name; 2,3 is two numbers; 1,250 one)
+_NUMBER = re.compile(rf"(?:(?<![\w.])-)?(?<![\w.])(?<![A-Za-z]-)(?:{_NUM})")
+_FINAL = re.compile(rf"####\s*(-?(?:{_NUM}))")
 
 
 def final_number(text: str) -> float | None:

@@ -44,7 +44,8 @@ def commands(program: str) -> list[tuple[str, str, list[str]]]:
     found = []
     for path in DOCS:
         for number, text in code_texts(path):
-            for m in _PROGRAM.finditer(text.split(" # ", 1)[0]):
+            pieces = re.split(r"&&|\|\||;|\|", text.split(" # ", 1)[0])  # each command of a chain on its own
+            for m in (m for piece in pieces for m in _PROGRAM.finditer(piece)):
                 if m.group(1) != program:
                     continue
                 rest = m.group(3).replace("\\", " ")

@@ -615,3 +615,46 @@ def test_a_missing_scorer_package_stops_the_parse_with_one_line(monkeypatch: pyt
         monkeypatch.undo()
     reference._rouge_scorer.cache_clear()
     reference._chrf_metric.cache_clear()
+
+
+def test_a_quote_inside_a_field_still_imports(tmp_path: Path) -> None:
+    """Only a quote that never closes is refused: a TSV prompt that starts with a quoted phrase imports as before."""
+    path = tmp_path / "q.tsv"
+    path.write_text('id\tprompt\n1\t"To be" - who said it?\n2\tplain\n')
+    result = import_workload(path, ImportOptions())
+    assert result.imported == 2 and result.rejected == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "number"),
+    [
+        ("pages 10-12", 12.0),  # a range: its last number, not -12
+        ("COVID-19 cases", None),  # a name, not a number
+        ("the roots are 2,3", 3.0),
+        ("total 1,000,000 units", 1_000_000.0),
+        ("x = -3.5", -3.5),
+        ("the answer is .5", 0.5),
+        ("1.5e3", 1500.0),
+        ("#### -7", -7.0),
+    ],
+)
+def test_final_number_edge_cases(text: str, number: float | None) -> None:
+    from specharness.traffic.reference import final_number
+
+    assert final_number(text) == number
+
+
+def test_a_check_type_that_is_not_a_string_is_one_line() -> None:
+    with pytest.raises(WorkloadError, match=r"w:3: check.type \['contains'\] is unknown"):
+        parse_check({"type": ["contains"]}, "w:3")
+
+
+def test_mtbench_mode_follows_the_category_whatever_the_groups(tmp_path: Path) -> None:
+    path = write_lines(
+        tmp_path,
+        "m.jsonl",
+        [{"question_id": 1, "category": "translation", "level": "hard", "turns": ["Hi?"], "reference": ["Salut"]}],
+    )
+    result = import_workload(path, ImportOptions(format="mtbench", group_field="level"))
+    check = result.workload.cases[0].check
+    assert isinstance(check, ReferenceCheck) and check.mode == "chrf" and result.workload.cases[0].group == "hard"

@@ -71,6 +71,8 @@ def test_a_gpu_without_its_own_record_gets_a_stated_conservative_allowance() -> 
 
     h200, h100 = {"gpus": ["NVIDIA H200"]}, {"gpus": ["NVIDIA H100 80GB HBM3"]}
     assert machine_kind(h200) == "h200" and machine_kind(h100) == "gpu:NVIDIA H100 80GB HBM3"
+    for other in ("NVIDIA H200 NVL", "NVIDIA GH200 480GB"):  # other parts, not the recorded H200
+        assert machine_kind({"gpus": [other]}) == f"gpu:{other}"
     assert band_for(h200) is BANDS["h200"] and band_for({}) is BANDS["cpu"]
     own = band_for(h100)
     assert own.offset_sd_upper == 2 * BANDS["h200"].offset_sd_upper and own.aa_runs == 0

@@ -48,7 +48,7 @@ def convert(obj: dict[str, Any], where: str, default_id: str, opts: ImportOption
     if isinstance(reference, list):  # one reference answer per turn: the one for the last turn sent
         reference = reference[len(sent) - 1] if len(reference) >= len(sent) else None
     record = {**obj, reference_field: reference}
-    mode = opts.reference_mode or category_mode(obj.get(group_field), reference)
+    mode = opts.reference_mode or category_mode(obj.get("category"), reference)  # the category, whatever groups
     threshold = (opts.reference_threshold or DEFAULT_THRESHOLDS[mode]) if mode in THRESHOLD_MODES else None
     mt_opts = replace(
         opts,

@@ -69,13 +69,35 @@ def json_records(path: Path) -> Iterator[Record]:
         raise WorkloadError(f"{path}: not UTF-8 text near line {number + 1} ({exc.reason}); save it as UTF-8") from None
 
 
+def _unclosed_quote_line(path: Path, delimiter: str) -> int | None:
+    """The line a quoted field opens on and never closes (the reader would fold every later row into it), or None.
+    A strict reader finds it as "unexpected end of data"; its other complaints (a quote inside a field) are the
+    lenient reader's to accept, so they end the search."""
+    with path.open(encoding="utf-8-sig", newline="") as f:
+        reader = csv.reader(f, delimiter=delimiter, strict=True)
+        start = 1
+        try:
+            for _ in reader:
+                start = reader.line_num + 1
+        except csv.Error as exc:
+            return start if "unexpected end of data" in str(exc) else None
+    return None
+
+
 def csv_records(path: Path, opts: ImportOptions) -> Iterator[Record]:
     column = opts.prompt_column or "prompt"
     csv.field_size_limit(max(csv.field_size_limit(), 64 * 1024 * 1024))  # long documents in one cell
     line = 0
     try:
         with path.open(encoding="utf-8-sig", newline="") as f:
-            reader = csv.reader(f, delimiter="\t" if path.suffix.lower() == ".tsv" else ",", strict=True)
+            delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
+            opened = _unclosed_quote_line(path, delimiter)
+            if opened is not None:
+                raise WorkloadError(
+                    f"{path}:{opened}: a quoted field opened on this line never closes (every later row would be part "
+                    'of it); close the quote, or write a quote inside a field as ""'
+                )
+            reader = csv.reader(f, delimiter=delimiter)
             header = next(reader, None)
             if header is None:
                 raise WorkloadError(f"{path}: empty file; a CSV needs a header row with a {column!r} column")
@@ -89,11 +111,6 @@ def csv_records(path: Path, opts: ImportOptions) -> Iterator[Record]:
                 except StopIteration:
                     return
                 except csv.Error as exc:
-                    if "unexpected end of data" in str(exc):
-                        raise WorkloadError(
-                            f"{path}:{line}: a quoted field opened on this line never closes (every later row "
-                            'would be part of it); close the quote, or write a quote inside a field as ""'
-                        ) from None
                     raise WorkloadError(f"{path}:{line}: not readable as CSV ({exc})") from None
                 if not row or not any(cell.strip() for cell in row):
                     continue
