@@ -11,7 +11,7 @@ configurations of one release, at each release: the second over the first, its i
 """
 
 from specharness.history.asv.metrics import asv_key
-from specharness.history.asv.pairs import ledger_pairs
+from specharness.history.asv.pairfile import ledger_pairs
 from specharness.history.asv.suite import configuration_file, configuration_pair_experiment, release_pair_experiment
 
 from .common import CLIENTS, METHOD_VERSION, SETUP_TIMEOUT_S, WORKLOADS, lookup, pair_lookup, started

@@ -10,7 +10,7 @@ import os
 from specharness.history.asv.method import METHOD_VERSION
 from specharness.history.asv.metrics import lookup as _metric
 from specharness.history.asv.notes import reset_notes, value_note, write_note
-from specharness.history.asv.pairs import pair_value_key
+from specharness.history.asv.pairfile import pair_value_key
 from specharness.history.asv.suite import ASV_GRID, SWEEP_GRID
 
 WORKLOADS, CLIENTS = ASV_GRID

@@ -296,7 +296,8 @@ def cmd_starts(args: argparse.Namespace) -> int:
 def cmd_pair_record(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from specharness.history.asv.pairs import read_pairs, record_from_run, refile_pairs
+    from specharness.history.asv.pairfile import read_pairs, record_from_run
+    from specharness.history.asv.pairs import refile_pairs
 
     machine_dir = args.results / args.machine
     before = {r.run_dir.rsplit("/", 1)[-1]: r for r in read_pairs(machine_dir).values()}

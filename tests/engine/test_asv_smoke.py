@@ -211,7 +211,7 @@ def test_asv_release_pair_runs_two_releases_side_by_side_and_every_view_reads_th
     from asv.results import iter_results_for_machine_and_hash
 
     from specharness.engines.releases import link_environment, parse_release
-    from specharness.history.asv.pairs import read_pairs, track_name
+    from specharness.history.asv.pairfile import read_pairs, track_name
     from specharness.history.review.releases import release_review
 
     before = committed_results_changes()

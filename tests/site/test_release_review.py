@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from specharness.history.asv.ledger import ensure_ledger
-from specharness.history.review.releases import compare_releases, release_values
+from specharness.history.review.releases import compare_releases
+from specharness.history.review.values import release_values
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results"

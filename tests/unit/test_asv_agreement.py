@@ -17,7 +17,7 @@ from asv.results import iter_results_for_machine_and_hash
 
 from specharness.analysis.verdict import RELEASE_FACTOR
 from specharness.history.asv.ledger import LEDGER, build_ledger
-from specharness.history.asv.pairs import PAIR_CLASS, PAIR_FILE, read_pairs
+from specharness.history.asv.pairfile import PAIR_CLASS, PAIR_FILE, read_pairs
 from specharness.history.review.releases import compare_releases, paired_changes
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,7 +1,8 @@
 import pytest
 
 from specharness import ConfigError
-from specharness.experiment.design import PROFILES, block_orders, build_arms, get_profile, override, plan_cells
+from specharness.experiment.design import PROFILES, build_arms, get_profile, override, plan_cells
+from specharness.experiment.plan import block_orders
 
 
 def test_standard_profile_is_the_published_reference() -> None:

@@ -18,7 +18,7 @@ from specharness.analysis.simulation import (
     mirrored_a_first,
     simulate,
 )
-from specharness.experiment.design import block_orders
+from specharness.experiment.plan import block_orders
 
 RUNS = 2000
 SEED = 20261204

@@ -24,8 +24,9 @@ from specharness.analysis.groups import (
     token_spread,
 )
 from specharness.experiment.config import RunConfig
-from specharness.experiment.design import block_orders, get_profile, override
+from specharness.experiment.design import get_profile, override
 from specharness.experiment.journal import Journal
+from specharness.experiment.plan import block_orders
 from specharness.experiment.rundir import read_manifest, write_manifest
 from specharness.records import CellRecord, Manifest, RequestRecord, cell_id, cell_key, load_label
 from specharness.reporting.group_tables import groups_chart, groups_markdown

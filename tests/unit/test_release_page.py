@@ -14,7 +14,7 @@ import pytest
 
 from specharness.analysis.verdict import RELEASE_FACTOR, pair_change
 from specharness.history.asv.ledger import LEDGER, commit_date_ms, ensure_ledger, ledger_tags
-from specharness.history.asv.pairs import PairRecord, PairValue, append_pairs, detectable
+from specharness.history.asv.pairfile import PairRecord, PairValue, append_pairs, detectable
 from specharness.history.site.page import pair_rule, write_release_page
 
 ROOT = Path(__file__).resolve().parents[2]

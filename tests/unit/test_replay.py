@@ -15,14 +15,16 @@ import orjson
 import pytest
 
 from specharness import WorkloadError
-from specharness.analysis.comparison import PairCounts, _classify
+from specharness.analysis.comparison import PairCounts
+from specharness.analysis.comparison.classify import classify as classify_pairs
 from specharness.analysis.pairing import pair_requests
 from specharness.experiment import sending
 from specharness.experiment.config import RunConfig
 from specharness.experiment.context import RunContext
-from specharness.experiment.design import CellPlan, Load, get_profile, override
+from specharness.experiment.design import get_profile, override
 from specharness.experiment.engineset import EngineSet
 from specharness.experiment.journal import Journal, read_journal
+from specharness.experiment.plan import CellPlan, Load
 from specharness.records import RequestRecord, completeness
 from specharness.traffic.checks import parse_check
 from specharness.traffic.client import RequestMeta
@@ -460,7 +462,7 @@ def conversation(
 
 
 def classify(a: list[RequestRecord], b: list[RequestRecord], greedy: bool = True) -> tuple[dict[int, list], PairCounts]:
-    by_block, counts = _classify(pair_requests(a, b), greedy)
+    by_block, counts = classify_pairs(pair_requests(a, b), greedy)
     assert counts.pairs == (
         counts.same_work + counts.unstable + counts.divergent + counts.failed + counts.history_diverged
     )

@@ -16,7 +16,7 @@ import pytest
 
 from specharness._errors import ConfigError
 from specharness.history.asv.ledger import LEDGER, ensure_ledger
-from specharness.history.asv.pairs import PairRecord, PairValue, append_pairs
+from specharness.history.asv.pairfile import PairRecord, PairValue, append_pairs
 from specharness.history.site.publish import (
     SITES,
     machine_values,

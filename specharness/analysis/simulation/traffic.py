@@ -11,12 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specharness.analysis.comparison import (
-    ComparisonRules,
-    _block_log_speedups,
-    _classify,
-    speed_from_pairs,
-)
+from specharness.analysis.comparison import ComparisonRules, speed_from_pairs
+from specharness.analysis.comparison.classify import block_log_speedups, classify
 from specharness.analysis.simulation.model import CONFIDENCE, mirrored_a_first
 from specharness.analysis.simulation.traffic_records import run_records
 from specharness.analysis.simulation.traffic_scenarios import TrafficScenario, traffic_scenarios
@@ -38,7 +34,7 @@ __all__ = [
 # Each simulated run is turned into request records (chunk arrivals, tokens per chunk, prefix chains, digests) and
 # judged by the project's own functions: the new rules by comparison.speed_from_pairs (common prefixes, failures
 # drop their pair, timeouts at the timeout, the offset variance from the A/A record in the interval, the band from
-# the same record), the old rules by the functions that judged before (comparison._classify: identical outputs, a
+# the same record), the old rules by the functions that judged before (comparison.classify: identical outputs, a
 # case that is not the same work everywhere leaves every block; no offset; the fixed 10% band). Deliberately wrong
 # methods are simulated too, so that the error-rate tests are seen to fail for them.
 
@@ -86,8 +82,8 @@ def _traffic_verdict(
     timeout: float,
 ) -> tuple[RatioInterval, str, float, RatioInterval]:
     if method == "old":
-        by_block, counts = _classify(pairs, True)
-        logs = _block_log_speedups(by_block, True)
+        by_block, counts = classify(pairs, True)
+        logs = block_log_speedups(by_block, True)
         blocks = sorted(logs)
         ci = block_ratio_interval([logs[k] for k in blocks], [1 if order[k] else -1 for k in blocks], confidence)
         v = speed_verdict(ci, 0.10, same_work_fraction=counts.same_work_fraction, min_same_work=0.5).verdict

@@ -27,40 +27,18 @@ from specharness.history.asv.notes import stats_entry
 from specharness.history.asv.pairfile import (
     PAIR_ARMS,
     PAIR_CLASS,
-    PAIR_FILE,
     PAIR_METRICS,
     PairRecord,
     PairValue,
     append_pairs,
     consume_pending,
-    detectable,
     ledger_pairs,
     pair_value_key,
     read_pairs,
-    record_from_run,
     track_name,
 )
 
-__all__ = [  # with the record's names that other modules import from here
-    "PAIR_CLASS",
-    "PAIR_FILE",
-    "PAIR_METRICS",
-    "PairRecord",
-    "PairValue",
-    "append_pairs",
-    "apply_pairs",
-    "current_values",
-    "detectable",
-    "file_pairs",
-    "filter_regressions",
-    "ledger_pairs",
-    "pair_value_key",
-    "read_pairs",
-    "record_from_run",
-    "refile_pairs",
-    "regression_flags",
-    "track_name",
-]
+__all__ = ["apply_pairs", "current_values", "file_pairs", "filter_regressions", "refile_pairs", "regression_flags"]
 
 
 def _half(value: PairValue, side: str) -> tuple[float | None, dict[str, Any] | None]:

@@ -43,7 +43,6 @@ from specharness.history.review.values import ReleaseValue, release_values
 __all__ = [
     "ReleaseChange",
     "ReleaseReview",
-    "ReleaseValue",
     "compare_releases",
     "find_pair",
     "format_release_changes",
@@ -51,7 +50,6 @@ __all__ = [
     "params_label",
     "primary",
     "release_review",
-    "release_values",
 ]
 
 
