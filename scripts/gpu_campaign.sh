@@ -24,6 +24,10 @@
 #                                             SPECHARNESS_ASV_PAIR_ARMS=baseline runs the baseline pair alone)
 #   scripts/gpu_campaign.sh controls          the release review's controls: the release against itself and against
 #                                             itself slowed by 1.05 and 1.10 (scripts/arms/release-controls.toml)
+#   scripts/gpu_campaign.sh aa                A/A runs for a GPU's record (bands.py, aa_identity.py): AA_FROM..AA_TO
+#                                             (default 1..5) runs of baseline vs baseline-b, copy, transform, free,
+#                                             abstain x 1, 8 clients x 4 blocks x 8 requests, 48 tokens (AA_ARGS adds
+#                                             options); each run's folder is packed under $OUT as it ends
 #   scripts/gpu_campaign.sh sweep             NgramConfigSweep through ASV
 #   scripts/gpu_campaign.sh load              LoadSweep through ASV
 #   scripts/gpu_campaign.sh sync              baseline vs ngram vs baseline-sync (async scheduling off), transform
@@ -208,6 +212,15 @@ case "$MODE" in
       --arms-file scripts/arms/release-controls.toml --no-progress --out /tmp/controls 2>&1 | tee "$OUT/controls.log"
     "$PY" -m specharness aa-summary /tmp/controls | tee "$OUT/controls-scorecard.md"
     tar -C /tmp --exclude='*.log' -cJf "$OUT/controls.tar.xz" controls ;;
+  aa)
+    for k in $(seq "${AA_FROM:-1}" "${AA_TO:-5}"); do
+      start=$(date +%s)
+      timeout "${AA_LIMIT_S:-300}" "$PY" -m specharness run --profile control --arms baseline,baseline-b \
+        --workloads copy,transform,free,abstain --clients 1,8 --requests 8 ${AA_ARGS:-} --no-progress \
+        --out "/tmp/aa-run$k" 2>&1 | grep -v 'it/s]' | tail -8 | tee -a "$OUT/aa.log"
+      echo "aa-run$k wall: $(( $(date +%s) - start )) s" | tee -a "$OUT/aa.log"
+      tar -C /tmp --exclude='*.log' -cJf "$OUT/aa-run$k.tar.xz" "aa-run$k"
+    done ;;
   crosscheck)
     timeout "${CROSS_LIMIT_S:-540}" "$PY" -m specharness crosscheck --out /tmp/cross --num-prompts 16 --max-tokens 64 \
       2>&1 | tee "$OUT/crosscheck.log"

@@ -202,7 +202,7 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
                 )
 
     if rules.greedy:  # greedy identity judged against its own control: the A/A twin, else the machine's A/A record
-        records = aa_identity_for(manifest.get("hardware") or {})
+        records = aa_identity_for(manifest.get("hardware") or {}, declared.max_tokens_cap)
         result.comparisons = with_identity_controls(result.comparisons, arms, records, aa_pairs=result.aa_pairs)
     groups: dict[tuple[str, str, str], list[RequestRecord]] = {}
     for r in measured:

@@ -332,7 +332,8 @@ def identity_against_record(
     if cut:
         note = (
             f"; outputs here reach {arm.max_output_tokens} tokens, the record's {record.max_output_tokens}: both "
-            f"compared as if cut at {record.max_output_tokens} (prefix chains)"
+            f"compared as if cut at {record.max_output_tokens} (prefix chains); an A/A arm in the run (baseline-b) "
+            "would judge the whole outputs"
         )
     elif longer:
         note = (

@@ -13,7 +13,7 @@ from typing import Any
 
 from specharness.experiment.bands import machine_kind
 
-__all__ = ["AA_IDENTITY", "AAIdentity", "aa_identity_for"]
+__all__ = ["AA_IDENTITY", "AA_IDENTITY_LONGER", "AAIdentity", "aa_identity_for"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +76,40 @@ AA_IDENTITY: dict[str, dict[int, AAIdentity]] = {
 }
 
 
-def aa_identity_for(hardware: dict[str, Any]) -> dict[int, AAIdentity]:
+_CPU_96_SOURCE = (
+    "2-core CPU A/A, vLLM CPU 0.32.0, workloads copy, transform at max_tokens 96 (outputs up to 62 tokens), 4 blocks "
+    "in each of 3 runs (2026-12-06, reports/cpu-aa/20261206-cap96 run1-run3)"
+)
+_CPU_96_RUNS = tuple(f"reports/cpu-aa/20261206-cap96/run{k}" for k in range(1, 4))
+
+# Records at longer outputs, for runs whose answers outrun the records above (:func:`aa_identity_for` picks).
+AA_IDENTITY_LONGER: dict[str, dict[int, AAIdentity]] = {
+    "cpu": {
+        1: AAIdentity("cpu", 1, 144, 144, ((12, 12, 12),), _CPU_96_RUNS, _CPU_96_SOURCE, max_output_tokens=62),
+        4: AAIdentity("cpu", 4, 144, 144, ((12, 12, 12),), _CPU_96_RUNS, _CPU_96_SOURCE, max_output_tokens=62),
+    },
+}
+
+
+def aa_identity_for(hardware: dict[str, Any], tokens: int | None = None) -> dict[int, AAIdentity]:
     """Client count -> the A/A identity record for a run's hardware record (its
-    :func:`~specharness.experiment.bands.machine_kind`, as the band is picked)."""
-    return AA_IDENTITY.get(machine_kind(hardware), {})
+    :func:`~specharness.experiment.bands.machine_kind`, as the band is picked) whose answers run to ``tokens`` (the
+    run's cap): per client count the shortest record whose outputs reach that length, else the longest (None: the
+    longest)."""
+    kind = machine_kind(hardware)
+    out: dict[int, AAIdentity] = {}
+    for records in (AA_IDENTITY, AA_IDENTITY_LONGER):
+        for clients, record in records.get(kind, {}).items():
+            have = out.get(clients)
+            if have is None or _fits_better(record, have, tokens):
+                out[clients] = record
+    return out
+
+
+def _fits_better(record: AAIdentity, have: AAIdentity, tokens: int | None) -> bool:
+    n, m = record.max_output_tokens, have.max_output_tokens
+    if tokens is None:
+        return n > m
+    if (n >= tokens) != (m >= tokens):
+        return n >= tokens
+    return n < m if n >= tokens else n > m

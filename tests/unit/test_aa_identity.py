@@ -30,10 +30,22 @@ def test_the_committed_record_is_what_the_committed_aa_runs_give(kind: str) -> N
     measured = measure_aa_identity([ROOT / r for r in first.runs], kind, first.source)
     assert {r.clients: replace(r, runs=first.runs) for r in measured} == record
     assert "identical" in format_records(measured)
-    assert (
-        aa_identity_for({"gpus": ["NVIDIA H200"]}) is AA_IDENTITY["h200"] and aa_identity_for({}) is AA_IDENTITY["cpu"]
-    )
+    assert aa_identity_for({"gpus": ["NVIDIA H200"]}) == AA_IDENTITY["h200"]
+    assert aa_identity_for({}, 48) == AA_IDENTITY["cpu"]
     assert aa_identity_for({"gpus": ["NVIDIA H100 80GB HBM3"]}) == {}  # another GPU: no record, never the H200's
+
+
+def test_the_longer_record_is_what_its_committed_runs_give_and_runs_get_the_record_of_their_length() -> None:
+    record = aa_identity.AA_IDENTITY_LONGER["cpu"]
+    runs = aa_identity._CPU_96_RUNS
+    measured = measure_aa_identity([ROOT / r for r in runs], "cpu", record[1].source)
+    assert {r.clients: replace(r, runs=runs) for r in measured} == record
+    short, longer = AA_IDENTITY["cpu"][1], record[1]
+    assert short.max_output_tokens < longer.max_output_tokens
+    assert aa_identity_for({}, short.max_output_tokens)[1] is short  # the shortest record that reaches the cap
+    assert aa_identity_for({}, short.max_output_tokens + 1)[1] is longer
+    assert aa_identity_for({}, 4096)[1] is longer and aa_identity_for({})[4] is record[4]  # else the longest
+    assert aa_identity_for({"gpus": ["NVIDIA H200"]}, 4096)[1] is AA_IDENTITY["h200"][1]
 
 
 def draw(rng: np.random.Generator, cases: int, blocks: int, shift: float = 0.0) -> np.ndarray:
@@ -115,7 +127,7 @@ def test_every_comparison_against_the_baseline_gets_a_control(tmp_path: Path) ->
     controls = {(c["load"], c["identity"]["control"]["text"].split(" (")[0]) for c in report["comparisons"]}
     assert controls == {("c1", "diverges no more than two identical engines"), ("c8", "no A/A record at this load")}
     md = (run / "report.md").read_text()
-    assert "recorded A/A at 1 client, 320/320 pairs identical" in md and "no A/A record at this load (8 clients)" in md
+    assert "recorded A/A at 1 client, 144/144 pairs identical" in md and "no A/A record at this load (8 clients)" in md
 
 
 def test_an_a_a_arm_in_the_run_is_its_own_control_and_open_loop_has_no_record() -> None:

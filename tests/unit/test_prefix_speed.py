@@ -105,11 +105,14 @@ def test_divergent_pairs_count_for_their_common_prefix() -> None:
     assert "prefix chains" in c.work.basis
 
 
-def test_a_prefix_under_the_minimum_counts_apart_and_gates_the_verdict() -> None:
+def test_a_prefix_under_the_minimum_is_counted_and_the_covered_share_gates_the_verdict() -> None:
     a, b = arms(diverge_at=5)
     c = compare(a, b)
-    assert c.pair_counts.short_prefix == 32 and c.pair_counts.in_estimate == 0
+    assert c.pair_counts.short_prefix == 32 and c.pair_counts.in_estimate == 32  # whole answers: paced after token 5
+    assert c.speedup.estimate == pytest.approx(2.0, rel=0.05)
     assert c.speed.verdict == "not comparable" and "output tokens" in c.speed.reason
+    prefix = compare(a, b, replace(RULES, estimate="prefix"))
+    assert prefix.pair_counts.short_prefix == 32 and prefix.pair_counts.in_estimate == 0
 
 
 def test_old_journals_use_the_common_text_prefix_and_say_so() -> None:
@@ -242,9 +245,10 @@ def test_report_shows_what_the_speed_estimate_stands_on(tmp_path) -> None:  # ty
 
 def test_the_declared_minimum_prefix_decides_which_pairs_count_apart() -> None:
     a, b = arms(diverge_at=20)
-    assert compare(a, b, replace(RULES, min_prefix_tokens=8)).pair_counts.in_estimate == 32
+    assert compare(a, b, replace(RULES, min_prefix_tokens=8)).pair_counts.short_prefix == 0
     strict = compare(a, b, replace(RULES, min_prefix_tokens=30))
     assert strict.pair_counts.short_prefix == 32 and strict.work is not None and strict.work.min_prefix_tokens == 30
+    assert not math.isfinite(strict.work.prefix.estimate) and math.isfinite(strict.speedup.estimate)
 
 
 def test_a_report_rebuilt_from_the_run_folder_uses_the_declared_rules(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -263,3 +267,43 @@ def test_a_report_rebuilt_from_the_run_folder_uses_the_declared_rules(tmp_path) 
     assert {c["work"]["min_prefix_tokens"] for c in report["comparisons"]} == {40}
     md = (run / "report.md").read_text()
     assert "common prefix is under 40 tokens counts apart" in md and "more than 25% of the baseline's time" in md
+
+
+def test_each_pair_is_timed_over_the_baseline_whole_answer_when_divergence_follows_gain() -> None:
+    """Issue 35: half the cases gain 4x and part late (token 90), half gain nothing and part early (token 10). The
+    common prefixes weigh the fast cases nine times as much (3.08); timing each pair over the baseline's whole answer
+    (B's own pace after the prefix) gives the true 2 s / 1.25 s = 1.6."""
+    a, b = [], []
+    for blk in range(4):
+        for c in range(8):
+            fast = c % 2 == 0
+            cut = 90 if fast else 10
+            ids = outputs(c)
+            other = ids[:cut] + [900_000 + i for i in range(100 - cut)]
+            a.append(req("baseline", blk, c, ids, 0.01))
+            b.append(req("ngram", blk, c, other, 0.0025 if fast else 0.01))
+    whole, prefix = compare(a, b), compare(a, b, replace(RULES, estimate="prefix"))
+    assert whole.work is not None and whole.work.whole and "whole answer" in whole.work.basis
+    assert whole.speedup.estimate == pytest.approx(1.6, rel=0.01)
+    assert prefix.speedup.estimate == pytest.approx(3.08, rel=0.01)
+    assert whole.work.prefix.estimate == pytest.approx(prefix.speedup.estimate)
+    assert whole.work.covered_token_share == pytest.approx(0.5)
+
+
+def test_the_pace_after_the_prefix_reads_the_continuation_or_the_whole_output() -> None:
+    from specharness.analysis.comparison.work import _whole_b_s
+
+    long_tail = req("ngram", 0, 0, list(range(100)), 0.01)
+    assert _whole_b_s(long_tail, 40, 100) == pytest.approx(0.40 + 60 * (1.001 - 0.40) / 60)
+    assert _whole_b_s(long_tail, 40, 150) == pytest.approx(0.40 + 110 * (1.001 - 0.40) / 60)
+    assert _whole_b_s(long_tail, 40, 30) == pytest.approx(0.40)  # A's answer ends inside the common prefix's chunk
+    short_tail = req("ngram", 0, 0, list(range(42)), 0.01)  # 2 tokens after the prefix: its pace after the first chunk
+    assert _whole_b_s(short_tail, 40, 100) == pytest.approx(0.40 + 60 * (0.421 - 0.01) / 41)
+
+
+def test_a_continuation_cut_at_the_cap_is_a_capped_pair() -> None:
+    a, b = arms(diverge_at=50)
+    b = [replace(r, finish_reason="length", verdict="truncated") if r.seq == 3 else r for r in b]
+    c = compare(a, b)
+    assert c.work is not None and c.work.capped_time_share == pytest.approx(1 / 8, rel=0.1)
+    assert compare(a, b, replace(RULES, estimate="prefix")).work.capped_time_share == 0  # type: ignore[union-attr]

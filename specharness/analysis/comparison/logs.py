@@ -29,24 +29,36 @@ def per_token_logs(work: Sequence[PairWork]) -> dict[int, float]:
     return {k: math.log((ta / na) / (tb / nb)) for k, (ta, na, tb, nb) in sums.items() if min(ta, na, tb, nb) > 0}
 
 
-def work_logs(work: Sequence[PairWork]) -> dict[int, float]:
-    """One log speedup per block: A's summed time over B's, over the block's pairs."""
+def pair_times(w: PairWork, whole: bool) -> tuple[float, float]:
+    """A pair's two times: for the baseline's whole answer (``whole``) or for the common prefix."""
+    return (w.whole_a_s, w.whole_b_s) if whole else (w.time_a_s, w.time_b_s)
+
+
+def work_logs(work: Sequence[PairWork], whole: bool = False) -> dict[int, float]:
+    """One log speedup per block: A's summed time over B's, over the block's pairs (their whole-answer times with
+    ``whole``, else their common-prefix times)."""
     ta: dict[int, float] = {}
     tb: dict[int, float] = {}
     for w in work:
-        if math.isfinite(w.time_a_s) and math.isfinite(w.time_b_s) and w.time_a_s > 0 and w.time_b_s > 0:
-            ta[w.block] = ta.get(w.block, 0.0) + w.time_a_s
-            tb[w.block] = tb.get(w.block, 0.0) + w.time_b_s
+        if w.short_prefix and not whole:
+            continue
+        a, b = pair_times(w, whole)
+        if math.isfinite(a) and math.isfinite(b) and a > 0 and b > 0:
+            ta[w.block] = ta.get(w.block, 0.0) + a
+            tb[w.block] = tb.get(w.block, 0.0) + b
     return {k: math.log(ta[k] / tb[k]) for k in ta}
 
 
-def case_times(work: Sequence[PairWork]) -> list[dict[str, tuple[float, float]]]:
+def case_times(work: Sequence[PairWork], whole: bool = False) -> list[dict[str, tuple[float, float]]]:
     """By block (in block order): case id -> (A's summed time, B's summed time) over the case's pairs."""
     blocks: dict[int, dict[str, tuple[float, float]]] = {}
     for w in work:
-        if math.isfinite(w.time_a_s) and math.isfinite(w.time_b_s):
+        if w.short_prefix and not whole:
+            continue
+        a_s, b_s = pair_times(w, whole)
+        if math.isfinite(a_s) and math.isfinite(b_s):
             a, b = blocks.setdefault(w.block, {}).get(w.case_id, (0.0, 0.0))
-            blocks[w.block][w.case_id] = (a + w.time_a_s, b + w.time_b_s)
+            blocks[w.block][w.case_id] = (a + a_s, b + b_s)
     return [blocks[k] for k in sorted(blocks)]
 
 
@@ -54,4 +66,6 @@ def speed_block_logs(c: PairedComparison) -> dict[int, float]:
     """Block -> log same-work speedup (A's time over B's), as the comparison's speed interval used them."""
     if c.work is None:
         return {}
-    return per_token_logs(c.work.pairs) if c.work.basis == SAMPLED_BASIS else work_logs(c.work.pairs)
+    if c.work.basis == SAMPLED_BASIS:
+        return per_token_logs(c.work.pairs)
+    return work_logs(c.work.pairs, whole=c.work.whole)

@@ -7,6 +7,7 @@ Rules: docs/method.md#the-speed-estimate-pair-by-pair.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -30,11 +31,12 @@ class ComparisonRules:
     tolerance: float = 0.0
     min_same_work: float = 0.5  # share of the baseline's output tokens the common prefixes must cover
     greedy: bool = True
-    min_prefix_tokens: int = MIN_PREFIX_TOKENS  # a pair whose common prefix is shorter counts apart
+    min_prefix_tokens: int = MIN_PREFIX_TOKENS  # a shorter common prefix is left out of the common-prefix times
     max_excluded_time: float = MAX_EXCLUDED_TIME  # failed pairs' baseline time share above which: inconclusive
     timeout_s: float = 300.0  # the run's request timeout: where a timed-out request's time is counted
     offset_var: float = 0.0  # engine-instance offset variance (log scale), at its upper confidence limit
     offset_source: str = ""  # where offset_var and the band come from (the machine's A/A record)
+    estimate: str = "whole"  # greedy: "whole" (each pair's whole baseline answer) or "prefix" (the common prefix only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +51,7 @@ class PairCounts:
     failed: int = 0
     history_diverged: int = 0  # later turns of a replayed conversation after its two histories differed
     in_estimate: int = 0  # pairs whose common prefix enters the speed estimate (identical ones included)
-    short_prefix: int = 0  # both finished, common prefix under the declared minimum: counted apart
+    short_prefix: int = 0  # both finished, common prefix under the declared minimum: counted (whole answers only)
     censored: int = 0  # pairs with a timeout, counted at the timeout
 
     @property
@@ -70,6 +72,10 @@ class PairWork:
     capped: bool  # the common work runs to the max_tokens cap of an arm that was cut there (a loop, mostly)
     censored: bool  # an arm timed out; its time is the timeout
     tokens_b: int | None = None  # sampled: arm B's own output tokens (``tokens`` is arm A's); greedy: None (same)
+    whole_a_s: float = math.nan  # greedy: A's time for its whole answer (end to end)
+    whole_b_s: float = math.nan  # greedy: B's time for A's whole answer (common prefix, then B's own pace after it)
+    whole_capped: bool = False  # greedy: either arm was cut at the cap (its pace after the prefix may be a loop)
+    short_prefix: bool = False  # greedy: a common prefix under the declared minimum (whole-answer times only)
 
     @property
     def speedup(self) -> float:
@@ -92,11 +98,15 @@ class SpeedWork:
     capped_time_share: float  # baseline time in pairs cut at the cap / baseline time in the estimate
     identical: RatioInterval = NO_INTERVAL  # the same interval over identical pairs alone
     without_capped: RatioInterval = NO_INTERVAL  # the same interval without the pairs cut at the cap
+    prefix: RatioInterval = (
+        NO_INTERVAL  # greedy: the interval over the common prefixes alone, beside the whole-work one
+    )
     over_cases: RatioInterval = NO_INTERVAL  # cases resampled too (20 cases or more): traffic like these prompts
     cases: int = 0
     offset_sd: float = 0.0  # the engine-instance offset sd in the interval (log scale)
     offset_source: str = ""
     pairs: tuple[PairWork, ...] = ()  # the pairs in the estimate (groups reuse them; not in report.json)
+    whole: bool = False  # greedy: the estimate times each pair's whole baseline answer (else the common prefix only)
 
     @property
     def blocks_with_pairs(self) -> int:
@@ -104,7 +114,7 @@ class SpeedWork:
 
     def to_dict(self) -> dict[str, Any]:
         out = {f: getattr(self, f) for f in self.__dataclass_fields__ if f != "pairs"}
-        for k in ("identical", "without_capped", "over_cases"):
+        for k in ("identical", "without_capped", "prefix", "over_cases"):
             out[k] = getattr(self, k).to_dict()
         return out
 

@@ -46,12 +46,14 @@ def order_interval(order_a_first: dict[int, bool], rules: ComparisonRules) -> In
     return interval
 
 
-def _basis(w: WorkTally) -> str:
+def _basis(w: WorkTally, whole: bool) -> str:
     if w.chains:
-        return "prefix chains of the generated token ids"
-    if all(p.identical or p.censored for p in w.pairs):
-        return "identical outputs only, journal without prefix chains"
-    return "common prefix of the texts mapped to tokens in proportion, journal without prefix chains"
+        basis = "prefix chains of the generated token ids"
+    elif all(p.identical or p.censored for p in w.pairs):
+        basis = "identical outputs only, journal without prefix chains"
+    else:
+        basis = "common prefix of the texts mapped to tokens in proportion, journal without prefix chains"
+    return basis + ("; each pair timed over the baseline's whole answer" if whole else "")
 
 
 def speed_estimate(
@@ -64,34 +66,53 @@ def speed_estimate(
     pairs' common prefixes, sampled runs per output token; in both, pair by pair (a failure removes its own pair, a
     timeout is censored)."""
     greedy = rules.greedy
+    whole = greedy and rules.estimate == "whole"
     w = prefix_work(pairs, rules) if greedy else sampled_work(pairs, rules)
-    logs = work_logs(w.pairs) if greedy else per_token_logs(w.pairs)
+    logs = work_logs(w.pairs, whole) if greedy else per_token_logs(w.pairs)
     speedup = interval(logs, rules.offset_var)
     in_estimate = [p for p in w.pairs if math.isfinite(p.time_a_s)]
-    time_a = sum(p.time_a_s for p in in_estimate)
+    time_a = sum(p.whole_a_s if whole else p.time_a_s for p in in_estimate)
+    capped = [p.whole_capped if whole else p.capped for p in w.pairs]
     cases = len({p.case_id for p in in_estimate})
     over_cases = (
-        case_resampled_interval(case_times(w.pairs), speedup, rules.confidence)
+        case_resampled_interval(case_times(w.pairs, whole), speedup, rules.confidence)
         if greedy and cases >= CASE_INTERVAL_MIN_CASES
         else NO_INTERVAL
     )
+
+    def share(flags: Sequence[bool]) -> float:
+        return ratio(
+            sum(
+                p.whole_a_s if whole else p.time_a_s
+                for p, f in zip(w.pairs, flags, strict=True)
+                if f and math.isfinite(p.time_a_s)
+            ),
+            time_a,
+        )
+
     work = SpeedWork(
-        basis=_basis(w) if greedy else SAMPLED_BASIS,
+        basis=_basis(w, whole) if greedy else SAMPLED_BASIS,
         min_prefix_tokens=rules.min_prefix_tokens,
         covered_token_share=w.covered_token_share,
         identical_share=w.identical_share,
         excluded_time_share=w.excluded_time_share,
-        censored_time_share=ratio(sum(p.time_a_s for p in in_estimate if p.censored), time_a),
-        capped_time_share=ratio(sum(p.time_a_s for p in in_estimate if p.capped), time_a),
-        identical=interval(work_logs([p for p in w.pairs if p.identical]), rules.offset_var) if greedy else NO_INTERVAL,
-        without_capped=interval(work_logs([p for p in w.pairs if not p.capped]), rules.offset_var)
+        censored_time_share=share([p.censored for p in w.pairs]),
+        capped_time_share=share(capped),
+        identical=interval(work_logs([p for p in w.pairs if p.identical], whole), rules.offset_var)
         if greedy
         else NO_INTERVAL,
+        without_capped=interval(
+            work_logs([p for p, c in zip(w.pairs, capped, strict=True) if not c], whole), rules.offset_var
+        )
+        if greedy
+        else NO_INTERVAL,
+        prefix=interval(work_logs(w.pairs), rules.offset_var) if whole else NO_INTERVAL,
         over_cases=over_cases,
         cases=cases,
         offset_sd=math.sqrt(rules.offset_var),
         offset_source=rules.offset_source,
         pairs=tuple(w.pairs),
+        whole=whole,
     )
     censored = sum(p.censored for p in w.pairs)
     if greedy:

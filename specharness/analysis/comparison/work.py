@@ -42,6 +42,32 @@ def _time_for(r: RequestRecord, k: int) -> float:
     return time_to_token_s(r, k)
 
 
+MIN_PACE_TOKENS = (
+    4  # tokens after the common prefix from which B's own pace is read; fewer: its pace after the first chunk
+)
+
+
+def _whole_b_s(y: RequestRecord, kb: int, n_a: int) -> float:
+    """B's time for A's whole answer of ``n_a`` tokens: to the chunk holding common token ``kb``, then B's own pace
+    per token after that chunk (over its own continuation) for A's remaining tokens."""
+    seen, at, t_k = 0, 0, math.nan
+    for t, n in zip(y.chunk_arrival_s, y.chunk_tokens, strict=False):
+        seen += n
+        if seen >= kb:
+            at, t_k = seen, t
+            break
+    n_b = sum(y.chunk_tokens)
+    if not math.isfinite(t_k) or n_a <= at:
+        return t_k
+    if n_b - at >= MIN_PACE_TOKENS and y.e2e_s > t_k:
+        pace = (y.e2e_s - t_k) / (n_b - at)
+    elif n_b > y.chunk_tokens[0] and y.e2e_s > y.chunk_arrival_s[0]:
+        pace = (y.e2e_s - y.chunk_arrival_s[0]) / (n_b - y.chunk_tokens[0])
+    else:
+        pace = t_k / at
+    return t_k + (n_a - at) * pace
+
+
 def _kept_text(r: RequestRecord) -> bool:
     return not r.text.startswith(("hash:", "dropped:"))
 
@@ -90,7 +116,7 @@ class WorkTally:
 def prefix_work(pairs: Sequence[Pair], rules: ComparisonRules) -> WorkTally:
     """Every greedy pair's common work and each arm's time for it (docs/method.md#the-speed-estimate-pair-by-pair):
     failed pairs out (their baseline time counted), timeouts at the timeout, common prefixes under
-    ``rules.min_prefix_tokens`` apart."""
+    ``rules.min_prefix_tokens`` counted (kept for the whole-answer times, left out of the common-prefix ones)."""
     intact = history_intact(pairs)
     out: list[PairWork] = []
     short = failed = diverged_history = identical = 0
@@ -112,7 +138,20 @@ def prefix_work(pairs: Sequence[Pair], rules: ComparisonRules) -> WorkTally:
                 k, ta, tb = sum(y.chunk_tokens), rules.timeout_s, _time_for(y, sum(y.chunk_tokens))
             else:
                 k, ta, tb = sum(x.chunk_tokens), _time_for(x, sum(x.chunk_tokens)), rules.timeout_s
-            out.append(PairWork(x.block, x.case_id, k, ta, tb, identical=False, capped=False, censored=True))
+            out.append(
+                PairWork(
+                    x.block,
+                    x.case_id,
+                    k,
+                    ta,
+                    tb,
+                    identical=False,
+                    capped=False,
+                    censored=True,
+                    whole_a_s=ta,
+                    whole_b_s=tb,
+                )
+            )
             continue
         if not (finished(x) and finished(y)):
             failed += 1
@@ -121,23 +160,29 @@ def prefix_work(pairs: Sequence[Pair], rules: ComparisonRules) -> WorkTally:
         same = is_identical(x, y)
         identical += same
         ka, kb, chained = _common_prefix(x, y)
-        if min(ka, kb) < rules.min_prefix_tokens:
-            short += 1
+        is_short = min(ka, kb) < rules.min_prefix_tokens
+        short += is_short
+        if is_short and rules.estimate != "whole":
             continue
         chains &= chained
         capped = (x.verdict == "truncated" and ka >= sum(x.chunk_tokens)) or (
             y.verdict == "truncated" and kb >= sum(y.chunk_tokens)
         )
+        ta, tb = _time_for(x, ka), _time_for(y, kb)
         out.append(
             PairWork(
                 x.block,
                 x.case_id,
                 min(ka, kb),
-                _time_for(x, ka),
-                _time_for(y, kb),
+                ta,
+                tb,
                 identical=same,
                 capped=capped,
                 censored=False,
+                whole_a_s=ta if same else x.e2e_s,
+                whole_b_s=tb if same else _whole_b_s(y, kb, sum(x.chunk_tokens)),
+                whole_capped="truncated" in (x.verdict, y.verdict),
+                short_prefix=is_short,
             )
         )
     covered = sum(w.tokens for w in out)

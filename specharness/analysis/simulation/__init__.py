@@ -7,6 +7,7 @@ methods they replaced. Model and methods: docs/method.md#the-error-rate-simulati
 - ``traffic_scenarios``: the traffic study's worlds (:class:`TrafficScenario`, :func:`traffic_scenarios`).
 - ``traffic_records``: one simulated traffic run as request records.
 - ``traffic``: the verdict on real traffic (:func:`run_traffic_study` / :func:`format_traffic_study`).
+- ``tokens``: the greedy estimators on a token-level simulation of divergent outputs (:func:`run_token_study`).
 """
 
 from specharness.analysis.simulation.blocks import (

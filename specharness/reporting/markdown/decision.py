@@ -44,6 +44,11 @@ def _work_text(c: PairedComparison, greedy: bool = True) -> str:
         f"Common prefixes cover {_pct(w.covered_token_share)} of the baseline's output tokens ({w.basis})",
         f"identical outputs {_pct(w.identical_share)} of pairs, over them {_interval(w.identical)}",
     ]
+    if w.whole and w.identical_share < 1:
+        parts.append(
+            "each pair timed over the baseline's whole answer (after the common prefix at the candidate's own pace); "
+            f"over the common prefixes alone {_interval(w.prefix)}"
+        )
     if w.capped_time_share > 0:
         parts.append(
             f"pairs cut at the cap hold {_pct(w.capped_time_share)} of the time, without them "
