@@ -44,7 +44,7 @@ PRESETS: dict[str, Callable[[Profile], ArmSpec]] = {
 ARM_NAMES = tuple(PRESETS)
 PREFIX_CACHING = ("off", "on", "reset")
 SLO_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms")  # what --slo may bound, per request
-MIN_PREFIX_TOKENS = 8  # --min-prefix-tokens: a pair whose common prefix is shorter counts apart
+MIN_PREFIX_TOKENS = 8  # --min-prefix-tokens: a shorter common prefix is left out of the common-prefix estimate
 MAX_EXCLUDED_TIME = 0.10  # --max-excluded-time: baseline time share in failed pairs above which speed is inconclusive
 
 

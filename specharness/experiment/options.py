@@ -195,8 +195,8 @@ def _add_design_options(r: argparse.ArgumentParser) -> None:
     r.add_argument(
         "--min-prefix-tokens",
         type=int,
-        help="greedy: a pair whose common prefix (tokens both arms wrote identically) is shorter counts apart, "
-        "outside the speed estimate (default 8)",
+        help="greedy: a pair whose common prefix (tokens both arms wrote identically) is shorter is counted and "
+        "left out of the common-prefix estimate shown beside the whole-answer one (default 8)",
     )
     r.add_argument(
         "--max-excluded-time",

@@ -19,7 +19,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from specharness.analysis.comparison import ComparisonRules, speed_from_pairs
-from specharness.analysis.simulation.model import HEAVY_DF, OUTLIER_FACTOR, OUTLIER_PROB, mirrored_a_first
+from specharness.analysis.simulation.model import (
+    HEAVY_DF,
+    OUTLIER_FACTOR,
+    OUTLIER_PROB,
+    mirrored_a_first,
+    sim_request,
+)
 from specharness.records import RequestRecord
 from specharness.traffic.client import PREFIX_GROUP_HEX
 
@@ -144,30 +150,7 @@ def _step_noise(w: TokenWorld, shape: tuple[int, int], rng: np.random.Generator)
 def _record(
     arm: str, block: int, case: int, tokens: list[int], arrivals: list[float], chain: str, digest: str
 ) -> RequestRecord:
-    n = sum(tokens)
-    return RequestRecord(
-        arm=arm,
-        block=block,
-        workload="sim",
-        group="g",
-        case_id=f"c{case}",
-        clients=1,
-        warmup=False,
-        cell="",
-        seq=case,
-        started_unix_s=0.0,
-        send_s=0.0,
-        chunk_arrival_s=arrivals,
-        chunk_tokens=tokens,
-        ttft_s=arrivals[0],
-        e2e_s=arrivals[-1],
-        completion_tokens=n,
-        verdict="complete",
-        saw_done=True,
-        finish_reason="stop",
-        output_digest=digest,
-        prefix_chain=chain,
-    )
+    return sim_request(arm, block, case, arrivals, tokens, digest, chain)
 
 
 def token_run(w: TokenWorld, rng: np.random.Generator) -> TokenRun:

@@ -9,7 +9,13 @@ import math
 
 import numpy as np
 
-from specharness.analysis.simulation.model import DRIFT_CURVATURE, HEAVY_DF, OUTLIER_FACTOR, OUTLIER_PROB
+from specharness.analysis.simulation.model import (
+    DRIFT_CURVATURE,
+    HEAVY_DF,
+    OUTLIER_FACTOR,
+    OUTLIER_PROB,
+    sim_request,
+)
 from specharness.analysis.simulation.traffic_scenarios import TrafficScenario
 from specharness.records import RequestRecord
 
@@ -117,27 +123,4 @@ def _sim_record(
         cut_chain = chain[: 4 * int(sum(per))]
     else:
         cut_chain = chain
-    ok = error is None
-    return RequestRecord(
-        arm=arm,
-        block=block,
-        workload="sim",
-        group="g",
-        case_id=f"c{case}",
-        clients=1,
-        warmup=False,
-        cell="",
-        seq=case,
-        started_unix_s=0.0,
-        send_s=0.0,
-        chunk_arrival_s=arrivals,
-        chunk_tokens=per,
-        e2e_s=secs if ok else math.nan,
-        completion_tokens=n if ok else None,
-        error_kind=error,
-        verdict=verdict,
-        saw_done=ok,
-        finish_reason=("length" if verdict == "truncated" else "stop") if ok else None,
-        output_digest=digest,
-        prefix_chain=cut_chain,
-    )
+    return sim_request(arm, block, case, arrivals, per, digest, cut_chain, verdict=verdict, error=error, e2e_s=secs)

@@ -45,10 +45,7 @@ def _work_text(c: PairedComparison, greedy: bool = True) -> str:
         f"identical outputs {_pct(w.identical_share)} of pairs, over them {_interval(w.identical)}",
     ]
     if w.whole and w.identical_share < 1:
-        parts.append(
-            "each pair timed over the baseline's whole answer (after the common prefix at the candidate's own pace); "
-            f"over the common prefixes alone {_interval(w.prefix)}"
-        )
+        parts.append(f"over the common prefixes alone {_interval(w.prefix)}")
     if w.capped_time_share > 0:
         parts.append(
             f"pairs cut at the cap hold {_pct(w.capped_time_share)} of the time, without them "
@@ -111,11 +108,13 @@ def rules_lines(a: Analysis) -> list[str]:
     return [
         "",
         "**Rules, declared before the run.** Speedup = arm A's summed time over arm B's for the same work. "
-        "Greedy: every pair of the same case in the same block counts for the tokens both arms wrote identically "
-        "(the common prefix of their generated token ids, from the journaled prefix chains; older journals: the "
-        "common prefix of the texts, in proportion), each arm timed from send to the chunk holding the last common "
-        "token (to the end when that is its whole output); identical outputs are the whole output. A pair whose "
-        f"common prefix is under {r.min_prefix_tokens} tokens counts apart. A failed request removes only its own "
+        "Greedy: every pair of the same case in the same block is timed over the baseline's whole answer: each arm "
+        "from send to the chunk holding the last token both wrote identically (the common prefix of their "
+        "generated token ids, from the journaled prefix chains; older journals: the common prefix of the texts, in "
+        "proportion), then arm A to its end and arm B at its own pace after that chunk for the rest of A's tokens; "
+        "identical outputs are timed end to end. The estimate over the common prefixes alone is shown beside it; a "
+        f"pair whose common prefix is under {r.min_prefix_tokens} tokens is left out of that one only. A failed "
+        "request removes only its own "
         f"pair; a timeout counts at the timeout ({r.timeout_s:g} s, censored and flagged); when failed pairs hold "
         f"more than {r.max_excluded_time:.0%} of the baseline's time the speed verdict is *inconclusive*. "
         "History-diverged pairs (later turns of a replayed conversation after the two arms' answers differed) "
