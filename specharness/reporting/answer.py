@@ -55,8 +55,10 @@ def _scope(c: PairedComparison, greedy: bool) -> str:
     if w is None or not w.cases:
         return ""
     if math.isfinite(w.over_cases.low):
+        fixed = w.these_prompts
         return (
-            f" About these {w.cases} prompts; for traffic like them [{w.over_cases.low:.2f}, {w.over_cases.high:.2f}]."
+            f" For traffic like these {w.cases} prompts (cases resampled); about these prompts alone "
+            f"[{fixed.low:.2f}, {fixed.high:.2f}]."
         )
     if not greedy:
         return f" About these {w.cases} prompts only (cases are not resampled under sampling)."

@@ -101,7 +101,8 @@ class SpeedWork:
     prefix: RatioInterval = (
         NO_INTERVAL  # greedy: the interval over the common prefixes alone, beside the whole-work one
     )
-    over_cases: RatioInterval = NO_INTERVAL  # cases resampled too (20 cases or more): traffic like these prompts
+    over_cases: RatioInterval = NO_INTERVAL  # cases resampled too (16 cases or more): traffic like these prompts
+    these_prompts: RatioInterval = NO_INTERVAL  # with over_cases deciding: the interval over blocks, these prompts only
     cases: int = 0
     offset_sd: float = 0.0  # the engine-instance offset sd in the interval (log scale)
     offset_source: str = ""
@@ -114,7 +115,7 @@ class SpeedWork:
 
     def to_dict(self) -> dict[str, Any]:
         out = {f: getattr(self, f) for f in self.__dataclass_fields__ if f != "pairs"}
-        for k in ("identical", "without_capped", "prefix", "over_cases"):
+        for k in ("identical", "without_capped", "prefix", "over_cases", "these_prompts"):
             out[k] = getattr(self, k).to_dict()
         return out
 

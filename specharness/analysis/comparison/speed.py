@@ -11,8 +11,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from specharness.analysis.comparison.logs import case_times, per_token_logs, work_logs
-from specharness.analysis.comparison.records import ComparisonRules, PairCounts, SpeedWork
+from specharness.analysis.comparison.logs import case_times, pair_times, per_token_logs, work_logs
+from specharness.analysis.comparison.records import ComparisonRules, PairCounts, PairWork, SpeedWork
 from specharness.analysis.comparison.work import SAMPLED_BASIS, WorkTally, prefix_work, sampled_work
 from specharness.analysis.pairing import Pair
 from specharness.analysis.stats import NO_INTERVAL, RatioInterval, block_ratio_interval, case_resampled_interval
@@ -28,7 +28,7 @@ __all__ = [
     "speed_verdict_of",
 ]
 
-CASE_INTERVAL_MIN_CASES = 20  # cases from which the second interval (cases resampled) is given
+CASE_INTERVAL_MIN_CASES = 16  # cases from which the interval resamples cases too and the verdict is a population one
 
 Interval = Callable[[dict[int, float], float], RatioInterval]  # (block -> log ratio, offset variance) -> interval
 
@@ -44,6 +44,12 @@ def order_interval(order_a_first: dict[int, bool], rules: ComparisonRules) -> In
         return block_ratio_interval([logs[k] for k in blocks], signs if known else None, rules.confidence, offset_var)
 
     return interval
+
+
+def _timed(p: PairWork, whole: bool) -> bool:
+    """The pair has both times of the estimate in use (as :func:`work_logs` takes them)."""
+    a, b = pair_times(p, whole)
+    return math.isfinite(a) and math.isfinite(b) and a > 0 and b > 0 and not (p.short_prefix and not whole)
 
 
 def _basis(w: WorkTally, whole: bool) -> str:
@@ -69,25 +75,26 @@ def speed_estimate(
     whole = greedy and rules.estimate == "whole"
     w = prefix_work(pairs, rules) if greedy else sampled_work(pairs, rules)
     logs = work_logs(w.pairs, whole) if greedy else per_token_logs(w.pairs)
-    speedup = interval(logs, rules.offset_var)
-    in_estimate = [p for p in w.pairs if math.isfinite(p.time_a_s)]
-    time_a = sum(p.whole_a_s if whole else p.time_a_s for p in in_estimate)
+    fixed = interval(logs, rules.offset_var)
+    timed = [_timed(p, whole) for p in w.pairs]
+    time_a = sum(pair_times(p, whole)[0] for p, t in zip(w.pairs, timed, strict=True) if t)
     capped = [p.whole_capped if whole else p.capped for p in w.pairs]
-    cases = len({p.case_id for p in in_estimate})
+    cases = len({p.case_id for p, t in zip(w.pairs, timed, strict=True) if t})
     over_cases = (
-        case_resampled_interval(case_times(w.pairs, whole), speedup, rules.confidence)
+        case_resampled_interval(case_times(w.pairs, whole), fixed, rules.confidence)
         if greedy and cases >= CASE_INTERVAL_MIN_CASES
         else NO_INTERVAL
     )
+    population = math.isfinite(over_cases.low)
+    speedup = over_cases if population else fixed  # from 16 cases the verdict is about traffic like these prompts
+    uncapped = [p for p, c in zip(w.pairs, capped, strict=True) if not c]
+    without_capped = interval(work_logs(uncapped, whole), rules.offset_var) if greedy else NO_INTERVAL
+    if population and len({p.case_id for p in uncapped}) >= CASE_INTERVAL_MIN_CASES:
+        without_capped = case_resampled_interval(case_times(uncapped, whole), without_capped, rules.confidence)
 
     def share(flags: Sequence[bool]) -> float:
         return ratio(
-            sum(
-                p.whole_a_s if whole else p.time_a_s
-                for p, f in zip(w.pairs, flags, strict=True)
-                if f and math.isfinite(p.time_a_s)
-            ),
-            time_a,
+            sum(pair_times(p, whole)[0] for p, f, t in zip(w.pairs, flags, timed, strict=True) if f and t), time_a
         )
 
     work = SpeedWork(
@@ -101,13 +108,10 @@ def speed_estimate(
         identical=interval(work_logs([p for p in w.pairs if p.identical], whole), rules.offset_var)
         if greedy
         else NO_INTERVAL,
-        without_capped=interval(
-            work_logs([p for p, c in zip(w.pairs, capped, strict=True) if not c], whole), rules.offset_var
-        )
-        if greedy
-        else NO_INTERVAL,
+        without_capped=without_capped,
         prefix=interval(work_logs(w.pairs), rules.offset_var) if whole else NO_INTERVAL,
         over_cases=over_cases,
+        these_prompts=fixed if population else NO_INTERVAL,
         cases=cases,
         offset_sd=math.sqrt(rules.offset_var),
         offset_source=rules.offset_source,

@@ -48,8 +48,9 @@ MIN_PACE_TOKENS = (
 
 
 def _whole_b_s(y: RequestRecord, kb: int, n_a: int) -> float:
-    """B's time for A's whole answer of ``n_a`` tokens: to the chunk holding common token ``kb``, then B's own pace
-    per token after that chunk (over its own continuation) for A's remaining tokens."""
+    """B's time for A's whole answer, ``n_a`` tokens counted in B's positions (A's tokens after its prefix follow B's
+    ``kb``): to the chunk holding common token ``kb``, then B's own pace per token after that chunk (over its own
+    continuation) for A's remaining tokens; NaN when B has no such chunk."""
     seen, at, t_k = 0, 0, math.nan
     for t, n in zip(y.chunk_arrival_s, y.chunk_tokens, strict=False):
         seen += n
@@ -57,8 +58,10 @@ def _whole_b_s(y: RequestRecord, kb: int, n_a: int) -> float:
             at, t_k = seen, t
             break
     n_b = sum(y.chunk_tokens)
-    if not math.isfinite(t_k) or n_a <= at:
-        return t_k
+    if not math.isfinite(t_k) or at <= 0:
+        return math.nan
+    if n_a <= at:
+        return y.e2e_s if at >= n_b else t_k
     if n_b - at >= MIN_PACE_TOKENS and y.e2e_s > t_k:
         pace = (y.e2e_s - t_k) / (n_b - at)
     elif n_b > y.chunk_tokens[0] and y.e2e_s > y.chunk_arrival_s[0]:
@@ -180,7 +183,7 @@ def prefix_work(pairs: Sequence[Pair], rules: ComparisonRules) -> WorkTally:
                 capped=capped,
                 censored=False,
                 whole_a_s=ta if same else x.e2e_s,
-                whole_b_s=tb if same else _whole_b_s(y, kb, sum(x.chunk_tokens)),
+                whole_b_s=tb if same else _whole_b_s(y, kb, sum(x.chunk_tokens) - ka + kb),
                 whole_capped="truncated" in (x.verdict, y.verdict),
                 short_prefix=is_short,
             )

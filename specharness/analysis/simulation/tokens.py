@@ -225,6 +225,8 @@ class TokenResult:
 def _judge(w: TokenWorld, run: TokenRun, estimate: str) -> tuple[float, float, float, str, float]:
     rules = ComparisonRules(margin=MARGIN, min_correct=0.5, offset_var=w.offset_sd**2, estimate=estimate)
     ci, verdict, work = speed_from_pairs(run.pairs, run.order_a_first, rules)
+    if math.isfinite(work.these_prompts.low):  # the truth is about the run's own cases: their interval
+        ci = work.these_prompts
     return ci.estimate, ci.low, ci.high, verdict.verdict, work.covered_token_share
 
 

@@ -57,7 +57,10 @@ def _work_text(c: PairedComparison, greedy: bool = True) -> str:
         parts.append(f"timeouts counted at the timeout (censored) in {_pct(w.censored_time_share)} of the time")
     scope = f"about these {w.cases} prompts"
     if math.isfinite(w.over_cases.low):
-        scope += f"; for traffic like them (cases resampled) {_interval(w.over_cases)}"
+        scope = (
+            f"for traffic like these {w.cases} prompts (cases resampled as well as blocks); about these prompts "
+            f"alone {_interval(w.these_prompts)}"
+        )
     return "; ".join(parts) + f". The interval is {scope}."
 
 
@@ -142,8 +145,9 @@ def rules_lines(a: Analysis) -> list[str]:
         )
         + f"No-difference band [{down:.3f}, {up:.3f}] (±{margin:.0%}, {source}). A cell whose common prefixes cover "
         f"under {float(prof.get('min_same_work_fraction', 0.5)):.0%} of the baseline's output tokens is *not "
-        "comparable*. The interval is about the run's prompts; from 20 cases a second interval, cases "
-        "resampled, says how far it carries to traffic like them. Quality: right answers "
+        "comparable*. From 16 cases the interval resamples the cases as well as the blocks and decides: the verdict "
+        "is about traffic like the run's prompts, the interval over blocks alone (about these prompts) beside it; "
+        "under 16 the verdict is about the run's prompts and says so. Quality: right answers "
         "(rubric passed on a complete answer; truncated answers never count) and completed requests are compared "
         "per case (each case's blocks summarised first; one-sided paired permutation over cases, each at α = 0.025; "
         "the tolerance is a non-inferiority margin, the loss bound the 95% Clopper-Pearson bound over cases); quality is *not assessable* when the baseline "

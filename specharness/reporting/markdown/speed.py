@@ -7,6 +7,7 @@ import math
 
 from specharness.analysis.analyse import Analysis
 from specharness.analysis.comparison import PairedComparison
+from specharness.analysis.comparison.speed import CASE_INTERVAL_MIN_CASES
 from specharness.reporting.answer import load_text
 from specharness.reporting.markdown.cells import fmt as _f
 from specharness.reporting.markdown.cells import interval as _interval
@@ -30,7 +31,7 @@ def speed_lines(a: Analysis) -> list[str]:
         "| workload | load | comparison | speedup [CI] | blocks (df) | CI width | order effect [CI] | "
         "pairs | in estimate (censored) | short prefix | covered tokens | identical | identical-only speedup [CI] | "
         "cut at cap: time share, speedup without [CI] | failed (baseline time) | history diverged | "
-        "cases resampled [CI] | steady throughput ratio [CI] | per-block speedups |",
+        "these prompts alone [CI] | steady throughput ratio [CI] | per-block speedups |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in a.comparisons:
@@ -46,7 +47,11 @@ def speed_lines(a: Analysis) -> list[str]:
                 f"{n.history_diverged} | — "
             )
         else:
-            over = _interval(w.over_cases) if math.isfinite(w.over_cases.low) else f"— ({w.cases} cases, needs 20)"
+            over = (
+                _interval(w.these_prompts)
+                if math.isfinite(w.over_cases.low)
+                else f"— ({w.cases} cases, needs {CASE_INTERVAL_MIN_CASES})"
+            )
             work = (
                 f"{n.in_estimate} ({n.censored}) | {n.short_prefix} | {_pct(w.covered_token_share)} | "
                 f"{_pct(w.identical_share)} | {_interval(w.identical)} | {_pct(w.capped_time_share)}, "
