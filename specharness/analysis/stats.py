@@ -194,8 +194,8 @@ def case_resampled_interval(
             ta[b, index[c]], tb[b, index[c]] = a, bb
     rng = np.random.default_rng(seed)
     draw = rng.integers(0, len(cases), (resamples, len(cases)))
-    weights = np.zeros((resamples, len(cases)))
-    np.add.at(weights, (np.arange(resamples)[:, None], draw), 1.0)
+    flat = (draw + len(cases) * np.arange(resamples)[:, None]).ravel()  # each draw's count of every case
+    weights = np.bincount(flat, minlength=resamples * len(cases)).reshape(resamples, len(cases)).astype(float)
     sa, sb = weights @ ta.T, weights @ tb.T  # (resamples, blocks)
     with np.errstate(divide="ignore", invalid="ignore"):
         logs = np.log(sa / sb)

@@ -88,9 +88,14 @@ def speed_estimate(
     population = math.isfinite(over_cases.low)
     speedup = over_cases if population else fixed  # from 16 cases the verdict is about traffic like these prompts
     uncapped = [p for p, c in zip(w.pairs, capped, strict=True) if not c]
-    without_capped = interval(work_logs(uncapped, whole), rules.offset_var) if greedy else NO_INTERVAL
-    if population and len({p.case_id for p in uncapped}) >= CASE_INTERVAL_MIN_CASES:
-        without_capped = case_resampled_interval(case_times(uncapped, whole), without_capped, rules.confidence)
+    if not greedy:
+        without_capped = NO_INTERVAL
+    elif len(uncapped) == len(w.pairs):  # nothing cut at the cap: the same pairs, the same interval
+        without_capped = speedup
+    else:
+        without_capped = interval(work_logs(uncapped, whole), rules.offset_var)
+        if population and len({p.case_id for p in uncapped}) >= CASE_INTERVAL_MIN_CASES:
+            without_capped = case_resampled_interval(case_times(uncapped, whole), without_capped, rules.confidence)
 
     def share(flags: Sequence[bool]) -> float:
         return ratio(

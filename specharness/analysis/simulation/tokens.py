@@ -64,6 +64,7 @@ class TokenWorld:
     tokens: tuple[int, int] = (40, 200)  # the baseline's output length, log-uniform over this range
     p_div: float = 0.0  # probability that a case's outputs diverge (the same in every block: greedy)
     div_tie: float = 0.0  # higher acceptance diverges less often (p_div e^(-tie z)) and later (at U^(e^(-tie z)) n)
+    tail_accept: float = 1.0  # ngram's acceptance on its own continuation, times what it has on the baseline's
     length_sd: float = 0.15  # sd of log(m / n): ngram's own length m after diverging, the baseline's n
     step_sd: float = 0.2  # per-step log noise (mean one), TTFT included
     block_sd: float = 0.03  # per (block, arm) log noise on the whole request
@@ -72,8 +73,9 @@ class TokenWorld:
 
 
 def token_worlds() -> list[TokenWorld]:
-    """The study's worlds: a control, divergence alone, divergence tied to gain, rising acceptance, long TTFT, and
-    heavy tails with an engine-instance offset."""
+    """The study's worlds: a control, divergence alone, divergence tied to gain, rising acceptance, long TTFT, heavy
+    tails with an engine-instance offset, and one that breaks the whole-answer estimate's assumption (ngram's own
+    continuation is less predictable than the baseline's answer)."""
     return [
         TokenWorld("no-divergence"),
         TokenWorld("aa-like divergence", p_div=0.5),
@@ -81,6 +83,7 @@ def token_worlds() -> list[TokenWorld]:
         TokenWorld("acceptance rising 0.1->0.8", accept=(0.1, 0.8), accept_sd=0.1, p_div=0.5),
         TokenWorld("long TTFT", ttft_s=2.0, p_div=0.5),
         TokenWorld("heavy tails + offset", p_div=0.5, offset_sd=0.03, heavy_tails=True),
+        TokenWorld("continuation accepts half as often", p_div=0.5, tail_accept=0.5),
     ]
 
 
@@ -122,14 +125,19 @@ def _chain(case: int, start: int, stop: int, own: int) -> str:
     return _GROUPS[PREFIX_GROUP_HEX * first : PREFIX_GROUP_HEX * (first + stop - start)]
 
 
-def _ngram_tokens(w: TokenWorld, z: np.ndarray, lens: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Tokens per decode step (rows: requests; zero after the end), after the first token."""
+def _ngram_tokens(
+    w: TokenWorld, z: np.ndarray, lens: np.ndarray, cut: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
+    """Tokens per decode step (rows: requests; zero after the end), after the first token; from position ``cut`` on
+    (its own continuation) acceptance is ``w.tail_accept`` times the profile's."""
     pos = np.ones(lens.size, dtype=int)
     steps: list[np.ndarray] = []
     while (pos < lens).any():
         live = pos < lens
+        alpha = _alpha(w, z, pos / lens) * np.where(pos >= cut, w.tail_accept, 1.0)
+        alpha = np.minimum(alpha, MAX_ACCEPT)
         with np.errstate(divide="ignore"):  # P(accepted >= j) = a^j: one uniform per step
-            accepted = np.minimum(w.k, np.floor(np.log(1.0 - rng.random(lens.size)) / np.log(_alpha(w, z, pos / lens))))
+            accepted = np.minimum(w.k, np.floor(np.log(1.0 - rng.random(lens.size)) / np.log(alpha)))
         t = np.where(live, np.minimum(1 + accepted.astype(int), lens - pos), 0)
         steps.append(t)
         pos += t
@@ -174,7 +182,7 @@ def token_run(w: TokenWorld, rng: np.random.Generator) -> TokenRun:
     offset = math.exp(rng.normal(0.0, w.offset_sd)) if w.offset_sd > 0 else 1.0
     case_of = np.tile(np.arange(r), nb)
     lens_b = m[case_of]
-    tok_b = _ngram_tokens(w, z[case_of], lens_b, rng)
+    tok_b = _ngram_tokens(w, z[case_of], lens_b, np.where(diverge, common, m)[case_of], rng)
     tok_a_steps = int(n.max()) - 1
     scale_a = np.exp(rng.normal(0.0, w.block_sd, nb)).repeat(r) * _request_factor(w, nb * r, rng)
     scale_b = offset * np.exp(rng.normal(0.0, w.block_sd, nb)).repeat(r) * _request_factor(w, nb * r, rng)
