@@ -9,6 +9,7 @@ client count without a record of its own has none. Rules: docs/method.md#the-aa-
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from specharness.experiment.bands import machine_kind
@@ -97,19 +98,13 @@ def aa_identity_for(hardware: dict[str, Any], tokens: int | None = None) -> dict
     run's cap): per client count the shortest record whose outputs reach that length, else the longest (None: the
     longest)."""
     kind = machine_kind(hardware)
-    out: dict[int, AAIdentity] = {}
+    by_clients: dict[int, list[AAIdentity]] = {}
     for records in (AA_IDENTITY, AA_IDENTITY_LONGER):
         for clients, record in records.get(kind, {}).items():
-            have = out.get(clients)
-            if have is None or _fits_better(record, have, tokens):
-                out[clients] = record
+            by_clients.setdefault(clients, []).append(record)
+    length = attrgetter("max_output_tokens")
+    out = {}
+    for clients, found in by_clients.items():
+        reaching = [r for r in found if tokens is not None and r.max_output_tokens >= tokens]
+        out[clients] = min(reaching, key=length) if reaching else max(found, key=length)
     return out
-
-
-def _fits_better(record: AAIdentity, have: AAIdentity, tokens: int | None) -> bool:
-    n, m = record.max_output_tokens, have.max_output_tokens
-    if tokens is None:
-        return n > m
-    if (n >= tokens) != (m >= tokens):
-        return n >= tokens
-    return n < m if n >= tokens else n > m

@@ -54,7 +54,7 @@ def _scope(c: PairedComparison, greedy: bool) -> str:
     w = c.work
     if w is None or not w.cases:
         return ""
-    if math.isfinite(w.over_cases.low):
+    if w.population:
         fixed = w.these_prompts
         return (
             f" For traffic like these {w.cases} prompts (cases resampled); about these prompts alone "

@@ -34,16 +34,21 @@ def pair_times(w: PairWork, whole: bool) -> tuple[float, float]:
     return (w.whole_a_s, w.whole_b_s) if whole else (w.time_a_s, w.time_b_s)
 
 
+def timed(w: PairWork, whole: bool) -> bool:
+    """The pair enters the estimate: both its times (:func:`pair_times`) finite and positive, and, for the
+    common-prefix times, a prefix of the declared minimum."""
+    a, b = pair_times(w, whole)
+    return math.isfinite(a) and math.isfinite(b) and a > 0 and b > 0 and (whole or not w.short_prefix)
+
+
 def work_logs(work: Sequence[PairWork], whole: bool = False) -> dict[int, float]:
     """One log speedup per block: A's summed time over B's, over the block's pairs (their whole-answer times with
     ``whole``, else their common-prefix times)."""
     ta: dict[int, float] = {}
     tb: dict[int, float] = {}
     for w in work:
-        if w.short_prefix and not whole:
-            continue
-        a, b = pair_times(w, whole)
-        if math.isfinite(a) and math.isfinite(b) and a > 0 and b > 0:
+        if timed(w, whole):
+            a, b = pair_times(w, whole)
             ta[w.block] = ta.get(w.block, 0.0) + a
             tb[w.block] = tb.get(w.block, 0.0) + b
     return {k: math.log(ta[k] / tb[k]) for k in ta}
@@ -53,10 +58,8 @@ def case_times(work: Sequence[PairWork], whole: bool = False) -> list[dict[str, 
     """By block (in block order): case id -> (A's summed time, B's summed time) over the case's pairs."""
     blocks: dict[int, dict[str, tuple[float, float]]] = {}
     for w in work:
-        if w.short_prefix and not whole:
-            continue
-        a_s, b_s = pair_times(w, whole)
-        if math.isfinite(a_s) and math.isfinite(b_s):
+        if timed(w, whole):
+            a_s, b_s = pair_times(w, whole)
             a, b = blocks.setdefault(w.block, {}).get(w.case_id, (0.0, 0.0))
             blocks[w.block][w.case_id] = (a + a_s, b + b_s)
     return [blocks[k] for k in sorted(blocks)]

@@ -98,9 +98,8 @@ class SpeedWork:
     capped_time_share: float  # baseline time in pairs cut at the cap / baseline time in the estimate
     identical: RatioInterval = NO_INTERVAL  # the same interval over identical pairs alone
     without_capped: RatioInterval = NO_INTERVAL  # the same interval without the pairs cut at the cap
-    prefix: RatioInterval = (
-        NO_INTERVAL  # greedy: the interval over the common prefixes alone, beside the whole-work one
-    )
+    # greedy: the interval over the common prefixes alone, beside the whole-answer one
+    prefix: RatioInterval = NO_INTERVAL
     over_cases: RatioInterval = NO_INTERVAL  # cases resampled too (16 cases or more): traffic like these prompts
     these_prompts: RatioInterval = NO_INTERVAL  # with over_cases deciding: the interval over blocks, these prompts only
     cases: int = 0
@@ -108,6 +107,11 @@ class SpeedWork:
     offset_source: str = ""
     pairs: tuple[PairWork, ...] = ()  # the pairs in the estimate (groups reuse them; not in report.json)
     whole: bool = False  # greedy: the estimate times each pair's whole baseline answer (else the common prefix only)
+
+    @property
+    def population(self) -> bool:
+        """The case-resampled interval decides: the verdict is about traffic like these prompts."""
+        return math.isfinite(self.over_cases.low)
 
     @property
     def blocks_with_pairs(self) -> int:

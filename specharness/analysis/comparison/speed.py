@@ -11,8 +11,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from specharness.analysis.comparison.logs import case_times, pair_times, per_token_logs, work_logs
-from specharness.analysis.comparison.records import ComparisonRules, PairCounts, PairWork, SpeedWork
+from specharness.analysis.comparison.logs import case_times, pair_times, per_token_logs, timed, work_logs
+from specharness.analysis.comparison.records import ComparisonRules, PairCounts, SpeedWork
 from specharness.analysis.comparison.work import SAMPLED_BASIS, WorkTally, prefix_work, sampled_work
 from specharness.analysis.pairing import Pair
 from specharness.analysis.stats import NO_INTERVAL, RatioInterval, block_ratio_interval, case_resampled_interval
@@ -46,12 +46,6 @@ def order_interval(order_a_first: dict[int, bool], rules: ComparisonRules) -> In
     return interval
 
 
-def _timed(p: PairWork, whole: bool) -> bool:
-    """The pair has both times of the estimate in use (as :func:`work_logs` takes them)."""
-    a, b = pair_times(p, whole)
-    return math.isfinite(a) and math.isfinite(b) and a > 0 and b > 0 and not (p.short_prefix and not whole)
-
-
 def _basis(w: WorkTally, whole: bool) -> str:
     if w.chains:
         basis = "prefix chains of the generated token ids"
@@ -76,10 +70,10 @@ def speed_estimate(
     w = prefix_work(pairs, rules) if greedy else sampled_work(pairs, rules)
     logs = work_logs(w.pairs, whole) if greedy else per_token_logs(w.pairs)
     fixed = interval(logs, rules.offset_var)
-    timed = [_timed(p, whole) for p in w.pairs]
-    time_a = sum(pair_times(p, whole)[0] for p, t in zip(w.pairs, timed, strict=True) if t)
+    in_estimate = [timed(p, whole) for p in w.pairs]
+    time_a = sum(pair_times(p, whole)[0] for p, t in zip(w.pairs, in_estimate, strict=True) if t)
     capped = [p.whole_capped if whole else p.capped for p in w.pairs]
-    cases = len({p.case_id for p, t in zip(w.pairs, timed, strict=True) if t})
+    cases = len({p.case_id for p, t in zip(w.pairs, in_estimate, strict=True) if t})
     over_cases = (
         case_resampled_interval(case_times(w.pairs, whole), fixed, rules.confidence)
         if greedy and cases >= CASE_INTERVAL_MIN_CASES
@@ -99,7 +93,7 @@ def speed_estimate(
 
     def share(flags: Sequence[bool]) -> float:
         return ratio(
-            sum(pair_times(p, whole)[0] for p, f, t in zip(w.pairs, flags, timed, strict=True) if f and t), time_a
+            sum(pair_times(p, whole)[0] for p, f, t in zip(w.pairs, flags, in_estimate, strict=True) if f and t), time_a
         )
 
     work = SpeedWork(

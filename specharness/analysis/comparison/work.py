@@ -24,14 +24,20 @@ SAMPLED_BASIS = (
 )
 
 
-def time_to_token_s(r: RequestRecord, k: int) -> float:
-    """Seconds from send to the arrival of the chunk holding the ``k``-th generated token (NaN when not reached)."""
+def _chunk_holding(r: RequestRecord, k: int) -> tuple[int, float]:
+    """(tokens through the chunk holding the ``k``-th generated token, that chunk's arrival); (0, NaN) when none
+    does (token 0: the first chunk)."""
     total = 0
     for t, n in zip(r.chunk_arrival_s, r.chunk_tokens, strict=False):
         total += n
-        if total >= k > 0:
-            return t
-    return math.nan
+        if total >= k:
+            return total, t
+    return 0, math.nan
+
+
+def time_to_token_s(r: RequestRecord, k: int) -> float:
+    """Seconds from send to the arrival of the chunk holding the ``k``-th generated token (NaN when not reached)."""
+    return _chunk_holding(r, k)[1] if k > 0 else math.nan
 
 
 def _time_for(r: RequestRecord, k: int) -> float:
@@ -42,21 +48,15 @@ def _time_for(r: RequestRecord, k: int) -> float:
     return time_to_token_s(r, k)
 
 
-MIN_PACE_TOKENS = (
-    4  # tokens after the common prefix from which B's own pace is read; fewer: its pace after the first chunk
-)
+# tokens after the common prefix from which B's own pace is read; fewer: its pace after the first chunk
+MIN_PACE_TOKENS = 4
 
 
 def _whole_b_s(y: RequestRecord, kb: int, n_a: int) -> float:
     """B's time for A's whole answer, ``n_a`` tokens counted in B's positions (A's tokens after its prefix follow B's
     ``kb``): to the chunk holding common token ``kb``, then B's own pace per token after that chunk (over its own
     continuation) for A's remaining tokens; NaN when B has no such chunk."""
-    seen, at, t_k = 0, 0, math.nan
-    for t, n in zip(y.chunk_arrival_s, y.chunk_tokens, strict=False):
-        seen += n
-        if seen >= kb:
-            at, t_k = seen, t
-            break
+    at, t_k = _chunk_holding(y, kb)
     n_b = sum(y.chunk_tokens)
     if not math.isfinite(t_k) or at <= 0:
         return math.nan

@@ -155,12 +155,6 @@ def _step_noise(w: TokenWorld, shape: tuple[int, int], rng: np.random.Generator)
     return np.exp(rng.normal(-(w.step_sd**2) / 2, w.step_sd, shape))
 
 
-def _record(
-    arm: str, block: int, case: int, tokens: list[int], arrivals: list[float], chain: str, digest: str
-) -> RequestRecord:
-    return sim_request(arm, block, case, arrivals, tokens, digest, chain)
-
-
 def token_run(w: TokenWorld, rng: np.random.Generator) -> TokenRun:
     """One simulated run of ``w`` as request pairs, with its truth."""
     r, nb = w.cases, w.blocks
@@ -195,18 +189,18 @@ def token_run(w: TokenWorld, rng: np.random.Generator) -> TokenRun:
     for i in range(nb * r):
         blk, c = divmod(i, r)
         na = int(n[c])
-        rec_a = _record(
-            "baseline", blk, c, [1] * na, [float(ttft_a[i]), *arr_a[i, : na - 1].tolist()], chains_a[c], f"c{c}"
+        rec_a = sim_request(
+            "baseline", blk, c, [float(ttft_a[i]), *arr_a[i, : na - 1].tolist()], [1] * na, f"c{c}", chains_a[c]
         )
         ns = int((tok_b[i] > 0).sum())
-        rec_b = _record(
+        rec_b = sim_request(
             "ngram",
             blk,
             c,
-            [1, *tok_b[i, :ns].tolist()],
             [float(ttft_b[i]), *arr_b[i, :ns].tolist()],
-            chains_b[c],
+            [1, *tok_b[i, :ns].tolist()],
             digests_b[c],
+            chains_b[c],
         )
         pairs.append((rec_a, rec_b))
     order = {b: bool(a_first[b]) for b in range(nb)}

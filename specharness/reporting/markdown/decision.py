@@ -56,7 +56,7 @@ def _work_text(c: PairedComparison, greedy: bool = True) -> str:
     if w.censored_time_share > 0:
         parts.append(f"timeouts counted at the timeout (censored) in {_pct(w.censored_time_share)} of the time")
     scope = f"about these {w.cases} prompts"
-    if math.isfinite(w.over_cases.low):
+    if w.population:
         scope = (
             f"for traffic like these {w.cases} prompts (cases resampled as well as blocks); about these prompts "
             f"alone {_interval(w.these_prompts)}"
@@ -67,7 +67,7 @@ def _work_text(c: PairedComparison, greedy: bool = True) -> str:
 def _scope(c: PairedComparison) -> str:
     """What a verdict speaks for, in its cell: the run's prompts when too few to resample cases."""
     w = c.work
-    if w is None or not w.cases or math.isfinite(w.over_cases.low):
+    if w is None or not w.cases or w.population:
         return ""
     return f" (these {w.cases} prompts)"
 

@@ -48,9 +48,7 @@ def speed_lines(a: Analysis) -> list[str]:
             )
         else:
             over = (
-                _interval(w.these_prompts)
-                if math.isfinite(w.over_cases.low)
-                else f"— ({w.cases} cases, needs {CASE_INTERVAL_MIN_CASES})"
+                _interval(w.these_prompts) if w.population else f"— ({w.cases} cases, needs {CASE_INTERVAL_MIN_CASES})"
             )
             work = (
                 f"{n.in_estimate} ({n.censored}) | {n.short_prefix} | {_pct(w.covered_token_share)} | "
