@@ -5,6 +5,9 @@ day-to-day or run-to-run offset. Each value is this release's share of the pair 
 ``r^(-1/2)`` for the earlier one, ``r`` the later over the earlier for the same work): ``asv compare A B`` then shows
 ``r`` itself with the paired 99% interval's halves in its columns (specharness.history.asv.pairs, which writes both
 releases' values from the pair's record as ASV saves the result). Every value rises when the later release is worse.
+``ReleasePairOverall`` holds each value over all the pair run's cells (each block's mean log ratio over the cells: the
+release's change as one number, usually narrower than a cell's when the cells are about as noisy); it runs nothing
+itself: the plugin writes its values from the same record when ASV saves ``ReleasePair``'s result.
 
 ``ConfigurationPair`` (defined when SPECHARNESS_ASV_CONFIGURATION names an arms file) is the same paired run for two
 configurations of one release, at each release: the second over the first, its interval in ASV's columns.
@@ -14,7 +17,16 @@ from specharness.history.asv.metrics import asv_key
 from specharness.history.asv.pairfile import ledger_pairs
 from specharness.history.asv.suite import configuration_file, configuration_pair_experiment, release_pair_experiment
 
-from .common import CLIENTS, METHOD_VERSION, SETUP_TIMEOUT_S, WORKLOADS, lookup, pair_lookup, started
+from .common import (
+    CLIENTS,
+    METHOD_VERSION,
+    SETUP_TIMEOUT_S,
+    WORKLOADS,
+    lookup,
+    overall_placeholder,
+    pair_lookup,
+    started,
+)
 
 
 class ReleasePair:
@@ -78,6 +90,57 @@ class ReleasePair:
         return pair_lookup(cache, pair, workload, clients, arm, "engine_failed")
 
     track_engine_failed.unit = "1 = engine failed (higher is worse)"
+
+
+class ReleasePairOverall:
+    """Each value of a release pair over all the pair run's cells, this release's share of the pair (as
+    ``ReleasePair``); written by the plugin from the pair's record, so every method here reads n/a until then."""
+
+    params = (ledger_pairs(), ["baseline", "ngram"])
+    param_names = ("pair", "arm")
+    version = METHOD_VERSION
+    number = 1
+    repeat = 1
+
+    def track_time(self, pair, arm):
+        return overall_placeholder()
+
+    track_time.unit = "share of the pair (higher is worse)"
+
+    def track_ttft_p50(self, pair, arm):
+        return overall_placeholder()
+
+    track_ttft_p50.unit = "share of the pair (higher is worse)"
+
+    def track_ttft_p95(self, pair, arm):
+        return overall_placeholder()
+
+    track_ttft_p95.unit = "share of the pair (higher is worse)"
+
+    def track_tpot_p50(self, pair, arm):
+        return overall_placeholder()
+
+    track_tpot_p50.unit = "share of the pair (higher is worse)"
+
+    def track_tpot_p95(self, pair, arm):
+        return overall_placeholder()
+
+    track_tpot_p95.unit = "share of the pair (higher is worse)"
+
+    def track_goodput_loss(self, pair, arm):
+        return overall_placeholder()
+
+    track_goodput_loss.unit = "share of the pair (higher is worse)"
+
+    def track_peak_memory(self, pair, arm):
+        return overall_placeholder()
+
+    track_peak_memory.unit = "share of the pair (higher is worse)"
+
+    def track_verify_steps_per_token(self, pair, arm):
+        return overall_placeholder()
+
+    track_verify_steps_per_token.unit = "share of the pair (higher is worse)"
 
 
 if configuration_file() is not None:

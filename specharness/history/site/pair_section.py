@@ -65,7 +65,8 @@ def _no_interval(value: PairValue) -> str:
 
 
 def _pair_row(record: PairRecord, value: PairValue) -> str:
-    cell = f"<td>{html.escape(value.metric)}</td><td>{html.escape(value.workload)}</td><td>{value.clients}</td>"
+    where = ("all cells", "all") if value.overall else (value.workload, str(value.clients))
+    cell = f"<td>{html.escape(value.metric)}</td><td>{html.escape(where[0])}</td><td>{html.escape(where[1])}</td>"
     if value.failed:
         tags, reason = _failed_side(record, value)
         return (
@@ -91,7 +92,7 @@ def _detectable_line(record: PairRecord) -> str:
     """The smallest change of the time value the pair run could call, per cell and arm (80% power)."""
     times = [v for v in record.values if v.metric == "time" and not v.failed]
     found = [(v, detectable(v)) for v in times]
-    items = [f"{v.arm} {v.workload}, {v.clients} client(s) ×{d:.3f}" for v, d in found if math.isfinite(d)]
+    items = [f"{v.arm} {v.cell} ×{d:.3f}" for v, d in found if math.isfinite(d)]
     if not items:
         what = "its time values have no standard error recorded" if times else "no time value ran on both sides"
         return f"<p class='detectable'>Smallest change of the time for the same work this run could call: not computable ({what}).</p>"
@@ -116,7 +117,7 @@ def pairs_section(records: list[PairRecord], branch: str) -> list[str]:
     for record in records:
         values = sorted(record.values, key=lambda v: (order.get(v.metric, len(order)), v.workload, v.clients, v.arm))
         called = [
-            f"{v.metric} {v.workload}, {v.clients} {v.arm}: {c}"
+            f"{v.metric} {'all cells' if v.overall else f'{v.workload}, {v.clients}'} {v.arm}: {c}"
             for v in values
             if not v.failed
             and (c := pair_change(v.estimate, v.low, v.high, RELEASE_FACTOR)) in ("regressed", "improved")

@@ -107,7 +107,7 @@ def thresholds_section(thresholds: Mapping[str, float], branch: str, site: Path,
         out.append(
             "<p>ASV flags a step on the regressions page when a value moves beyond the relative threshold of the "
             f"entries below whose pattern matches <code>&lt;benchmark&gt;(&lt;params&gt;)@{html.escape(branch)}</code> "
-            "(the largest of them; 5% where none matches). <code>ReleasePair</code> entries are further kept only "
+            "(the largest of them; 5% where none matches). <code>ReleasePair</code> and <code>ReleasePairOverall</code> entries are further kept only "
             "when the paired rule calls them regressed (<code>specharness site</code>).</p>"
             "<table class='thresholds'><tr><th>pattern</th><th>relative threshold</th><th>a step beyond</th>"
             f"<th>decides</th></tr>{rows}</table>"
@@ -115,7 +115,7 @@ def thresholds_section(thresholds: Mapping[str, float], branch: str, site: Path,
     else:
         out.append(
             "<p class='thresholds'>No <code>regressions_thresholds</code> in the configuration this site was "
-            "published with: ASV flags steps beyond 5%. <code>ReleasePair</code> entries are further kept only when "
+            "published with: ASV flags steps beyond 5%. <code>ReleasePair</code> and <code>ReleasePairOverall</code> entries are further kept only when "
             "the paired rule calls them regressed.</p>"
         )
     return [*out, _regressions_listed(site, branch, thresholds)]
