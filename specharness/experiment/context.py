@@ -13,6 +13,7 @@ from specharness.engines.memory import MemoryProbe
 from specharness.experiment.design import Profile
 from specharness.experiment.engineset import EngineSet
 from specharness.experiment.journal import Journal
+from specharness.experiment.quiet import EngineQuiet
 from specharness.traffic.client import Sampling
 from specharness.traffic.workloads import Case
 
@@ -38,3 +39,4 @@ class RunContext:
     segment: int
     progress: ProgressFn | None = None
     probe: MemoryProbe = field(default_factory=MemoryProbe)
+    quiet: EngineQuiet = field(default_factory=EngineQuiet)  # the arm that sent last (engines quiet before a cell)

@@ -74,6 +74,9 @@ class Profile:
     until_decided: bool = False
     max_blocks: int | None = None
     known_slowdown: float = 1.25
+    # seconds every other engine has been quiet before an arm's cell starts (None: decided by the driver from the
+    # machine, ENGINE_SETTLE_S where the engines share CPU cores, 0 on a GPU): docs/method.md#what-a-run-does
+    settle_s: float | None = None
     speculative: dict[str, Any] = field(
         default_factory=lambda: {
             "method": "ngram",
@@ -150,6 +153,7 @@ class Profile:
             "until_decided": self.until_decided,
             "max_blocks": self.max_blocks,
             "known_slowdown": self.known_slowdown,
+            **({"settle_s": self.settle_s} if self.settle_s is not None else {}),
             "speculative": dict(self.speculative),
             "rates": list(self.rates),
             "burstiness": self.burstiness,
@@ -188,6 +192,7 @@ class Profile:
             until_decided=raw.get("until_decided", False),
             max_blocks=raw.get("max_blocks"),
             known_slowdown=raw.get("known_slowdown", 1.25),
+            settle_s=raw.get("settle_s"),
             speculative=dict(raw["speculative"]),
             rates=tuple(raw.get("rates", ())),
             burstiness=raw.get("burstiness", 1.0),
@@ -314,6 +319,8 @@ def validate_profile(p: Profile) -> None:
         raise ConfigError(
             f"--max-blocks {p.max_blocks}: --until-decided needs an even --max-blocks of at least --blocks ({p.blocks})"
         )
+    if p.settle_s is not None and not (math.isfinite(p.settle_s) and p.settle_s >= 0):
+        raise ConfigError(f"--settle {p.settle_s}: give the seconds to wait, 0 or more, e.g. 1.2")
     if p.prefix_caching not in PREFIX_CACHING:
         raise ConfigError(
             f"--prefix-caching {p.prefix_caching!r}: use off (default), on, or reset (on, emptied before every cell)"

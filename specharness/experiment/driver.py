@@ -25,6 +25,7 @@ from specharness.experiment.engineset import EnginePlan, EngineSet, plan_engines
 from specharness.experiment.looks import run_plan
 from specharness.experiment.peak import resolve_sweep
 from specharness.experiment.plan import block_orders
+from specharness.experiment.quiet import ENGINE_SETTLE_S, EngineQuiet
 from specharness.experiment.rundir import hardware_info, harness_provenance, harness_version
 from specharness.experiment.runfolder import RunFolder, open_run_folder, run_segment
 from specharness.experiment.telemetry import TextPolicy, run_salt
@@ -50,7 +51,7 @@ def run_experiment(
     workloads = load_workloads(list(config.profile.workloads))
     previous, done, segment = open_run_folder(config.out_dir, resume=resume)
     hardware = hardware_info(MemoryProbe())
-    config = _with_band(config, hardware)
+    config = _with_settle(_with_band(config, hardware), hardware, previous)
     # one salt for the run (and its resumes), kept outside the run folder
     keep = config.keep_text
     policy = TextPolicy(keep, run_salt(config.out_dir, cache_dir())) if keep != "full" else TextPolicy()
@@ -95,6 +96,18 @@ def _check_comparable(config: RunConfig, engines: EngineSet) -> None:
         raise next(iter(engines.failed.values()))
     for arm, why in engines.failed.items():
         warn(f"{arm}: its engine did not start, the run goes on without it: {why}")
+
+
+def _with_settle(config: RunConfig, hardware: dict[str, Any], previous: Manifest | None = None) -> RunConfig:
+    """Declared before the run: without a profile's own (``--settle``), the engines' quiet time before each arm's
+    cell: :data:`~specharness.experiment.quiet.ENGINE_SETTLE_S` on the CPU build, whose engines share the cores; 0 on
+    a GPU, for attached engines (they run elsewhere) and when resuming a run measured before the rule (its cells
+    never waited)."""
+    if config.profile.settle_s is not None:
+        return config
+    before_rule = previous is not None and "settle_s" not in (previous.config.get("profile") or {})
+    settle = 0.0 if hardware.get("gpus") or config.attach or before_rule else ENGINE_SETTLE_S
+    return replace(config, profile=replace(config.profile, settle_s=settle))
 
 
 def _with_band(config: RunConfig, hardware: dict[str, Any]) -> RunConfig:
@@ -194,4 +207,5 @@ def _context(
         journal=folder.journal,
         segment=folder.segment,
         progress=progress,
+        quiet=EngineQuiet(config.profile.settle_s or 0.0),
     )

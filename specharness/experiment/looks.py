@@ -15,12 +15,15 @@ __all__ = ["run_cells", "run_plan"]
 
 def run_cells(ctx: RunContext, plans: list[CellPlan], done: set[str]) -> None:
     """Measure every arm of every planned cell not in ``done`` (keys), adding each to ``done``; a dead engine stops
-    the run (:class:`~specharness._errors.EngineDied`); an arm whose engine never started has no cells."""
+    the run (:class:`~specharness._errors.EngineDied`); an arm whose engine never started has no cells. An arm's
+    cell starts once the engine measured before it has been quiet for the profile's ``settle_s`` (``ctx.quiet``)."""
     for plan in plans:
         for arm in plan.arm_order:
             if plan.key(arm) in done or arm in ctx.engines.failed:
                 continue
+            ctx.quiet.wait_for(arm)
             cell = run_cell(ctx, plan, arm)
+            ctx.quiet.ended(arm)
             if not cell.valid:
                 raise EngineDied(
                     f"{cell.invalid_reason}; the run stopped; finish it with 'specharness run --resume {ctx.out_dir}'"

@@ -204,6 +204,13 @@ def _add_design_options(r: argparse.ArgumentParser) -> None:
         help="share of the baseline's time in failed pairs above which the speed verdict is inconclusive (default 0.1)",
     )
     r.add_argument("--known-slowdown", type=float, help="the baseline-slow control arm's factor (default 1.25)")
+    r.add_argument(
+        "--settle",
+        type=float,
+        metavar="SECONDS",
+        help="seconds the engine measured before must be quiet before an arm's cell starts (default: 1.2 on the CPU "
+        "build, whose engines share cores; 0 on a GPU)",
+    )
     r.add_argument("--order-seed", type=int, help="seed of the arm orders when there are more than two arms")
     r.add_argument("--requests", type=int, help="measured requests per cell and arm")
     r.add_argument(
@@ -375,6 +382,7 @@ def run_config(args: argparse.Namespace, command: str = "run") -> tuple[RunConfi
         min_prefix_tokens=args.min_prefix_tokens,
         max_excluded_time=args.max_excluded_time,
         known_slowdown=args.known_slowdown,
+        settle_s=args.settle,
         order_seed=args.order_seed,
         speculative=_speculative(args, profile.speculative),
     )

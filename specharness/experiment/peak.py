@@ -64,7 +64,9 @@ def probe_peak(ctx: RunContext, probe: CellPlan, arm: str, measured: list[Case],
             sent = await send_cases(ctx, probe, arm, measured, True, client)
             return sent.records, time.perf_counter() - t0
 
+    ctx.quiet.wait_for(arm)
     records, wall = asyncio.run(go())
+    ctx.quiet.ended(arm)
     # conversations (a replayed case journals one record per turn) that completed, per second
     ok = len({r.seq for r in records}) - len({r.seq for r in records if r.error_kind is not None})
     peak = ok / wall if wall > 0 else float("nan")

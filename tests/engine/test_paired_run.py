@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import time
@@ -13,8 +14,9 @@ import pytest
 from specharness.analysis.verdict import QUALITY_VERDICTS, SPEED_VERDICTS
 from specharness.engines.preload import ENV as PRELOAD_ENV
 from specharness.experiment.journal import read_journal
+from specharness.experiment.quiet import ENGINE_SETTLE_S
 
-from .conftest import ENGINE_BATCH, MAX_MODEL_LEN, TEST_API_KEY, TEST_DTYPE, assert_no_engine_left, cli
+from .conftest import ENGINE_BATCH, MAX_MODEL_LEN, TEST_API_KEY, TEST_DTYPE, assert_no_engine_left, cli, journal_lines
 
 pytestmark = pytest.mark.engine
 
@@ -163,6 +165,23 @@ def test_manifest_records_model_engines_and_settings(tiny_run: Path) -> None:
     assert all(
         (tiny_run / "plots" / f).is_file() for f in ("tpot_cdf.png", "speedup.png", "acceptance_by_position.png")
     )
+
+
+def test_each_arm_waits_for_the_engine_before_it_to_be_quiet(tiny_run: Path) -> None:
+    """On the CPU build the run decides a settle time once (manifest, rules), and every cell of an arm that follows
+    another arm's starts its first request at least that long after the other cell's last request ended."""
+    settle = report(tiny_run)["manifest"]["config"]["profile"]["settle_s"]
+    assert settle == ENGINE_SETTLE_S
+    assert f"quiet {settle:g} s" in (tiny_run / "report.md").read_text()
+    cells: dict[tuple[int, str, int, str], list[float]] = {}
+    for r in journal_lines(tiny_run):
+        if r["kind"] == "request":
+            start, end = r["started_unix_s"], r["started_unix_s"] + (r["e2e_s"] or 0.0)
+            span = cells.setdefault((r["block"], r["workload"], r["clients"], r["arm"]), [start, end])
+            span[0], span[1] = min(span[0], start), max(span[1], end)
+    ordered = sorted(cells.items(), key=lambda kv: kv[1][0])
+    gaps = [b[1][0] - a[1][1] for a, b in itertools.pairwise(ordered) if a[0][3] != b[0][3]]
+    assert gaps and min(gaps) >= settle - 0.05, gaps
 
 
 def test_report_rebuilds_from_the_journal_alone(tiny_run: Path) -> None:

@@ -107,6 +107,8 @@ def rules_lines(a: Analysis) -> list[str]:
     conf = a.rules.confidence
     source = prof.get("band_source") or "declared"
     design = prof.get("order_plan") or "arm order alternating by block (schema 1)"
+    if prof.get("settle_s"):
+        design += f"; each arm's cell starts once the engine measured before it has been quiet {prof['settle_s']:g} s"
     r = a.rules
     return [
         "",
