@@ -159,9 +159,11 @@ def paired_changes(
         by_cell.setdefault((cell.workload, cell.load, cell.arm, cell.block), []).append(cell)
     out: list[PairedChange] = []
     per_pair: dict[tuple[str, str, str], list[tuple[PairedComparison, dict[int, float], float]]] = {}
+    counts: dict[tuple[str, str], int] = {}  # cells per pair of arms
     for c in comparisons:
         if not c.blocks:
             continue
+        counts[(c.arm_a, c.arm_b)] = counts.get((c.arm_a, c.arm_b), 0) + 1
         offset_var = c.speedup.offset_var
         time_logs = {b: -v for b, v in speed_block_logs(c).items()}
         if time_logs:
@@ -181,10 +183,6 @@ def paired_changes(
             if logs:
                 out.append(_interval(c, metric, logs, offset_var if timing else 0.0))
                 per_pair.setdefault((c.arm_a, c.arm_b, metric), []).append((c, logs, offset_var if timing else 0.0))
-    counts: dict[tuple[str, str], int] = {}
-    for c in comparisons:
-        if c.blocks:
-            counts[(c.arm_a, c.arm_b)] = counts.get((c.arm_a, c.arm_b), 0) + 1
     every = [(m, cells) for (a, b, m), cells in per_pair.items() if len(cells) == counts[(a, b)]]  # no cell lacks it
     return out + [p for m, cells in every if (p := _over_cells(m, cells)) is not None]
 
@@ -195,12 +193,11 @@ def _over_cells(metric: str, cells: Sequence[tuple[PairedComparison, dict[int, f
     (the same two engines served every cell). Only blocks every cell has; None for a single cell or no common block."""
     if len(cells) < 2:
         return None
-    common = set(over_cells_logs([logs for _, logs, _ in cells]))
-    if not common:
+    pooled = over_cells_logs([logs for _, logs, _ in cells])
+    if not pooled:
         return None
     orders = [c.order_a_first for c, _, _ in cells]
-    a_first = {b: orders[0][b] for b in common if all(b in o and o[b] == orders[0][b] for o in orders)}
-    pooled = over_cells_logs([logs for _, logs, _ in cells])
+    a_first = {b: orders[0][b] for b in pooled if all(b in o and o[b] == orders[0][b] for o in orders)}
     return _interval(cells[0][0], metric, pooled, max(v for *_, v in cells), a_first, (ALL_CELLS, ALL_CELLS))
 
 
