@@ -202,13 +202,12 @@ def case_resampled_interval(
     means = np.nanmean(np.where(np.isfinite(logs), logs, np.nan), axis=1)
     case_var = float(np.nanvar(means, ddof=1))
     q = 1.0 - (1.0 - confidence) / 2.0
-    t_block = t_quantile(q, interval.t_df) if interval.t_df >= 1 else math.nan
-    se = math.sqrt(interval.se_log**2 + case_var)
+    se, half, t_df = _with_cases(interval, case_var, len(cases) - 1, q)
     mu = math.log(interval.estimate)
     return RatioInterval(
         interval.estimate,
-        math.exp(mu - t_block * se),
-        math.exp(mu + t_block * se),
+        math.exp(mu - half),
+        math.exp(mu + half),
         confidence,
         interval.blocks,
         interval.df,
@@ -216,8 +215,30 @@ def case_resampled_interval(
         f"{resamples} draws, case sd {math.sqrt(case_var):.3f} added)",
         offset_var=interval.offset_var,
         se_log=se,
-        t_df=interval.t_df,
+        t_df=t_df,
     )
+
+
+def _with_cases(interval: RatioInterval, case_var: float, case_df: int, q: float) -> tuple[float, float, float]:
+    """(standard error, half-width, t degrees of freedom) of a block interval widened by the cases' variance. Without
+    the offset: the wider of the blocks' t (their df) and the Welch–Satterthwaite t over the blocks and the cases
+    (``case_df``), times √(blocks' variance + cases'); with it, the Satterthwaite interval with the offset term known,
+    never narrower than the one without (the t quantile falls as a known term grows: docs/method.md#the-block-interval).
+    So a larger allowance never narrows the interval. The degrees of freedom returned give the half-width with the
+    standard error."""
+    if interval.df < 1:
+        return math.nan, math.nan, math.nan
+    own2 = max(interval.se_log**2 - interval.offset_var, 0.0)  # the blocks' own variance of the mean
+    spread = own2 + case_var
+    parts = own2**2 / interval.df + (case_var**2 / case_df if case_df > 0 else 0.0)
+    df_spread = spread**2 / parts if parts > 0 else math.inf
+    floor_df = min(float(interval.df), df_spread)
+    floor = t_quantile(q, floor_df) * math.sqrt(spread)
+    se = math.sqrt(spread + interval.offset_var)
+    df = se**4 / parts if parts > 0 else math.inf
+    if interval.offset_var <= 0 or t_quantile(q, df) * se >= floor:
+        return (se, floor, floor_df) if interval.offset_var <= 0 else (se, t_quantile(q, df) * se, df)
+    return se, floor, float(brentq(lambda d: t_quantile(q, d) - floor / se, floor_df, df))  # t(df) · se = floor
 
 
 def look_confidence(confidence: float, looks: int) -> float:

@@ -122,8 +122,9 @@ class ControlScore:
             f"{sum(c.quality == 'fails' for c in aa)}); CI width (high/low) median "
             f"{np.median(widths) if widths else math.nan:.3f}, max {max(widths) if widths else math.nan:.3f}; "
             f"point estimates {min((c.estimate for c in aa), default=math.nan):.3f}–"
-            f"{max((c.estimate for c in aa), default=math.nan):.3f}; instance-offset spread between runs (log sd, "
-            f"beyond the runs' own noise, {len({c.run for c in aa})} runs) {instance_offset_sd(aa):.3f}; suggested "
+            f"{max((c.estimate for c in aa), default=math.nan):.3f}; instance-offset spread per cell (log sd, run "
+            f"and cell offsets beyond the cells' own noise, {len({c.run for c in aa})} runs) "
+            f"{instance_offset_sd(aa):.3f}; suggested "
             f"band ±{suggest_margin(aa):.0%} (covers 95% of such offsets, rounded up to 1%, at least 5%); "
             f"from the upper limit: {offset_evidence(aa).text()} (:func:`offset_evidence`: the speed interval "
             f"adds that offset variance and the band covers 95% of such offsets, at least ±{BAND_FLOOR:.0%}).",
@@ -145,20 +146,73 @@ class ControlScore:
         return "\n".join(lines) + "\n"
 
 
-def instance_offset_sd(cells: list[ControlCell]) -> float:
-    """The spread of engine-instance offsets between identical engines, on the log scale. Every cell of one run
-    shares that run's engine pair, so the offset is drawn once per *run*: tau^2 = max(0, var over runs of the runs'
-    mean log estimates - the mean of their own squared standard errors) (method of moments). Needs 2 runs; with
-    few runs it is weak evidence, and a small tau does not rule out offsets of the size of the runs' own noise."""
+def _by_run(cells: list[ControlCell]) -> dict[str, list[ControlCell]]:
     by_run: dict[str, list[ControlCell]] = {}
     for c in cells:
         if c.estimate > 0 and math.isfinite(c.se_log):
             by_run.setdefault(c.run, []).append(c)
+    return by_run
+
+
+@dataclass(frozen=True, slots=True)
+class _MeanSquares:
+    """The A/A record as a two-way layout: cells within runs. ``between`` (df ``runs - 1``) is ``cells`` times the
+    variance of the runs' mean log estimates; ``within`` (df ``within_df``) the pooled variance of the cells' log
+    estimates about their run's mean; ``noise`` the mean of the cells' own squared standard errors."""
+
+    runs: int
+    cells: float
+    between: float
+    within: float
+    within_df: int
+    noise: float
+
+    @property
+    def offset_var(self) -> float:
+        """The per-cell offset variance (method of moments): a cell's estimate varies with the run's shared offset
+        (sigma_run²), its own cell's offset (sigma_cell²) and its noise; E[between / cells] = sigma_run² +
+        (sigma_cell² + noise) / cells and E[within] = sigma_cell² + noise, so sigma_run² + sigma_cell² =
+        between / cells + (1 - 1 / cells) · within - noise."""
+        return self.between / self.cells + (1.0 - 1.0 / self.cells) * self.within - self.noise
+
+    def offset_var_upper(self, confidence: float) -> float:
+        """The one-sided upper confidence limit of :attr:`offset_var` by the modified large-sample method (Graybill
+        and Wang): each mean square's term grows by its chi-square factor H = df / chi²_{1-confidence}(df) - 1."""
+
+        def h(df: int) -> float:
+            return df / float(sps.chi2.ppf(1.0 - confidence, df)) - 1.0 if df > 0 else 0.0
+
+        terms = [
+            (self.between / self.cells) * h(self.runs - 1),
+            (1.0 - 1.0 / self.cells) * self.within * h(self.within_df),
+        ]
+        return self.offset_var + math.sqrt(sum(t * t for t in terms))
+
+
+def _mean_squares(cells: list[ControlCell]) -> _MeanSquares | None:
+    by_run = _by_run(cells)
     if len(by_run) < 2:
-        return math.nan
-    means = [float(np.mean([math.log(c.estimate) for c in cs])) for cs in by_run.values()]
-    se2 = [float(np.mean([c.se_log**2 for c in cs])) / len(cs) for cs in by_run.values()]
-    return math.sqrt(max(0.0, float(np.var(means, ddof=1)) - float(np.mean(se2))))
+        return None
+    logs = [np.log([c.estimate for c in cs]) for cs in by_run.values()]
+    per_run = float(np.mean([len(x) for x in logs]))
+    within_df = sum(len(x) - 1 for x in logs)
+    within = sum(float(np.sum((x - x.mean()) ** 2)) for x in logs) / within_df if within_df else 0.0
+    return _MeanSquares(
+        runs=len(by_run),
+        cells=per_run,
+        between=per_run * float(np.var([x.mean() for x in logs], ddof=1)),
+        within=within,
+        within_df=within_df,
+        noise=float(np.mean([c.se_log**2 for cs in by_run.values() for c in cs])),
+    )
+
+
+def instance_offset_sd(cells: list[ControlCell]) -> float:
+    """The spread of engine-instance offsets between identical engines as one cell sees it, on the log scale: the
+    run's shared offset and its own cell's together (:attr:`_MeanSquares.offset_var`, at least 0). Needs 2 runs; the
+    cells of one run share its engine pair, so one run is no evidence of offsets between engine pairs."""
+    squares = _mean_squares(cells)
+    return math.nan if squares is None else math.sqrt(max(0.0, squares.offset_var))
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,29 +239,20 @@ class OffsetEvidence:
 
 
 def offset_evidence(cells: list[ControlCell], confidence: float = 0.95, floor: float = BAND_FLOOR) -> OffsetEvidence:
-    """The offset spread tau (:func:`instance_offset_sd`) with its one-sided upper confidence limit, and the band.
+    """The per-cell offset spread (:func:`instance_offset_sd`) with its one-sided upper confidence limit, and the band.
 
-    Method of moments over k runs: the runs' mean log estimates vary with variance tau² + s̄² (s̄² the mean of their
-    own squared standard errors), so (k-1)·var(means) / (tau² + s̄²) ~ chi²(k-1) (``scipy.stats.chi2``); the upper
-    limit of tau² is (k-1)·var(means) / chi²_{1-confidence}(k-1) - s̄², at least 0. The speed interval adds that
-    variance (the offset no run can see, at what the record cannot rule out). The band follows from the same limit:
-    it covers 95% of such offsets, exp(1.96·tau_upper) - 1 rounded up to 1%, never under ``floor``; an interval that
-    already holds the offset then fits inside the band only when the run's own noise is small, so a record of few
-    runs (a large upper limit) makes "equivalent" hard, as it should."""
-    by_run: dict[str, list[ControlCell]] = {}
-    for c in cells:
-        if c.estimate > 0 and math.isfinite(c.se_log):
-            by_run.setdefault(c.run, []).append(c)
-    k = len(by_run)
-    if k < 2:
-        return OffsetEvidence(k, math.nan, math.nan, confidence, math.nan)
-    means = [float(np.mean([math.log(c.estimate) for c in cs])) for cs in by_run.values()]
-    se2 = float(np.mean([float(np.mean([c.se_log**2 for c in cs])) / len(cs) for cs in by_run.values()]))
-    var_means = float(np.var(means, ddof=1))
-    upper = max(0.0, (k - 1) * var_means / float(sps.chi2.ppf(1 - confidence, k - 1)) - se2)
-    sd_upper = math.sqrt(upper)
+    Offsets may differ by cell as well as by run (docs/method.md#bands-and-offset-allowances-per-machine-kind): the
+    limit is that of sigma_run² + sigma_cell² from the record's mean squares, by the modified large-sample method,
+    less the cells' own noise, at least 0. The speed interval adds that variance (the offset no run can see, at what
+    the record cannot rule out). The band follows from the same limit: it covers 95% of such offsets,
+    exp(1.96·tau_upper) - 1 rounded up to 1%, never under ``floor``; a record of few runs (a large upper limit) makes
+    "equivalent" hard, as it should."""
+    squares = _mean_squares(cells)
+    if squares is None:
+        return OffsetEvidence(len(_by_run(cells)), math.nan, math.nan, confidence, math.nan)
+    sd_upper = math.sqrt(max(0.0, squares.offset_var_upper(confidence)))
     margin = max(floor, math.ceil((math.exp(1.96 * sd_upper) - 1.0) * 100 - 1e-9) / 100)
-    return OffsetEvidence(k, math.sqrt(max(0.0, var_means - se2)), sd_upper, confidence, margin)
+    return OffsetEvidence(squares.runs, math.sqrt(max(0.0, squares.offset_var)), sd_upper, confidence, margin)
 
 
 def suggest_margin(cells: list[ControlCell]) -> float:

@@ -3,21 +3,32 @@
 import math
 
 import numpy as np
+import pytest
 from scipy import stats as sps
 
+from specharness.analysis.stats import block_ratio_interval
 from specharness.experiment.bands import BANDS
 from specharness.reporting.aa_scorecard import ControlCell, offset_evidence
 
 
-def aa_record(runs: int, tau: float, se: float, rng: np.random.Generator, cells: int = 4) -> list[ControlCell]:
-    """Stand-in A/A cells: one offset per run (sd ``tau``), each cell's estimate around it with standard error ``se``
-    (4 blocks, df 3)."""
+def aa_record(
+    runs: int,
+    tau: float,
+    se: float,
+    rng: np.random.Generator,
+    cells: int = 4,
+    cell_tau: float = 0.0,
+    ses: tuple[float, ...] = (),
+) -> list[ControlCell]:
+    """Stand-in A/A cells: one offset per run (sd ``tau``) and one per cell of a run (sd ``cell_tau``), each cell's
+    estimate around them with standard error ``se`` (or ``ses`` by cell, cycled; 4 blocks, df 3)."""
     t = float(sps.t.ppf(0.975, 3))
     out = []
     for r in range(runs):
         offset = rng.normal(0, tau)
         for c in range(cells):
-            est = math.exp(offset + rng.normal(0, se))
+            se = ses[c % len(ses)] if ses else se
+            est = math.exp(offset + rng.normal(0, cell_tau) + rng.normal(0, se))
             out.append(
                 ControlCell(
                     f"run{r}",
@@ -41,6 +52,53 @@ def test_upper_limit_covers_the_true_offset_spread_at_least_95_percent() -> None
     tau = 0.05
     hits = [offset_evidence(aa_record(3, tau, 0.03, rng)).sd_upper >= tau for _ in range(400)]
     assert np.mean(hits) >= 0.93
+
+
+def _run_means_upper(cells: list[ControlCell], confidence: float = 0.95) -> float:
+    """The rule before issue 35's item 4, reproduced to show it failing: the chi-square limit of the spread of the
+    runs' mean estimates (each run's cells averaged first), less their noise."""
+    by_run: dict[str, list[ControlCell]] = {}
+    for c in cells:
+        by_run.setdefault(c.run, []).append(c)
+    k = len(by_run)
+    means = [float(np.mean([math.log(c.estimate) for c in cs])) for cs in by_run.values()]
+    noise = float(np.mean([np.mean([c.se_log**2 for c in cs]) / len(cs) for cs in by_run.values()]))
+    return math.sqrt(
+        max(0.0, (k - 1) * float(np.var(means, ddof=1)) / float(sps.chi2.ppf(1 - confidence, k - 1)) - noise)
+    )
+
+
+def _aa_cell_covered(record_upper: float, offset: float, rng: np.random.Generator) -> bool:
+    """A new run's A/A cell whose engines differ by ``offset``: 6 mirrored blocks at CPU block noise (sd 0.02); does
+    its 99% interval, with the record's allowance, hold 1?"""
+    r = block_ratio_interval(offset + rng.normal(0, 0.02, 6), [1, -1, -1, 1, 1, -1], 0.99, record_upper**2)
+    return r.low <= 1.0 <= r.high
+
+
+@pytest.mark.parametrize(
+    ("run_sd", "cell_sd", "ses"),
+    [(0.0, 0.05, (0.03,)), (0.02, 0.03, (0.01, 0.02, 0.03, 0.05)), (0.0, 0.08, (0.02, 0.05))],
+)
+def test_offsets_that_differ_by_cell_are_covered_where_run_means_were_not(
+    run_sd: float, cell_sd: float, ses: tuple[float, ...]
+) -> None:
+    """Issue 35, item 4: when offsets differ by cell, averaging a run's cells first hides their spread. Records of 5
+    runs x 8 cells: the per-cell upper limit holds the true per-cell offset sd in at least 95% of records (the old
+    rule: far less), and a new run's A/A cells, judged with it, keep their 99% intervals around 1."""
+    rng = np.random.default_rng(35)
+    true_sd = math.hypot(run_sd, cell_sd)
+    new_held = old_held = new_covered = old_covered = 0
+    n = 300
+    for _ in range(n):
+        record = aa_record(5, run_sd, 0.03, rng, cells=8, cell_tau=cell_sd, ses=ses)
+        new, old = offset_evidence(record).sd_upper, _run_means_upper(record)
+        new_held += new >= true_sd
+        old_held += old >= true_sd
+        offset = rng.normal(0, run_sd) + rng.normal(0, cell_sd)
+        new_covered += _aa_cell_covered(new, offset, rng)
+        old_covered += _aa_cell_covered(old, offset, rng)
+    assert new_held / n >= 0.95 and old_held / n <= 0.85
+    assert new_covered / n >= 0.98 and old_covered / n < new_covered / n
 
 
 def test_the_point_estimate_alone_would_not_cover() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -11,10 +12,12 @@ from scipy import stats as sps
 from specharness.analysis.comparison import ComparisonRules, compare_arms
 from specharness.analysis.stats import (
     block_ratio_interval,
+    case_resampled_interval,
     look_confidence,
     min_samples_for,
     percentile_table,
     ratio_change,
+    t_quantile,
 )
 from specharness.analysis.summary import summarise_arm
 from specharness.analysis.verdict import speed_verdict
@@ -399,3 +402,46 @@ def test_the_offset_interval_covers_with_few_blocks_whatever_offset_is_real(bloc
         r = block_ratio_interval(logs, offset_var=0.022**2)
         covered += r.low <= 1.0 <= r.high
     assert covered / runs >= 0.94
+
+
+def _case_world(rng: np.random.Generator) -> tuple[list[dict[str, tuple[float, float]]], list[float], list[int]]:
+    """Stand-in block x case times: 2-8 blocks, 2-16 cases whose speedups spread (sd 0.05 or 0.3), request noise."""
+    blocks, cases = int(rng.choice([2, 3, 4, 6, 8])), int(rng.choice([2, 4, 8, 16]))
+    gain = rng.normal(0, rng.choice([0.05, 0.3]), cases)
+    times = [
+        {
+            f"c{c}": (
+                float(np.exp(rng.normal(0, 0.2))),
+                float(np.exp(rng.normal(0, 0.2) - gain[c] + rng.normal(0, rng.choice([0.01, 0.05])))),
+            )
+            for c in range(cases)
+        }
+        for _ in range(blocks)
+    ]
+    logs = [math.log(sum(a for a, _ in b.values()) / sum(t for _, t in b.values())) for b in times]
+    return times, logs, [1, -1, -1, 1, 1, -1, -1, 1][:blocks]
+
+
+def test_a_larger_offset_allowance_never_narrows_the_case_resampled_interval() -> None:
+    """Issue 35, item 4 made the H200's allowance 0.057 (it was 0.027): rebuilt, an H200 sweep level's population
+    interval narrowed from [1.06, 2.04] to [1.12, 1.93] and turned *helps*, because the cases' variance was added
+    under the block interval's t quantile, whose degrees of freedom grow with a known offset. Now the width never
+    falls as the allowance grows, the interval is never narrower than the blocks' own, and its standard error and
+    degrees of freedom give back its half-width; the old rule (reproduced here) fails the first in this world."""
+    rng = np.random.default_rng(37)
+    offsets = (0.0, 0.01, 0.021, 0.027, 0.057, 0.114, 0.3)
+    old_narrowed = 0
+    for _ in range(200):
+        times, logs, signs = _case_world(rng)
+        widths, old_widths = [], []
+        for sd in offsets:
+            blocks = block_ratio_interval(logs, signs, 0.95, sd**2)
+            cases = case_resampled_interval(times, blocks, 0.95, 300)
+            widths.append(math.log(cases.high / cases.low))
+            assert widths[-1] >= math.log(blocks.high / blocks.low) - 1e-9
+            assert math.log(cases.high / cases.estimate) == pytest.approx(t_quantile(0.975, cases.t_df) * cases.se_log)
+            case_var = cases.se_log**2 - blocks.se_log**2
+            old_widths.append(2 * t_quantile(0.975, blocks.t_df) * math.sqrt(blocks.se_log**2 + case_var))
+        assert all(b >= a * (1 - 1e-9) for a, b in itertools.pairwise(widths)), widths
+        old_narrowed += any(b < a * (1 - 1e-6) for a, b in itertools.pairwise(old_widths))
+    assert old_narrowed > 0
