@@ -13,6 +13,7 @@ import ctypes
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import select
 import signal
@@ -31,6 +32,7 @@ ENV = "SPECHARNESS_PRELOADED_SERVER"  # "1": fork servers from a preloaded inter
 _POLL_S = 0.5
 _UNAVAILABLE: dict[str, str] = {}  # preloaders that failed in this process, with why
 _REQUEST_LIMIT = 1 << 22  # bytes of one start request (argv and environment)
+_LOG = logging.getLogger("specharness.preloader")  # lines to the preloader's log (its stdout), set up by serve()
 
 
 class PreloadUnavailable(Exception):
@@ -258,6 +260,12 @@ def serve(name: str, module: str, owner_pid: int, idle_s: float) -> int:
     """Import ``module``, then fork a server for each start request until the owner is gone or no server has run
     for ``idle_s``; returns the exit code."""
     me = os.getpid()
+    if not _LOG.handlers:  # this file runs in the engine's interpreter, without specharness.console
+        handler = logging.StreamHandler(sys.stdout)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        _LOG.addHandler(handler)
+        _LOG.setLevel(logging.INFO)
+        _LOG.propagate = False
     owner_started = process_start_time(owner_pid)
     before = dict(os.environ)
     t0 = time.monotonic()
@@ -265,10 +273,9 @@ def serve(name: str, module: str, owner_pid: int, idle_s: float) -> int:
     imported_env = _env_changes(before, os.environ)  # vLLM sets some at import (env_override): each server gets them
     libc = ctypes.CDLL("libc.so.6", use_errno=True)  # loaded before any fork: a forked child opens no library
     threads = len(os.listdir("/proc/self/task"))  # native ones (thread pools) too: Python warns at each fork
-    print(
+    _LOG.info(
         f"preloader {me}: imported {module} in {time.monotonic() - t0:.1f} s; {threads} threads; environment set by "
-        f"the import: {', '.join(sorted(imported_env)) or 'none'}",
-        flush=True,
+        f"the import: {', '.join(sorted(imported_env)) or 'none'}"
     )
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind("\0" + name)
@@ -324,7 +331,7 @@ def serve(name: str, module: str, owner_pid: int, idle_s: float) -> int:
         _reap(servers)
     for pid in servers:
         _kill_group(pid, signal.SIGKILL)
-    print(f"preloader {me}: {why}; ended", flush=True)
+    _LOG.info(f"preloader {me}: {why}; ended")
     return 0
 
 
@@ -394,7 +401,7 @@ def _fork_one(
     try:
         conn.sendall(json.dumps({"pid": pid, "preloader_pid": os.getpid()}).encode() + b"\n")
     except OSError as error:  # the start went away: its server must not run on
-        print(f"preloader {os.getpid()}: the start of server {pid} went away before its answer ({error})", flush=True)
+        _LOG.info(f"preloader {os.getpid()}: the start of server {pid} went away before its answer ({error})")
         _kill_group(pid, signal.SIGKILL)
     return pid
 

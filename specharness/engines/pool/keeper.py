@@ -14,10 +14,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from specharness._errors import EngineError
+from specharness.console import helper_log
 from specharness.engines.pool.keys import _KEY_ENV, _POLL_S
 from specharness.engines.pool.lease import Lease, _alive, _holders
 from specharness.engines.preload import process_start_time
 from specharness.engines.server import ArmSpec, EngineServer, EngineSettings
+
+_LOG = helper_log("keeper")  # lines to the keeper's log (its stdout)
 
 __all__ = ["keep", "main"]
 
@@ -59,7 +62,7 @@ def keep(spec_path: Path) -> int:
     why = "stopped"
     try:
         lease.write(lease_path)
-        print(f"keeper {me} ({arm.name}, {digest}): starting the server", flush=True)  # one line per start
+        _LOG.info(f"keeper {me} ({arm.name}, {digest}): starting the server")  # one line per start
         try:
             server.start()
         except EngineError as error:
@@ -108,7 +111,7 @@ def keep(spec_path: Path) -> int:
         current = Lease.read(lease_path)
         if current is not None and current.keeper_pid == me and current.state != "failed":
             lease_path.unlink(missing_ok=True)
-        print(f"keeper {me} ({arm.name}, {digest}): {why}; server stopped", flush=True)
+        _LOG.info(f"keeper {me} ({arm.name}, {digest}): {why}; server stopped")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
