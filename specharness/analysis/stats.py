@@ -181,8 +181,8 @@ def case_resampled_interval(
     variance of the estimate when the *cases* are drawn again (a case bootstrap within blocks: one draw of case
     ids with replacement, used in every block, block ratio of summed times over the drawn cases).
     ``block_case_logs[b][case] = (time_a, time_b)`` summed over the case's pairs in block b. The two variances
-    are added (conservative: the case draw also sees request noise that the block term holds); the degrees of
-    freedom stay the block interval's."""
+    are added (conservative: the case draw also sees request noise that the block term holds); the t quantile is
+    :func:`_with_cases`'s."""
     cases = sorted({c for block in block_case_logs for c in block})
     if not math.isfinite(interval.se_log) or len(cases) < 2 or not block_case_logs:
         return NO_INTERVAL
@@ -226,7 +226,7 @@ def _with_cases(interval: RatioInterval, case_var: float, case_df: int, q: float
     never narrower than the one without (the t quantile falls as a known term grows: docs/method.md#the-block-interval).
     So a larger allowance never narrows the interval. The degrees of freedom returned give the half-width with the
     standard error."""
-    if interval.df < 1:
+    if interval.df < 1 or not math.isfinite(case_var):
         return math.nan, math.nan, math.nan
     own2 = max(interval.se_log**2 - interval.offset_var, 0.0)  # the blocks' own variance of the mean
     spread = own2 + case_var

@@ -177,7 +177,8 @@ class _MeanSquares:
 
     def offset_var_upper(self, confidence: float) -> float:
         """The one-sided upper confidence limit of :attr:`offset_var` by the modified large-sample method (Graybill
-        and Wang): each mean square's term grows by its chi-square factor H = df / chi²_{1-confidence}(df) - 1."""
+        and Wang): each mean square's term grows by its chi-square factor H = df / chi²_{1-confidence}(df) - 1; the
+        cells' noise is taken as known (its own estimation error is not added)."""
 
         def h(df: int) -> float:
             return df / float(sps.chi2.ppf(1.0 - confidence, df)) - 1.0 if df > 0 else 0.0
@@ -194,7 +195,7 @@ def _mean_squares(cells: list[ControlCell]) -> _MeanSquares | None:
     if len(by_run) < 2:
         return None
     logs = [np.log([c.estimate for c in cs]) for cs in by_run.values()]
-    per_run = float(np.mean([len(x) for x in logs]))
+    per_run = float(len(logs) / sum(1.0 / len(x) for x in logs))  # harmonic: E[var(means)] holds mean(1 / n_r)
     within_df = sum(len(x) - 1 for x in logs)
     within = sum(float(np.sum((x - x.mean()) ** 2)) for x in logs) / within_df if within_df else 0.0
     return _MeanSquares(

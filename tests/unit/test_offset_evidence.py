@@ -8,7 +8,7 @@ from scipy import stats as sps
 
 from specharness.analysis.stats import block_ratio_interval
 from specharness.experiment.bands import BANDS
-from specharness.reporting.aa_scorecard import ControlCell, offset_evidence
+from specharness.reporting.aa_scorecard import ControlCell, _mean_squares, offset_evidence
 
 
 def aa_record(
@@ -136,3 +136,19 @@ def test_a_gpu_without_its_own_record_gets_a_stated_conservative_allowance() -> 
     assert own.offset_sd_upper == 2 * BANDS["h200"].offset_sd_upper and own.aa_runs == 0
     assert own.margin == band_from_offset(own.offset_sd_upper) > BANDS["h200"].margin
     assert "no A/A record for this GPU (NVIDIA H100 80GB HBM3)" in own.source and "H200 A/A" not in own.source
+
+
+def test_the_per_cell_variance_is_unbiased_with_unequal_runs() -> None:
+    """The method-of-moments estimate of sigma_run² + sigma_cell² averages to the truth over records whose runs hold
+    different numbers of cells (one run kept 2 of its 8): dropping the noise term, the (1 - 1/cells) factor or the
+    harmonic mean of cells per run moves it off by more than the tolerance."""
+    rng = np.random.default_rng(38)
+    run_sd, cell_sd, se = 0.03, 0.03, 0.04
+    estimates = []
+    for _ in range(1500):
+        record = aa_record(6, run_sd, se, rng, cells=8, cell_tau=cell_sd)
+        record = [c for c in record if c.run != "run5" or c.clients < 2]
+        squares = _mean_squares(record)
+        assert squares is not None and squares.runs == 6
+        estimates.append(squares.offset_var)
+    assert float(np.mean(estimates)) == pytest.approx(run_sd**2 + cell_sd**2, rel=0.05)  # arithmetic mean: +7.6%
