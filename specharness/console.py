@@ -1,6 +1,5 @@
 """The console: status lines through the standard library's ``logging`` (logger ``specharness``), written to stderr
-as ``specharness: <message>``. :func:`say` is the one call the harness uses for a status line; the helper processes
-beside it (an engine's keeper, the preloader) log through :func:`helper_log` into their own log files."""
+as ``specharness: <message>``. :func:`say` is the one call the harness uses for a status line."""
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ import logging
 import sys
 from typing import TextIO
 
-__all__ = ["LOG", "configure", "helper_log", "say", "warn"]
+__all__ = ["LOG", "configure", "say", "warn"]
 
 LOG = logging.getLogger("specharness")
 FORMAT = "specharness: %(message)s"
@@ -48,16 +47,3 @@ def warn(message: str) -> None:
     """A line about something that went wrong but did not stop the run (``WARNING``)."""
     configure()
     LOG.warning(message)
-
-
-def helper_log(name: str) -> logging.Logger:
-    """The logger of a helper process (``specharness.<name>``): its lines to stdout as they are written, unprefixed
-    (stdout is the helper's log file, whose lines name the process themselves)."""
-    log = logging.getLogger(f"specharness.{name}")
-    if not log.handlers:
-        handler = logging.StreamHandler(sys.stdout)
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        log.addHandler(handler)
-        log.setLevel(logging.INFO)
-        log.propagate = False
-    return log

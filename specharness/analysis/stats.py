@@ -75,7 +75,7 @@ def t_quantile(q: float, df: float) -> float:
     return float(sps.t.ppf(q, df))
 
 
-def _with_offset(se2: float, df: int, offset_var: float, q: float) -> tuple[float, float]:
+def _with_offset(se2: float, df: float, offset_var: float, q: float, welch: float | None = None) -> tuple[float, float]:
     """Standard error once the engine-instance offset variance is added, and the t degrees of freedom to use with it.
 
     The allowance widens an interval and never narrows it: the half-width is the wider of the blocks' own t interval
@@ -83,11 +83,13 @@ def _with_offset(se2: float, df: int, offset_var: float, q: float) -> tuple[floa
     degrees of freedom with the known term, and with few blocks that makes intervals narrower than the blocks' own;
     the allowance is an upper limit, so the true offset is usually smaller and the blocks' own interval must still
     hold. When the blocks' own interval is the wider, the returned degrees of freedom are those whose t quantile
-    (level ``q``) times the returned error gives it."""
+    (level ``q``) times the returned error gives it. ``welch``: the Satterthwaite denominator of ``se2`` when it is a
+    sum of several estimated variances (the sum of each one's square over its df; default ``se2² / df``)."""
     if offset_var <= 0:
         return math.sqrt(se2), float(df)
     total = se2 + offset_var
-    df_known = total**2 / (se2**2 / df) if se2 > 0 else math.inf
+    welch = se2**2 / df if welch is None else welch
+    df_known = total**2 / welch if welch > 0 else math.inf
     own = t_quantile(q, df) * math.sqrt(se2)
     if t_quantile(q, df_known) * math.sqrt(total) >= own:
         return math.sqrt(total), df_known
@@ -222,23 +224,17 @@ def case_resampled_interval(
 def _with_cases(interval: RatioInterval, case_var: float, case_df: int, q: float) -> tuple[float, float, float]:
     """(standard error, half-width, t degrees of freedom) of a block interval widened by the cases' variance. Without
     the offset: the wider of the blocks' t (their df) and the Welch–Satterthwaite t over the blocks and the cases
-    (``case_df``), times √(blocks' variance + cases'); with it, the Satterthwaite interval with the offset term known,
-    never narrower than the one without (the t quantile falls as a known term grows: docs/method.md#the-block-interval).
-    So a larger allowance never narrows the interval. The degrees of freedom returned give the half-width with the
-    standard error."""
+    (``case_df``), times √(blocks' variance + cases'); with it, :func:`_with_offset` on that, never narrower than the
+    one without (the t quantile falls as a known term grows: docs/method.md#the-block-interval). So a larger
+    allowance never narrows the interval."""
     if interval.df < 1 or not math.isfinite(case_var):
         return math.nan, math.nan, math.nan
     own2 = max(interval.se_log**2 - interval.offset_var, 0.0)  # the blocks' own variance of the mean
     spread = own2 + case_var
-    parts = own2**2 / interval.df + (case_var**2 / case_df if case_df > 0 else 0.0)
-    df_spread = spread**2 / parts if parts > 0 else math.inf
-    floor_df = min(float(interval.df), df_spread)
-    floor = t_quantile(q, floor_df) * math.sqrt(spread)
-    se = math.sqrt(spread + interval.offset_var)
-    df = se**4 / parts if parts > 0 else math.inf
-    if interval.offset_var <= 0 or t_quantile(q, df) * se >= floor:
-        return (se, floor, floor_df) if interval.offset_var <= 0 else (se, t_quantile(q, df) * se, df)
-    return se, floor, float(brentq(lambda d: t_quantile(q, d) - floor / se, floor_df, df))  # t(df) · se = floor
+    welch = own2**2 / interval.df + (case_var**2 / case_df if case_df > 0 else 0.0)
+    floor_df = min(float(interval.df), spread**2 / welch if welch > 0 else math.inf)
+    se, t_df = _with_offset(spread, floor_df, interval.offset_var, q, welch)
+    return se, t_quantile(q, t_df) * se, t_df
 
 
 def look_confidence(confidence: float, looks: int) -> float:

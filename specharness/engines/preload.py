@@ -26,13 +26,36 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["ENV", "ForkedProcess", "PreloadUnavailable", "enabled", "forked", "process_start_time", "spawn_forked"]
+__all__ = [
+    "ENV",
+    "ForkedProcess",
+    "PreloadUnavailable",
+    "enabled",
+    "forked",
+    "helper_log",
+    "process_start_time",
+    "spawn_forked",
+]
 
 ENV = "SPECHARNESS_PRELOADED_SERVER"  # "1": fork servers from a preloaded interpreter, "0": never (default: on a GPU)
 _POLL_S = 0.5
 _UNAVAILABLE: dict[str, str] = {}  # preloaders that failed in this process, with why
 _REQUEST_LIMIT = 1 << 22  # bytes of one start request (argv and environment)
 _LOG = logging.getLogger("specharness.preloader")  # lines to the preloader's log (its stdout), set up by serve()
+
+
+def helper_log(name: str) -> logging.Logger:
+    """The logger of a helper process beside the harness (``specharness.<name>``: the preloader, an engine's keeper):
+    its lines to stdout, the helper's log file, as they are written and unprefixed (they name the process
+    themselves). Here because this file imports only the standard library (the preloader runs it by path)."""
+    log = logging.getLogger(f"specharness.{name}")
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stdout)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
+    return log
 
 
 class PreloadUnavailable(Exception):
@@ -260,12 +283,7 @@ def serve(name: str, module: str, owner_pid: int, idle_s: float) -> int:
     """Import ``module``, then fork a server for each start request until the owner is gone or no server has run
     for ``idle_s``; returns the exit code."""
     me = os.getpid()
-    if not _LOG.handlers:  # this file runs in the engine's interpreter, without specharness.console
-        handler = logging.StreamHandler(sys.stdout)
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        _LOG.addHandler(handler)
-        _LOG.setLevel(logging.INFO)
-        _LOG.propagate = False
+    helper_log("preloader")  # _LOG's console: this process's stdout
     owner_started = process_start_time(owner_pid)
     before = dict(os.environ)
     t0 = time.monotonic()
