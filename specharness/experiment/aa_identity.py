@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
-from specharness.experiment.bands import machine_kind
+from specharness.experiment.bands import CPU_XEON_2, CPU_ZEN4_2, machine_kind
 
 __all__ = ["AA_IDENTITY", "AA_IDENTITY_LONGER", "AAIdentity", "aa_identity_for"]
 
@@ -21,7 +21,7 @@ __all__ = ["AA_IDENTITY", "AA_IDENTITY_LONGER", "AAIdentity", "aa_identity_for"]
 class AAIdentity:
     """Identical greedy outputs of baseline-b vs baseline at one client count on one kind of machine."""
 
-    kind: str  # the machine kind, as bands.BANDS keys it ("cpu", "h200")
+    kind: str  # the machine kind, as bands.BANDS keys it (bands.CPU_XEON_2, "h200")
     clients: int
     identical_pairs: int
     pairs: int
@@ -46,7 +46,7 @@ class AAIdentity:
 
 
 _CPU_SOURCE = (
-    "2-core CPU A/A, vLLM CPU 0.32.0, workloads copy, transform, free, abstain at max_tokens 48, 4 blocks in each "
+    "2-core Xeon A/A, vLLM CPU 0.32.0, workloads copy, transform, free, abstain at max_tokens 48, 4 blocks in each "
     "of 5 runs (2026-12-04, reports/cpu-aa/20261204 run1-run5)"
 )
 _H200_SOURCE = (
@@ -62,10 +62,17 @@ _H200_RUNS = tuple(
 
 # From measure_aa_identity on the runs named (tests/unit/test_aa_identity.py recomputes them).
 AA_IDENTITY: dict[str, dict[int, AAIdentity]] = {
-    "cpu": {
-        1: AAIdentity("cpu", 1, 320, 320, ((20, 20, 16),), _CPU_RUNS, _CPU_SOURCE, max_output_tokens=48),
+    CPU_XEON_2: {
+        1: AAIdentity(CPU_XEON_2, 1, 320, 320, ((20, 20, 16),), _CPU_RUNS, _CPU_SOURCE, max_output_tokens=48),
         4: AAIdentity(
-            "cpu", 4, 317, 320, ((18, 20, 1), (19, 20, 1), (20, 20, 14)), _CPU_RUNS, _CPU_SOURCE, max_output_tokens=48
+            CPU_XEON_2,
+            4,
+            317,
+            320,
+            ((18, 20, 1), (19, 20, 1), (20, 20, 14)),
+            _CPU_RUNS,
+            _CPU_SOURCE,
+            max_output_tokens=48,
         ),
     },
     "h200": {
@@ -78,16 +85,16 @@ AA_IDENTITY: dict[str, dict[int, AAIdentity]] = {
 
 
 _CPU_96_SOURCE = (
-    "2-core CPU A/A, vLLM CPU 0.32.0, workloads copy, transform at max_tokens 96 (outputs up to 62 tokens), 4 blocks "
-    "in each of 3 runs (2026-12-06, reports/cpu-aa/20261206-cap96 run1-run3)"
+    "2-core EPYC Zen 4 A/A, vLLM CPU 0.32.0, workloads copy, transform at max_tokens 96 (outputs up to 62 tokens), 4 "
+    "blocks in each of 3 runs (2026-12-06, reports/cpu-aa/20261206-cap96 run1-run3)"
 )
 _CPU_96_RUNS = tuple(f"reports/cpu-aa/20261206-cap96/run{k}" for k in range(1, 4))
 
 # Records at longer outputs, for runs whose answers outrun the records above (:func:`aa_identity_for` picks).
 AA_IDENTITY_LONGER: dict[str, dict[int, AAIdentity]] = {
-    "cpu": {
-        1: AAIdentity("cpu", 1, 144, 144, ((12, 12, 12),), _CPU_96_RUNS, _CPU_96_SOURCE, max_output_tokens=62),
-        4: AAIdentity("cpu", 4, 144, 144, ((12, 12, 12),), _CPU_96_RUNS, _CPU_96_SOURCE, max_output_tokens=62),
+    CPU_ZEN4_2: {
+        1: AAIdentity(CPU_ZEN4_2, 1, 144, 144, ((12, 12, 12),), _CPU_96_RUNS, _CPU_96_SOURCE, max_output_tokens=62),
+        4: AAIdentity(CPU_ZEN4_2, 4, 144, 144, ((12, 12, 12),), _CPU_96_RUNS, _CPU_96_SOURCE, max_output_tokens=62),
     },
 }
 

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BANDS", "Band", "band_for", "band_from_offset", "machine_kind"]
+__all__ = ["BANDS", "CPU_XEON_2", "CPU_ZEN4_2", "CPU_ZEN5_2", "Band", "band_for", "band_from_offset", "machine_kind"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,13 +32,34 @@ class Band:
         return self.offset_sd_upper**2
 
 
+CPU_XEON_2 = "cpu:Intel(R) Xeon(R) Processor, 2 cores"  # its runs predate family and model in the record
+CPU_ZEN4_2 = "cpu:AMD EPYC (family 25 model 17), 2 cores"
+CPU_ZEN5_2 = "cpu:AMD EPYC (family 26 model 2), 2 cores"
+
 BANDS = {
-    "cpu": Band(
+    CPU_XEON_2: Band(
         0.10,
-        "2-core CPU A/A, vLLM CPU 0.32.0, 40 cells in 5 runs (2026-12-04, reports/cpu-aa/20261204): 0 "
+        "2-core Xeon A/A, vLLM CPU 0.32.0, 40 cells in 5 runs (2026-12-04, reports/cpu-aa/20261204): 0 "
         "false verdicts; per-cell engine-instance offset sd 0.000, 95% upper limit 0.021 (specharness aa-summary, "
         "offset_evidence: run and cell offsets together), so the band is the 10% floor",
         offset_sd_upper=0.021,
+        aa_runs=5,
+    ),
+    CPU_ZEN4_2: Band(
+        0.10,
+        "2-core EPYC Zen 4 A/A (the release against itself), vLLM CPU 0.32.0, 20 cells in 5 runs (2026-12-06, "
+        "reports/cpu-release-controls/20261206 run1-run5, scorecard.md): 0 false verdicts; per-cell engine-instance "
+        "offset sd 0.019, 95% upper limit 0.047 (specharness aa-summary, offset_evidence), so the band is the 10% floor",
+        offset_sd_upper=0.047,
+        aa_runs=5,
+    ),
+    CPU_ZEN5_2: Band(
+        0.10,
+        "2-core EPYC Zen 5 A/A (the release against itself), vLLM CPU 0.32.0, 20 cells in 5 runs (2026-12-07, "
+        "reports/cpu-release-controls/20261207-settle controls/run1-run3, two-engines/settle1.2-run1, -run2): 0 false "
+        "verdicts; per-cell engine-instance offset sd 0.000, 95% upper limit 0.020 (specharness aa-summary, "
+        "offset_evidence), so the band is the 10% floor",
+        offset_sd_upper=0.020,
         aa_runs=5,
     ),
     "h200": Band(
@@ -52,7 +73,9 @@ BANDS = {
     ),
 }
 _H200 = re.compile(r"(NVIDIA )?H200( \d+ ?GB( HBM3e?)?)?", re.I)  # the SXM H200 only: NVL and GH200 differ
-UNRECORDED_FACTOR = 2.0  # a GPU without its own A/A record: this many times the largest recorded GPU upper limit
+_STEPPING = re.compile(r" stepping \S+(?=\)$)")
+UNRECORDED_FACTOR = 2.0  # a machine without its own A/A record: this many times the largest recorded upper limit of
+# its class (CPUs, GPUs)
 
 
 def band_from_offset(offset_sd_upper: float) -> float:
@@ -62,26 +85,32 @@ def band_from_offset(offset_sd_upper: float) -> float:
 
 def machine_kind(hardware: dict[str, Any]) -> str:
     """The kind of machine a run's hardware record names (the key of :data:`BANDS` and of the A/A identity record):
-    ``cpu`` without GPUs, ``h200`` for an H200, else ``gpu:<its name>``, a GPU without a record of its own."""
+    ``h200`` for an H200, ``gpu:<its name>`` for another GPU, ``cpu:<model (family, model)>, <n> cores`` without GPUs
+    (the stepping left out; ``cpu:unknown`` where the record names no CPU)."""
     gpus = hardware.get("gpus") or []
-    if not gpus:
-        return "cpu"
-    name = str(gpus[0])
-    return "h200" if _H200.fullmatch(name.strip()) else f"gpu:{name}"
+    if gpus:
+        name = str(gpus[0])
+        return "h200" if _H200.fullmatch(name.strip()) else f"gpu:{name}"
+    cpu = str(hardware.get("cpu") or "").strip()
+    if not cpu:
+        return "cpu:unknown"
+    return f"cpu:{_STEPPING.sub('', cpu)}, {hardware.get('cpu_count', '?')} cores"
 
 
 def band_for(hardware: dict[str, Any]) -> Band:
-    """The band for a run's hardware record (:func:`machine_kind`); a GPU without an A/A record of its own gets a
-    stated conservative allowance, never another GPU's record."""
+    """The band for a run's hardware record (:func:`machine_kind`); a machine without an A/A record of its own gets a
+    stated conservative allowance, never another machine's record."""
     kind = machine_kind(hardware)
     if kind in BANDS:
         return BANDS[kind]
-    recorded = max(b.offset_sd_upper for k, b in BANDS.items() if k != "cpu")
+    cpu = kind.startswith("cpu:")
+    what = "CPU" if cpu else "GPU"
+    recorded = max(b.offset_sd_upper for k, b in BANDS.items() if k.startswith("cpu:") == cpu)
     sd = UNRECORDED_FACTOR * recorded
     return Band(
         band_from_offset(sd),
-        f"no A/A record for this GPU ({kind.removeprefix('gpu:')}): a conservative engine-instance offset allowance, "
-        f"sd {sd:.3f} ({UNRECORDED_FACTOR:g}x the largest recorded GPU upper limit, {recorded:.3f}), and its band; "
+        f"no A/A record for this {what} ({kind.split(':', 1)[1]}): a conservative engine-instance offset allowance, "
+        f"sd {sd:.3f} ({UNRECORDED_FACTOR:g}x the largest recorded {what} upper limit, {recorded:.3f}), and its band; "
         "record this machine's own with specharness run --profile aa (5 runs or more) and specharness aa-summary",
         offset_sd_upper=sd,
         aa_runs=0,

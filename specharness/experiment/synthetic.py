@@ -22,6 +22,11 @@ from specharness.records import CellRecord, Manifest, RequestRecord, cell_id, ce
 __all__ = ["write_synthetic_run"]
 
 
+# The machine a synthetic run says it ran on: the 2-core Xeon of the CPU A/A record, so that its band and identity
+# record are a recorded machine's (experiment.bands, experiment.aa_identity).
+SYNTHETIC_HARDWARE = {"cpu": "Intel(R) Xeon(R) Processor", "cpu_count": 2, "gpus": []}
+
+
 def write_synthetic_run(
     out_dir: Path,
     records: int,
@@ -42,7 +47,12 @@ def write_synthetic_run(
     orders = block_orders(profile.arms, profile.blocks, profile.order_seed)
     by_block = {str(b): list(o) for b, o in enumerate(orders)}
     manifest = Manifest(
-        config=config.to_dict(), status="complete", synthetic=True, model={"name": "synthetic"}, block_orders=by_block
+        config=config.to_dict(),
+        status="complete",
+        synthetic=True,
+        model={"name": "synthetic"},
+        block_orders=by_block,
+        hardware=dict(SYNTHETIC_HARDWARE),
     )
     write_manifest(out_dir, manifest)
     case_tokens = [rng.randint(20, 120) for _ in range(per_cell)]

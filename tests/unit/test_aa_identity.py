@@ -18,33 +18,48 @@ from specharness.analysis.aa_identity_record import format_records, measure_aa_i
 from specharness.analysis.quality_tests import CaseIdentity, identity_against_record, with_identity_controls
 from specharness.experiment import aa_identity
 from specharness.experiment.aa_identity import AA_IDENTITY, AAIdentity, aa_identity_for
+from specharness.experiment.bands import CPU_XEON_2, CPU_ZEN4_2
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("kind", ["cpu", "h200"])
-def test_the_committed_record_is_what_the_committed_aa_runs_give(kind: str) -> None:
+XEON = {"cpu": "Intel(R) Xeon(R) Processor", "cpu_count": 2}  # the hardware record of the CPU A/A runs
+
+
+@pytest.mark.parametrize(("kind", "runs"), [(CPU_XEON_2, "_CPU_RUNS"), ("h200", "_H200_RUNS")])
+def test_the_committed_record_is_what_the_committed_aa_runs_give(kind: str, runs: str) -> None:
     record = AA_IDENTITY[kind]
     first = next(iter(record.values()))
-    assert first.runs == getattr(aa_identity, f"_{kind.upper()}_RUNS")
+    assert first.runs == getattr(aa_identity, runs)
     measured = measure_aa_identity([ROOT / r for r in first.runs], kind, first.source)
     assert {r.clients: replace(r, runs=first.runs) for r in measured} == record
     assert "identical" in format_records(measured)
     assert aa_identity_for({"gpus": ["NVIDIA H200"]}) == AA_IDENTITY["h200"]
-    assert aa_identity_for({}, 48) == AA_IDENTITY["cpu"]
+    assert aa_identity_for(XEON, 48) == AA_IDENTITY[CPU_XEON_2]
     assert aa_identity_for({"gpus": ["NVIDIA H100 80GB HBM3"]}) == {}  # another GPU: no record, never the H200's
+    other_cpu = {"cpu": "AMD EPYC (family 25 model 1 stepping 1)", "cpu_count": 2}
+    assert aa_identity_for(other_cpu) == {} and aa_identity_for({}) == {}  # another CPU: never the Xeon's
 
 
-def test_the_longer_record_is_what_its_committed_runs_give_and_runs_get_the_record_of_their_length() -> None:
-    record = aa_identity.AA_IDENTITY_LONGER["cpu"]
+def test_the_longer_record_is_what_its_committed_runs_give() -> None:
+    record = aa_identity.AA_IDENTITY_LONGER[CPU_ZEN4_2]
     runs = aa_identity._CPU_96_RUNS
-    measured = measure_aa_identity([ROOT / r for r in runs], "cpu", record[1].source)
+    measured = measure_aa_identity([ROOT / r for r in runs], CPU_ZEN4_2, record[1].source)
     assert {r.clients: replace(r, runs=runs) for r in measured} == record
-    short, longer = AA_IDENTITY["cpu"][1], record[1]
-    assert short.max_output_tokens < longer.max_output_tokens
-    assert aa_identity_for({}, short.max_output_tokens)[1] is short  # the shortest record that reaches the cap
-    assert aa_identity_for({}, short.max_output_tokens + 1)[1] is longer
-    assert aa_identity_for({}, 4096)[1] is longer and aa_identity_for({})[4] is record[4]  # else the longest
+    zen4 = {"cpu": "AMD EPYC (family 25 model 17 stepping 1)", "cpu_count": 2}  # the machine of those runs
+    assert aa_identity_for(zen4, 48)[1] is record[1]  # its only record, whatever the cap
+    assert aa_identity_for(XEON, 4096)[1] is AA_IDENTITY[CPU_XEON_2][1]  # never another CPU's longer record
+
+
+def test_runs_get_the_record_of_their_length(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stand-in records: a kind with a 48-token and a 62-token record at 1 client, the 48-token one alone at 4."""
+    short = AA_IDENTITY[CPU_XEON_2]
+    longer = {c: replace(r, max_output_tokens=62) for c, r in short.items() if c == 1}
+    monkeypatch.setitem(aa_identity.AA_IDENTITY_LONGER, CPU_XEON_2, longer)
+    assert aa_identity_for(XEON, 48)[1] is short[1]  # the shortest record that reaches the cap
+    assert aa_identity_for(XEON, 49)[1] is longer[1]
+    assert aa_identity_for(XEON, 4096)[1] is longer[1] and aa_identity_for(XEON)[1] is longer[1]  # else the longest
+    assert aa_identity_for(XEON, 4096)[4] is short[4]
     assert aa_identity_for({"gpus": ["NVIDIA H200"]}, 4096)[1] is AA_IDENTITY["h200"][1]
 
 
@@ -127,7 +142,7 @@ def test_every_comparison_against_the_baseline_gets_a_control(tmp_path: Path) ->
     controls = {(c["load"], c["identity"]["control"]["text"].split(" (")[0]) for c in report["comparisons"]}
     assert controls == {("c1", "diverges no more than two identical engines"), ("c8", "no A/A record at this load")}
     md = (run / "report.md").read_text()
-    assert "recorded A/A at 1 client, 144/144 pairs identical" in md and "no A/A record at this load (8 clients)" in md
+    assert "recorded A/A at 1 client, 320/320 pairs identical" in md and "no A/A record at this load (8 clients)" in md
 
 
 def test_an_a_a_arm_in_the_run_is_its_own_control_and_open_loop_has_no_record() -> None:
@@ -136,14 +151,14 @@ def test_an_a_a_arm_in_the_run_is_its_own_control_and_open_loop_has_no_record() 
     a, b = arms()
     c = replace(compare(a, b), arm_a="baseline", arm_b="ngram", load="c1")
     twin = replace(c, arm_b="baseline-b")
-    judged = with_identity_controls([c, twin], ("baseline", "ngram", "baseline-b"), AA_IDENTITY["cpu"])
+    judged = with_identity_controls([c, twin], ("baseline", "ngram", "baseline-b"), AA_IDENTITY[CPU_XEON_2])
     assert judged[0].identity.control is not None and judged[0].identity.control.twin == "baseline-b"
     assert judged[1].identity.control is None  # the A/A comparison itself
     sync = replace(c, arm_a="baseline-sync")  # no A/A twin in the run: the record, whatever the reference arm
-    control = with_identity_controls([sync], ("baseline-sync", "ngram"), AA_IDENTITY["cpu"])[0].identity.control
+    control = with_identity_controls([sync], ("baseline-sync", "ngram"), AA_IDENTITY[CPU_XEON_2])[0].identity.control
     assert control is not None and control.text.startswith("diverges no more than two identical engines (recorded")
     open_loop = replace(c, load="r2", rate="2")
-    control = with_identity_controls([open_loop], ("baseline", "ngram"), AA_IDENTITY["cpu"])[0].identity.control
+    control = with_identity_controls([open_loop], ("baseline", "ngram"), AA_IDENTITY[CPU_XEON_2])[0].identity.control
     assert control is not None and control.text.startswith("no A/A record at this load (open loop")
 
 
@@ -164,7 +179,7 @@ def test_outputs_longer_than_the_records_are_compared_over_its_length(
     from tests.unit.test_prefix_speed import arms, compare
 
     a, b = arms(diverge_at=diverge_at, chained=chained)
-    c = with_identity_controls([compare(a, b)], ("baseline", "ngram"), AA_IDENTITY["cpu"])[0]
+    c = with_identity_controls([compare(a, b)], ("baseline", "ngram"), AA_IDENTITY[CPU_XEON_2])[0]
     control = c.identity.control
     assert control is not None and control.text.startswith(starts + " than two identical engines")
     assert says in control.text and "outputs here reach 100 tokens, the record's 48" in control.text

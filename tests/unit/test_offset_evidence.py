@@ -131,11 +131,45 @@ def test_a_gpu_without_its_own_record_gets_a_stated_conservative_allowance() -> 
     assert machine_kind(h200) == "h200" and machine_kind(h100) == "gpu:NVIDIA H100 80GB HBM3"
     for other in ("NVIDIA H200 NVL", "NVIDIA GH200 480GB"):  # other parts, not the recorded H200
         assert machine_kind({"gpus": [other]}) == f"gpu:{other}"
-    assert band_for(h200) is BANDS["h200"] and band_for({}) is BANDS["cpu"]
+    assert band_for(h200) is BANDS["h200"]
     own = band_for(h100)
     assert own.offset_sd_upper == 2 * BANDS["h200"].offset_sd_upper and own.aa_runs == 0
     assert own.margin == band_from_offset(own.offset_sd_upper) > BANDS["h200"].margin
     assert "no A/A record for this GPU (NVIDIA H100 80GB HBM3)" in own.source and "H200 A/A" not in own.source
+
+
+def test_a_cpu_is_judged_by_its_own_models_record_or_a_stated_conservative_allowance() -> None:
+    """Issue 35: every CPU was judged with one 2-core Xeon's record, though a Zen 4's own A/A gives an upper limit more
+    than twice as large. A CPU's kind is its model (family and model, not the stepping) and core count; a recorded
+    model keeps its own record, any other CPU (another model, another core count, no CPU named) gets twice the
+    largest recorded CPU upper limit and a source that says so."""
+    from specharness.experiment.bands import (
+        CPU_XEON_2,
+        CPU_ZEN4_2,
+        CPU_ZEN5_2,
+        band_for,
+        band_from_offset,
+        machine_kind,
+    )
+
+    zen4 = {"cpu": "AMD EPYC (family 25 model 17 stepping 1)", "cpu_count": 2}
+    assert machine_kind(zen4) == CPU_ZEN4_2 and band_for(zen4) is BANDS[CPU_ZEN4_2]
+    assert band_for({"cpu": "AMD EPYC (family 26 model 2 stepping 9)", "cpu_count": 2}) is BANDS[CPU_ZEN5_2]
+    assert band_for({"cpu": "Intel(R) Xeon(R) Processor", "cpu_count": 2}) is BANDS[CPU_XEON_2]
+    largest = max(b.offset_sd_upper for k, b in BANDS.items() if k.startswith("cpu:"))
+    assert largest == BANDS[CPU_ZEN4_2].offset_sd_upper > 2 * BANDS[CPU_XEON_2].offset_sd_upper
+    for other in (
+        {"cpu": "Intel(R) Xeon(R) Processor (family 6 model 207 stepping 2)", "cpu_count": 2},
+        {**zen4, "cpu_count": 16},
+        {},
+    ):
+        own = band_for(other)
+        assert own.offset_sd_upper == 2 * largest and own.aa_runs == 0, other
+        assert own.margin == band_from_offset(own.offset_sd_upper) > 0.10
+        assert (
+            own.source.startswith(f"no A/A record for this CPU ({machine_kind(other)[4:]})")
+            and "A/A," not in own.source
+        )
 
 
 def test_the_per_cell_variance_is_unbiased_with_unequal_runs() -> None:

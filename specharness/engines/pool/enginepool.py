@@ -36,7 +36,7 @@ from specharness.engines.pool.keys import (
 from specharness.engines.pool.lease import Lease, _holders, _touched
 from specharness.engines.pool.pooled import PooledEngine
 from specharness.engines.pool.room import _holders_phrase, _NoRoomYet, _room
-from specharness.engines.preload import process_start_time
+from specharness.engines.preloader import process_start_time
 from specharness.engines.server import ArmSpec, EngineSettings
 from specharness.engines.startlog import is_memory_failure
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from specharness._errors import EngineError
 from specharness.engines.pool.keys import _KEY_ENV, _POLL_S
 from specharness.engines.pool.lease import Lease, _alive, _holders
-from specharness.engines.preload import helper_log, process_start_time
+from specharness.engines.preloader import helper_log, process_start_time
 from specharness.engines.server import ArmSpec, EngineServer, EngineSettings
 
 _LOG = helper_log("keeper")  # lines to the keeper's log (its stdout)

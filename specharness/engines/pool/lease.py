@@ -9,7 +9,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from specharness.engines.preload import process_start_time
+from specharness.engines.preloader import process_start_time
 
 __all__ = ["Lease"]
 
