@@ -16,7 +16,17 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BANDS", "CPU_XEON_2", "CPU_ZEN4_2", "CPU_ZEN5_2", "Band", "band_for", "band_from_offset", "machine_kind"]
+__all__ = [
+    "BANDS",
+    "CPU_XEON_2",
+    "CPU_ZEN4_2",
+    "CPU_ZEN5_2",
+    "Band",
+    "band_for",
+    "band_from_offset",
+    "cpu_kind",
+    "machine_kind",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,9 +42,18 @@ class Band:
         return self.offset_sd_upper**2
 
 
-CPU_XEON_2 = "cpu:Intel(R) Xeon(R) Processor, 2 cores"  # its runs predate family and model in the record
-CPU_ZEN4_2 = "cpu:AMD EPYC (family 25 model 17), 2 cores"
-CPU_ZEN5_2 = "cpu:AMD EPYC (family 26 model 2), 2 cores"
+_STEPPING = re.compile(r" stepping \S+(?=\)$)")
+
+
+def cpu_kind(model: str, cores: object) -> str:
+    """The kind of a machine without GPUs: ``cpu:<model>, <n> cores``, the model as the hardware record names it
+    (experiment.rundir.cpu_model) without its stepping."""
+    return f"cpu:{_STEPPING.sub('', model)}, {cores} cores"
+
+
+CPU_XEON_2 = cpu_kind("Intel(R) Xeon(R) Processor", 2)  # its runs predate family and model in the record
+CPU_ZEN4_2 = cpu_kind("AMD EPYC (family 25 model 17)", 2)
+CPU_ZEN5_2 = cpu_kind("AMD EPYC (family 26 model 2)", 2)
 
 BANDS = {
     CPU_XEON_2: Band(
@@ -73,7 +92,6 @@ BANDS = {
     ),
 }
 _H200 = re.compile(r"(NVIDIA )?H200( \d+ ?GB( HBM3e?)?)?", re.I)  # the SXM H200 only: NVL and GH200 differ
-_STEPPING = re.compile(r" stepping \S+(?=\)$)")
 UNRECORDED_FACTOR = 2.0  # a machine without its own A/A record: this many times the largest recorded upper limit of
 # its class (CPUs, GPUs)
 
@@ -94,7 +112,7 @@ def machine_kind(hardware: dict[str, Any]) -> str:
     cpu = str(hardware.get("cpu") or "").strip()
     if not cpu:
         return "cpu:unknown"
-    return f"cpu:{_STEPPING.sub('', cpu)}, {hardware.get('cpu_count', '?')} cores"
+    return cpu_kind(cpu, hardware.get("cpu_count", "?"))
 
 
 def band_for(hardware: dict[str, Any]) -> Band:
