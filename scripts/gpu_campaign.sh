@@ -24,7 +24,7 @@
 #                                             SPECHARNESS_ASV_PAIR_ARMS=baseline runs the baseline pair alone)
 #   scripts/gpu_campaign.sh controls          the release review's controls: the release against itself and against
 #                                             itself slowed by 1.05 and 1.10 (scripts/arms/release-controls.toml)
-#   scripts/gpu_campaign.sh aa                A/A runs for a GPU's record (bands.py, aa_identity.py): AA_FROM..AA_TO
+#   scripts/gpu_campaign.sh aa                A/A runs for a GPU's record (specharness aa-record): AA_FROM..AA_TO
 #                                             (default 1..5) runs of baseline vs baseline-b, copy, transform, free,
 #                                             abstain x 1, 8 clients x 4 blocks x 8 requests, 48 tokens (AA_ARGS adds
 #                                             options); each run's folder is packed under $OUT as it ends
@@ -220,7 +220,12 @@ case "$MODE" in
         --out "/tmp/aa-run$k" 2>&1 | grep -v 'it/s]' | tail -8 | tee -a "$OUT/aa.log"
       echo "aa-run$k wall: $(( $(date +%s) - start )) s" | tee -a "$OUT/aa.log"
       tar -C /tmp --exclude='*.log' -cJf "$OUT/aa-run$k.tar.xz" "aa-run$k"
-    done ;;
+    done
+    # the machine's record from every run made in this call (2 or more), filed under $OUT/aa_records: copy it into
+    # specharness/experiment/aa_records/ (or $SPECHARNESS_MACHINE_RECORDS) and every later run on this GPU uses it
+    mkdir -p "$OUT/aa_records"
+    SPECHARNESS_MACHINE_RECORDS="$OUT/aa_records" "$PY" -m specharness aa-record /tmp/aa-run* --write --replace \
+      2>&1 | tee -a "$OUT/aa.log" ;;
   crosscheck)
     timeout "${CROSS_LIMIT_S:-540}" "$PY" -m specharness crosscheck --out /tmp/cross --num-prompts 16 --max-tokens 64 \
       2>&1 | tee "$OUT/crosscheck.log"

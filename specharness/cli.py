@@ -2,7 +2,7 @@
 
 Experiments: ``run`` (a paired baseline vs prompt-lookup experiment), ``sweep`` (a saturation sweep), ``sampled`` (the
 distribution check under sampling), ``crosscheck`` (TTFT/TPOT against ``vllm bench serve``), ``starts`` (engine start
-times, phase by phase). Runs: ``report``, ``compare``, ``aa-summary``. Inputs and methods: ``import`` (a dataset into
+times, phase by phase). Runs: ``report``, ``compare``, ``aa-summary``, ``aa-record``. Inputs and methods: ``import`` (a dataset into
 a workload), ``simulate`` (the verdict's error rates). Release history (ASV): ``machine``, ``ledger``, ``spread``,
 ``release-compare``, ``site``.
 
@@ -18,6 +18,7 @@ from pathlib import Path
 
 from specharness._errors import SpecharnessError
 from specharness.commands import (
+    cmd_aa_record,
     cmd_aa_summary,
     cmd_compare,
     cmd_crosscheck,
@@ -136,7 +137,7 @@ def _experiment_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
 
 
 def _run_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """report, compare, aa-summary (run folders); import, simulate (inputs and methods)."""
+    """report, compare, aa-summary, aa-record (run folders); import, simulate (inputs and methods)."""
     rep = sub.add_parser(
         "report", help="rebuild report.md, report.json, plots and report.html from a run folder's journal alone"
     )
@@ -151,6 +152,19 @@ def _run_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     aa.set_defaults(handler=cmd_aa_summary)
     aa.add_argument("run_dirs", type=Path, nargs="+")
+    rec = sub.add_parser(
+        "aa-record",
+        help="this machine's A/A record from A/A runs made on it (its band, offset allowance and identity records): "
+        "printed, or filed with --write where every later run and report finds it",
+    )
+    rec.set_defaults(handler=cmd_aa_record)
+    rec.add_argument("run_dirs", type=Path, nargs="+")
+    rec.add_argument(
+        "--write",
+        action="store_true",
+        help="file the record in $SPECHARNESS_MACHINE_RECORDS, else the package's aa_records folder",
+    )
+    rec.add_argument("--replace", action="store_true", help="with --write: replace the kind's record if it has one")
     imp = sub.add_parser(
         "import",
         help="turn a dataset (OpenAI batch, ShareGPT, prompt JSONL, CSV, or packaged:NAME) "

@@ -146,8 +146,25 @@ def cmd_aa_summary(args: argparse.Namespace) -> int:
     kind = machine_kind(read_manifest(args.run_dirs[0]).get("hardware", {}))
     source = ", ".join(str(d) for d in args.run_dirs)
     print(
-        f"\n**A/A identity record** (for specharness.experiment.aa_identity):\n{format_records(measure_aa_identity(args.run_dirs, kind, source))}"
+        f"\n**A/A identity record** (specharness aa-record files it with the band):\n{format_records(measure_aa_identity(args.run_dirs, kind, source))}"
     )
+    return 0
+
+
+def cmd_aa_record(args: argparse.Namespace) -> int:
+    import json
+
+    from specharness.experiment.machine_record import record_json, records_folder, write_record
+    from specharness.reporting.aa_record import build_record
+
+    if args.replace and not args.write:
+        raise ConfigError("aa-record: --replace goes with --write")
+    record = build_record(args.run_dirs)
+    if args.write:
+        path = write_record(record, records_folder(), replace=args.replace)
+        print(f"{record.kind}: {record.band.source if record.band else ''}\nwritten to {path}")
+    else:
+        print(json.dumps(record_json(record), indent=1, ensure_ascii=False))
     return 0
 
 

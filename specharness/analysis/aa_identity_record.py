@@ -1,7 +1,8 @@
 """The A/A identity record measured from A/A run folders (:mod:`specharness.experiment.aa_identity` keeps it).
 
 Each run folder is analysed as a report would be (:func:`specharness.analysis.analyse.analyse`: valid cells, the
-declared blocks); its baseline-b vs baseline comparisons at closed-loop loads give, per prompt, the identical pairs
+declared blocks); its A/A comparisons at closed-loop loads (baseline-b vs baseline, or a declared twin without a
+client-side slowdown vs the arm it copies, :func:`~specharness.experiment.design.control_pairs`) give, per prompt, the identical pairs
 and pairs by the comparison's own rule (:func:`specharness.analysis.quality_tests.case_quality`). A prompt is
 (workload, case): the same prompt in several runs or blocks is one case, its pairs summed.
 """
@@ -15,40 +16,50 @@ from pathlib import Path
 from specharness.analysis.analyse import analyse
 from specharness.analysis.quality_tests import TWIN
 from specharness.experiment.aa_identity import AAIdentity
+from specharness.experiment.design import Profile, control_pairs
 from specharness.experiment.rundir import read_manifest
 
 __all__ = ["format_records", "measure_aa_identity"]
 
 
 def measure_aa_identity(run_dirs: Sequence[Path], kind: str, source: str) -> list[AAIdentity]:
-    """One :class:`AAIdentity` per client count found in the A/A comparisons of ``run_dirs`` (closed loop only)."""
-    by_clients: dict[int, dict[tuple[str, str], list[int]]] = {}
-    longest: dict[int, int] = {}
+    """One :class:`AAIdentity` per client count and cap (the runs' ``max_tokens_cap``) found in the A/A comparisons of
+    ``run_dirs`` (closed loop only), each naming the runs it came from."""
+    groups: dict[tuple[int, int], dict[tuple[str, str], list[int]]] = {}
+    longest: dict[tuple[int, int], int] = {}
+    runs: dict[tuple[int, int], list[str]] = {}
     for run_dir in run_dirs:
-        a = analyse(run_dir, read_manifest(run_dir))
+        manifest = read_manifest(run_dir)
+        profile = manifest["config"]["profile"]
+        twins = control_pairs(Profile.from_dict(profile))[0] if profile.get("arm_specs") else {("baseline", TWIN)}
+        cap = int(profile.get("max_tokens_cap") or 0)
+        a = analyse(run_dir, manifest)
         for c in a.comparisons:
-            if c.arm_a != "baseline" or c.arm_b != TWIN or c.rate or c.speed.verdict == "invalid":
+            if (c.arm_a, c.arm_b) not in twins or c.rate or c.speed.verdict == "invalid":
                 continue
-            cases = by_clients.setdefault(c.clients, {})
-            longest[c.clients] = max(longest.get(c.clients, 0), c.identity.max_output_tokens)
+            key = (c.clients, cap)
+            cases = groups.setdefault(key, {})
+            longest[key] = max(longest.get(key, 0), c.identity.max_output_tokens)
+            if str(run_dir) not in runs.setdefault(key, []):
+                runs[key].append(str(run_dir))
             for case, (same, total) in c.identity.by_case.items():
                 row = cases.setdefault((c.workload, case), [0, 0])
                 row[0] += same
                 row[1] += total
     out = []
-    for clients in sorted(by_clients):
-        cases = by_clients[clients]
+    for key in sorted(groups):
+        cases = groups[key]
         histogram = Counter((same, total) for same, total in cases.values())
         out.append(
             AAIdentity(
                 kind=kind,
-                clients=clients,
+                clients=key[0],
                 identical_pairs=sum(same for same, _ in cases.values()),
                 pairs=sum(total for _, total in cases.values()),
                 case_counts=tuple((same, total, n) for (same, total), n in sorted(histogram.items())),
-                runs=tuple(str(d) for d in run_dirs),
+                runs=tuple(runs[key]),
                 source=source,
-                max_output_tokens=longest[clients],
+                max_output_tokens=longest[key],
             )
         )
     return out

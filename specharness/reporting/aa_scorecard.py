@@ -28,6 +28,7 @@ __all__ = [
     "control_cell",
     "instance_offset_sd",
     "offset_evidence",
+    "run_labels",
     "score_control_runs",
     "suggest_margin",
 ]
@@ -266,10 +267,17 @@ def suggest_margin(cells: list[ControlCell]) -> float:
     return max(0.05, math.ceil((math.exp(1.96 * tau) - 1.0) * 100 - 1e-9) / 100)
 
 
+def run_labels(run_dirs: list[Path]) -> list[str]:
+    """One label a run, the unit the offset's spread is estimated over: each folder's name, or its path where two
+    runs share a name (run1 of two campaigns are two runs)."""
+    names = [d.name for d in run_dirs]
+    return names if len(set(names)) == len(names) else [str(d) for d in run_dirs]
+
+
 def score_control_runs(run_dirs: list[Path]) -> ControlScore:
     """Every control cell of the given runs; a run with neither control twin is an error."""
     score = ControlScore()
-    for run_dir in run_dirs:
+    for run_dir, label in zip(run_dirs, run_labels(run_dirs), strict=True):
         report: dict[str, Any] = load_report(run_dir)
         prof = report["manifest"]["config"]["profile"]
         arms = set(prof["arms"])
@@ -281,7 +289,7 @@ def score_control_runs(run_dirs: list[Path]) -> ControlScore:
         for c in report["comparisons"]:
             if c["arm_a"] != "baseline" or c["arm_b"] not in (AA_TWIN, SLOW_TWIN):
                 continue
-            score.cells.append(control_cell(run_dir.name, c))
+            score.cells.append(control_cell(label, c))
     return score
 
 

@@ -27,7 +27,7 @@ from specharness.analysis.changes import ALL_CELLS, detectable_ratio
 from specharness.analysis.verdict import DEFAULT_MARGIN, RELEASE_FACTOR, pair_change
 from specharness.experiment.design import Profile, control_pairs
 from specharness.numbers import number
-from specharness.reporting.aa_scorecard import ControlCell, control_cell, offset_evidence
+from specharness.reporting.aa_scorecard import ControlCell, control_cell, offset_evidence, run_labels
 from specharness.reporting.report import load_report
 
 __all__ = ["ReleaseControlCell", "ReleaseScorecard", "score_release_controls"]
@@ -181,7 +181,7 @@ def _median(values: Sequence[float]) -> float:
 def score_release_controls(run_dirs: list[Path], factor: float = RELEASE_FACTOR) -> ReleaseScorecard:
     """Every control value of the given runs (module docstring); a run without a declared twin is an error."""
     card = ReleaseScorecard(factor=factor)
-    for run_dir in run_dirs:
+    for run_dir, label in zip(run_dirs, run_labels(run_dirs), strict=True):
         report: dict[str, Any] = load_report(run_dir)
         profile = Profile.from_dict(report["manifest"]["config"]["profile"])
         card.band = max(card.band, profile.equivalence_margin or DEFAULT_MARGIN)
@@ -192,16 +192,14 @@ def score_release_controls(run_dirs: list[Path], factor: float = RELEASE_FACTOR)
         speed = {
             (c["workload"], c["load"], c["arm_a"], c["arm_b"]): c["speed"]["verdict"] for c in report["comparisons"]
         }
-        card.aa_speed += [
-            control_cell(run_dir.name, c) for c in report["comparisons"] if (c["arm_a"], c["arm_b"]) in aa
-        ]
+        card.aa_speed += [control_cell(label, c) for c in report["comparisons"] if (c["arm_a"], c["arm_b"]) in aa]
         for ch in report["changes"]:
             pair = (ch["arm_a"], ch["arm_b"])
             if pair not in aa | effect:
                 continue
             card.cells.append(
                 ReleaseControlCell(
-                    run=run_dir.name,
+                    run=label,
                     workload=ch["workload"],
                     load=ch["load"],
                     metric=ch["metric"],

@@ -17,7 +17,7 @@ from scipy import stats as sps
 from specharness.analysis.aa_identity_record import format_records, measure_aa_identity
 from specharness.analysis.quality_tests import CaseIdentity, identity_against_record, with_identity_controls
 from specharness.experiment import aa_identity
-from specharness.experiment.aa_identity import AA_IDENTITY, AAIdentity, aa_identity_for
+from specharness.experiment.aa_identity import AAIdentity, aa_identity_for, identity_records
 from specharness.experiment.bands import CPU_XEON_2, CPU_ZEN4_2
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,41 +26,54 @@ ROOT = Path(__file__).resolve().parents[2]
 XEON = {"cpu": "Intel(R) Xeon(R) Processor", "cpu_count": 2}  # the hardware record of the CPU A/A runs
 
 
-@pytest.mark.parametrize(("kind", "runs"), [(CPU_XEON_2, "_CPU_RUNS"), ("h200", "_H200_RUNS")])
-def test_the_committed_record_is_what_the_committed_aa_runs_give(kind: str, runs: str) -> None:
-    record = AA_IDENTITY[kind]
+def recorded(kind: str) -> dict[int, AAIdentity]:
+    """A kind's packaged identity records by client count (each kind's are of one length)."""
+    return {r.clients: r for r in identity_records(kind)}
+
+
+@pytest.mark.parametrize("kind", [CPU_XEON_2, "h200"])
+def test_the_committed_record_is_what_the_committed_aa_runs_give(kind: str) -> None:
+    record = recorded(kind)
     first = next(iter(record.values()))
-    assert first.runs == getattr(aa_identity, runs)
+    assert all(r.runs == first.runs for r in record.values()) and len(first.runs) >= 5
     measured = measure_aa_identity([ROOT / r for r in first.runs], kind, first.source)
     assert {r.clients: replace(r, runs=first.runs) for r in measured} == record
     assert "identical" in format_records(measured)
-    assert aa_identity_for({"gpus": ["NVIDIA H200"]}) == AA_IDENTITY["h200"]
-    assert aa_identity_for(XEON, 48) == AA_IDENTITY[CPU_XEON_2]
+    assert aa_identity_for({"gpus": ["NVIDIA H200"]}) == recorded("h200")
+    assert aa_identity_for(XEON, 48) == recorded(CPU_XEON_2)
     assert aa_identity_for({"gpus": ["NVIDIA H100 80GB HBM3"]}) == {}  # another GPU: no record, never the H200's
     other_cpu = {"cpu": "AMD EPYC (family 25 model 1 stepping 1)", "cpu_count": 2}
     assert aa_identity_for(other_cpu) == {} and aa_identity_for({}) == {}  # another CPU: never the Xeon's
 
 
 def test_the_longer_record_is_what_its_committed_runs_give() -> None:
-    record = aa_identity.AA_IDENTITY_LONGER[CPU_ZEN4_2]
-    runs = aa_identity._CPU_96_RUNS
+    """The Zen 4's 96-token record (3 built-in A/A runs), beside its 64-token one (the release controls' twins)."""
+    record = {r.clients: r for r in identity_records(CPU_ZEN4_2) if "cap96" in r.runs[0]}
+    runs = record[1].runs
+    assert runs == tuple(f"reports/cpu-aa/20261206-cap96/run{k}" for k in range(1, 4))
     measured = measure_aa_identity([ROOT / r for r in runs], CPU_ZEN4_2, record[1].source)
     assert {r.clients: replace(r, runs=runs) for r in measured} == record
     zen4 = {"cpu": "AMD EPYC (family 25 model 17 stepping 1)", "cpu_count": 2}  # the machine of those runs
-    assert aa_identity_for(zen4, 48)[1] is record[1]  # its only record, whatever the cap
-    assert aa_identity_for(XEON, 4096)[1] is AA_IDENTITY[CPU_XEON_2][1]  # never another CPU's longer record
+    assert aa_identity_for(zen4, 62)[1] is record[1]  # the one record whose outputs reach 62 tokens
+    assert aa_identity_for(zen4, 48)[1].max_output_tokens == 61  # else the shortest that reaches the cap
+    assert aa_identity_for(XEON, 4096)[1] is recorded(CPU_XEON_2)[1]  # never another CPU's longer record
 
 
 def test_runs_get_the_record_of_their_length(monkeypatch: pytest.MonkeyPatch) -> None:
     """Stand-in records: a kind with a 48-token and a 62-token record at 1 client, the 48-token one alone at 4."""
-    short = AA_IDENTITY[CPU_XEON_2]
-    longer = {c: replace(r, max_output_tokens=62) for c, r in short.items() if c == 1}
-    monkeypatch.setitem(aa_identity.AA_IDENTITY_LONGER, CPU_XEON_2, longer)
+    short = recorded(CPU_XEON_2)
+    longer = replace(short[1], max_output_tokens=62)
+    packaged = aa_identity.identity_records
+    monkeypatch.setattr(
+        aa_identity,
+        "identity_records",
+        lambda kind: (*packaged(kind), longer) if kind == CPU_XEON_2 else packaged(kind),
+    )
     assert aa_identity_for(XEON, 48)[1] is short[1]  # the shortest record that reaches the cap
-    assert aa_identity_for(XEON, 49)[1] is longer[1]
-    assert aa_identity_for(XEON, 4096)[1] is longer[1] and aa_identity_for(XEON)[1] is longer[1]  # else the longest
+    assert aa_identity_for(XEON, 49)[1] is longer
+    assert aa_identity_for(XEON, 4096)[1] is longer and aa_identity_for(XEON)[1] is longer  # else the longest
     assert aa_identity_for(XEON, 4096)[4] is short[4]
-    assert aa_identity_for({"gpus": ["NVIDIA H200"]}, 4096)[1] is AA_IDENTITY["h200"][1]
+    assert aa_identity_for({"gpus": ["NVIDIA H200"]}, 4096)[1] is recorded("h200")[1]
 
 
 def draw(rng: np.random.Generator, cases: int, blocks: int, shift: float = 0.0) -> np.ndarray:
@@ -120,7 +133,7 @@ def test_more_divergence_than_two_identical_engines_is_found() -> None:
 
 
 def test_the_text_names_the_record_and_never_stays_silent() -> None:
-    record = AA_IDENTITY["h200"][8]
+    record = recorded("h200")[8]
     same = arm_of(np.array([4] * 10 + [0] * 6), 4)
     control = identity_against_record(same, record, 8)
     assert control.text.startswith("diverges more than two identical engines (p = ")
@@ -151,14 +164,14 @@ def test_an_a_a_arm_in_the_run_is_its_own_control_and_open_loop_has_no_record() 
     a, b = arms()
     c = replace(compare(a, b), arm_a="baseline", arm_b="ngram", load="c1")
     twin = replace(c, arm_b="baseline-b")
-    judged = with_identity_controls([c, twin], ("baseline", "ngram", "baseline-b"), AA_IDENTITY[CPU_XEON_2])
+    judged = with_identity_controls([c, twin], ("baseline", "ngram", "baseline-b"), recorded(CPU_XEON_2))
     assert judged[0].identity.control is not None and judged[0].identity.control.twin == "baseline-b"
     assert judged[1].identity.control is None  # the A/A comparison itself
     sync = replace(c, arm_a="baseline-sync")  # no A/A twin in the run: the record, whatever the reference arm
-    control = with_identity_controls([sync], ("baseline-sync", "ngram"), AA_IDENTITY[CPU_XEON_2])[0].identity.control
+    control = with_identity_controls([sync], ("baseline-sync", "ngram"), recorded(CPU_XEON_2))[0].identity.control
     assert control is not None and control.text.startswith("diverges no more than two identical engines (recorded")
     open_loop = replace(c, load="r2", rate="2")
-    control = with_identity_controls([open_loop], ("baseline", "ngram"), AA_IDENTITY[CPU_XEON_2])[0].identity.control
+    control = with_identity_controls([open_loop], ("baseline", "ngram"), recorded(CPU_XEON_2))[0].identity.control
     assert control is not None and control.text.startswith("no A/A record at this load (open loop")
 
 
@@ -179,7 +192,7 @@ def test_outputs_longer_than_the_records_are_compared_over_its_length(
     from tests.unit.test_prefix_speed import arms, compare
 
     a, b = arms(diverge_at=diverge_at, chained=chained)
-    c = with_identity_controls([compare(a, b)], ("baseline", "ngram"), AA_IDENTITY[CPU_XEON_2])[0]
+    c = with_identity_controls([compare(a, b)], ("baseline", "ngram"), recorded(CPU_XEON_2))[0]
     control = c.identity.control
     assert control is not None and control.text.startswith(starts + " than two identical engines")
     assert says in control.text and "outputs here reach 100 tokens, the record's 48" in control.text

@@ -7,7 +7,7 @@ import pytest
 from scipy import stats as sps
 
 from specharness.analysis.stats import block_ratio_interval
-from specharness.experiment.bands import BANDS
+from specharness.experiment.bands import recorded_bands
 from specharness.reporting.aa_scorecard import ControlCell, _mean_squares, offset_evidence
 
 
@@ -118,7 +118,7 @@ def test_few_runs_give_a_wide_band_and_many_a_narrow_one() -> None:
 
 
 def test_machine_bands_follow_their_recorded_upper_limit() -> None:
-    for band in BANDS.values():
+    for band in recorded_bands().values():
         assert band.margin == max(0.10, math.ceil((math.exp(1.96 * band.offset_sd_upper) - 1) * 100 - 1e-9) / 100)
 
 
@@ -127,6 +127,7 @@ def test_a_gpu_without_its_own_record_gets_a_stated_conservative_allowance() -> 
     recorded GPU upper limit, the band that follows from it, and a source that says so; the H200 keeps its own."""
     from specharness.experiment.bands import band_for, band_from_offset, machine_kind
 
+    BANDS = recorded_bands()
     h200, h100 = {"gpus": ["NVIDIA H200"]}, {"gpus": ["NVIDIA H100 80GB HBM3"]}
     assert machine_kind(h200) == "h200" and machine_kind(h100) == "gpu:NVIDIA H100 80GB HBM3"
     for other in ("NVIDIA H200 NVL", "NVIDIA GH200 480GB"):  # other parts, not the recorded H200
@@ -139,8 +140,8 @@ def test_a_gpu_without_its_own_record_gets_a_stated_conservative_allowance() -> 
 
 
 def test_a_cpu_is_judged_by_its_own_models_record_or_a_stated_conservative_allowance() -> None:
-    """Issue 35: every CPU was judged with one 2-core Xeon's record, though a Zen 4's own A/A gives an upper limit more
-    than twice as large. A CPU's kind is its model (family and model, not the stepping) and core count; a recorded
+    """Issue 35: every CPU was judged with one 2-core Xeon's record, though a Zen 4's first five A/A runs gave an
+    upper limit more than twice as large (0.047). A CPU's kind is its model (family and model, not the stepping) and core count; a recorded
     model keeps its own record, any other CPU (another model, another core count, no CPU named) gets twice the
     largest recorded CPU upper limit and a source that says so."""
     from specharness.experiment.bands import (
@@ -152,12 +153,13 @@ def test_a_cpu_is_judged_by_its_own_models_record_or_a_stated_conservative_allow
         machine_kind,
     )
 
+    BANDS = recorded_bands()
     zen4 = {"cpu": "AMD EPYC (family 25 model 17 stepping 1)", "cpu_count": 2}
     assert machine_kind(zen4) == CPU_ZEN4_2 and band_for(zen4) is BANDS[CPU_ZEN4_2]
     assert band_for({"cpu": "AMD EPYC (family 26 model 2 stepping 9)", "cpu_count": 2}) is BANDS[CPU_ZEN5_2]
     assert band_for({"cpu": "Intel(R) Xeon(R) Processor", "cpu_count": 2}) is BANDS[CPU_XEON_2]
     largest = max(b.offset_sd_upper for k, b in BANDS.items() if k.startswith("cpu:"))
-    assert largest == BANDS[CPU_ZEN4_2].offset_sd_upper > 2 * BANDS[CPU_XEON_2].offset_sd_upper
+    assert largest == max(BANDS[k].offset_sd_upper for k in (CPU_XEON_2, CPU_ZEN4_2, CPU_ZEN5_2))
     for other in (
         {"cpu": "Intel(R) Xeon(R) Processor (family 6 model 207 stepping 2)", "cpu_count": 2},
         {**zen4, "cpu_count": 16},
@@ -165,7 +167,7 @@ def test_a_cpu_is_judged_by_its_own_models_record_or_a_stated_conservative_allow
     ):
         own = band_for(other)
         assert own.offset_sd_upper == 2 * largest and own.aa_runs == 0, other
-        assert own.margin == band_from_offset(own.offset_sd_upper) > 0.10
+        assert own.margin == band_from_offset(own.offset_sd_upper) >= 0.10
         assert (
             own.source.startswith(f"no A/A record for this CPU ({machine_kind(other)[4:]})")
             and "A/A," not in own.source

@@ -1,0 +1,95 @@
+"""A kind of machine's A/A record built from A/A runs made on it (``specharness aa-record``).
+
+The runs are the built-in A/A (``--profile aa`` or ``control``: baseline against baseline-b) or declared twins (an
+arms file whose twin has ``twin_of`` and no ``client_slowdown``), either or both, all of one kind of machine
+(:func:`~specharness.experiment.bands.machine_kind`). The record holds the per-cell engine-instance offset's estimate
+and 95% upper limit (:func:`~specharness.reporting.aa_scorecard.offset_evidence`), from which the band follows, and
+the A/A identity records (:func:`~specharness.analysis.aa_identity_record.measure_aa_identity`); its sources name the
+runs. :func:`~specharness.experiment.machine_record.write_record` files it where every later run finds it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from specharness._errors import ConfigError
+from specharness.analysis.aa_identity_record import measure_aa_identity
+from specharness.experiment.bands import machine_kind
+from specharness.experiment.machine_record import Band, MachineRecord, band_from_offset
+from specharness.experiment.rundir import read_manifest
+from specharness.reporting.aa_scorecard import ControlCell, offset_evidence, run_labels, score_control_runs
+from specharness.reporting.release_scorecard import score_release_controls
+from specharness.reporting.report import load_report
+
+__all__ = ["build_record"]
+
+
+def _runs_text(run_dirs: Sequence[Path], manifests: Sequence[dict[str, Any]]) -> str:
+    days = sorted({time.strftime("%Y-%m-%d", time.gmtime(float(m.get("started_unix_s") or 0))) for m in manifests})
+    return f"{' to '.join(dict.fromkeys([days[0], days[-1]]))}, {', '.join(str(d) for d in run_dirs)}"
+
+
+def _engines(run_dirs: Sequence[Path]) -> str:
+    versions = sorted({str(e.get("vllm_version")) for d in run_dirs for e in load_report(d).get("engines") or []})
+    return f"vLLM {', '.join(versions)}" if versions else "vLLM (version not recorded)"
+
+
+def _aa_cells(run_dirs: list[Path], manifests: Sequence[dict[str, Any]]) -> list[ControlCell]:
+    """Every run's A/A cells (built-in or declared twins, each run by its own design), labelled one run each."""
+    cells = []
+    for run_dir, label, manifest in zip(run_dirs, run_labels(run_dirs), manifests, strict=True):
+        declared = bool(manifest["config"]["profile"].get("arm_specs"))
+        found = score_release_controls([run_dir]).aa_speed if declared else score_control_runs([run_dir]).aa
+        cells += [replace(c, run=label) for c in found]
+    return cells
+
+
+def build_record(run_dirs: list[Path]) -> MachineRecord:
+    """The record the runs support; runs of several kinds of machine, or too few to estimate an offset between engine
+    pairs (fewer than 2), are a :class:`ConfigError`."""
+    manifests = [read_manifest(d) for d in run_dirs]
+    kinds = {d: machine_kind(m.get("hardware") or {}) for d, m in zip(run_dirs, manifests, strict=True)}
+    kind = kinds[run_dirs[0]]
+    other = next((d for d in run_dirs if kinds[d] != kind), None)
+    if other is not None:
+        raise ConfigError(
+            f"aa-record: {other} ran on {kinds[other]!r}, {run_dirs[0]} on {kind!r}; record one kind of machine at a time"
+        )
+    cells = _aa_cells(run_dirs, manifests)
+    if not cells:
+        raise ConfigError(
+            "aa-record: the runs hold no A/A pair; give runs of --profile aa or of an arms file with a twin"
+        )
+    evidence = offset_evidence(cells)
+    if not math.isfinite(evidence.sd_upper):
+        raise ConfigError(
+            f"aa-record: {evidence.runs} run(s) cannot estimate the offset between engine pairs; give 2 runs or more "
+            "(5 or more for a useful limit)"
+        )
+    upper = math.ceil(evidence.sd_upper * 1000 - 1e-9) / 1000  # kept to 3 places, never rounded down
+    margin = band_from_offset(upper)
+    where = _runs_text(run_dirs, manifests)
+    engines = _engines(run_dirs)
+    false = sum(c.false_verdict for c in cells)
+    band = Band(
+        margin,
+        f"{kind} A/A, {engines}, {len(cells)} cells in {evidence.runs} runs ({where}): {false} false verdicts; "
+        f"per-cell engine-instance offset sd {evidence.sd:.3f}, 95% upper limit {upper:.3f} "
+        f"(specharness aa-record, offset_evidence), so the band is {margin:.0%}",
+        offset_sd_upper=upper,
+        aa_runs=evidence.runs,
+    )
+    profiles = [m["config"]["profile"] for m in manifests]
+    workloads = ", ".join(dict.fromkeys(w for p in profiles for w in p.get("workloads") or []))
+    caps = sorted({int(p.get("max_tokens_cap") or 0) for p in profiles})
+    identity_source = (
+        f"{kind} A/A, {engines}, workloads {workloads} at max_tokens {', '.join(map(str, caps))}, "
+        f"{evidence.runs} runs ({where})"
+    )
+    identity = measure_aa_identity(run_dirs, kind, identity_source)  # one record a client count and cap
+    return MachineRecord(kind, band, tuple(identity), round(evidence.sd, 3))
