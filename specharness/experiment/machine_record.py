@@ -21,6 +21,7 @@ from typing import Any
 from specharness._errors import ConfigError
 
 __all__ = [
+    "BAND_FLOOR",
     "PACKAGED_RECORDS",
     "RECORDS_ENV",
     "AAIdentity",
@@ -38,6 +39,7 @@ __all__ = [
 PACKAGED_RECORDS = Path(__file__).with_name("aa_records")
 RECORDS_ENV = "SPECHARNESS_MACHINE_RECORDS"
 FORMAT = 1
+BAND_FLOOR = 0.10  # the practical no-difference margin a band never goes under
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,9 +97,10 @@ class MachineRecord:
     path: str = ""  # the file it was read from
 
 
-def band_from_offset(offset_sd_upper: float) -> float:
-    """The band that covers 95% of offsets with this sd: exp(1.96 sd) - 1 rounded up to 1%, never under 10%."""
-    return max(0.10, math.ceil((math.exp(1.96 * offset_sd_upper) - 1.0) * 100 - 1e-9) / 100)
+def band_from_offset(offset_sd_upper: float, floor: float = BAND_FLOOR) -> float:
+    """The band that covers 95% of offsets with this sd: exp(1.96 sd) - 1 rounded up to 1%, never under ``floor``
+    (the practical 10%)."""
+    return max(floor, math.ceil((math.exp(1.96 * offset_sd_upper) - 1.0) * 100 - 1e-9) / 100)
 
 
 def record_file_name(kind: str) -> str:

@@ -18,6 +18,7 @@ import numpy as np
 from scipy import stats as sps
 
 from specharness._errors import RunDirError
+from specharness.experiment.machine_record import BAND_FLOOR, band_from_offset
 from specharness.numbers import number
 from specharness.reporting.report import load_report
 
@@ -33,7 +34,6 @@ __all__ = [
     "suggest_margin",
 ]
 
-BAND_FLOOR = 0.10  # the practical no-difference margin a band never goes under
 
 AA_TWIN = "baseline-b"
 SLOW_TWIN = "baseline-slow"
@@ -253,7 +253,7 @@ def offset_evidence(cells: list[ControlCell], confidence: float = 0.95, floor: f
     if squares is None:
         return OffsetEvidence(len(_by_run(cells)), math.nan, math.nan, confidence, math.nan)
     sd_upper = math.sqrt(max(0.0, squares.offset_var_upper(confidence)))
-    margin = max(floor, math.ceil((math.exp(1.96 * sd_upper) - 1.0) * 100 - 1e-9) / 100)
+    margin = band_from_offset(sd_upper, floor)
     return OffsetEvidence(squares.runs, math.sqrt(max(0.0, squares.offset_var)), sd_upper, confidence, margin)
 
 
@@ -264,7 +264,7 @@ def suggest_margin(cells: list[ControlCell]) -> float:
     tau = instance_offset_sd(cells)
     if not math.isfinite(tau):
         return math.nan
-    return max(0.05, math.ceil((math.exp(1.96 * tau) - 1.0) * 100 - 1e-9) / 100)
+    return band_from_offset(tau, floor=0.05)
 
 
 def run_labels(run_dirs: list[Path]) -> list[str]:

@@ -18,6 +18,7 @@ from specharness.analysis.simulation.traffic_records import run_records
 from specharness.analysis.simulation.traffic_scenarios import TrafficScenario, traffic_scenarios
 from specharness.analysis.stats import RatioInterval, block_ratio_interval, look_confidence
 from specharness.analysis.verdict import band_edges, speed_verdict
+from specharness.experiment.machine_record import band_from_offset
 from specharness.experiment.plan import possible_looks
 from specharness.records import RequestRecord
 
@@ -107,7 +108,7 @@ def traffic_margin(sc: TrafficScenario, method: str) -> float:
     """The band a method judges by: the old rules' fixed 10%, else the band from the scenario's A/A record."""
     if method == "old":
         return 0.10
-    return max(0.10, math.ceil((math.exp(1.96 * sc.recorded_offset_sd_upper) - 1) * 100 - 1e-9) / 100)
+    return band_from_offset(sc.recorded_offset_sd_upper)
 
 
 def simulate_traffic(sc: TrafficScenario, method: str = "new", runs: int = 500, seed: int = 0) -> TrafficResult:
