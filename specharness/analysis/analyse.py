@@ -60,6 +60,7 @@ def rules_for(
         min_prefix_tokens=profile.min_prefix_tokens,
         max_excluded_time=profile.max_excluded_time,
         greedy=greedy,
+        interleaved=profile.interleave,
     )
 
 
@@ -159,6 +160,7 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
                     failed_at_s=float(manifest["config"].get("request_timeout_s", 300.0)),
                     rate=load.rate,
                     slo=slo,
+                    steady=not rules.interleaved,
                 )
             extra = {
                 c.block

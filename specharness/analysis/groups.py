@@ -282,8 +282,13 @@ def group_decisions(a: Analysis, prompts: dict[tuple[str, str], str]) -> list[Gr
         valid = c.speed.verdict != "invalid"
         for name in names:
             ga, gb = [r for r in a_req if r.group == name], [r for r in b_req if r.group == name]
-            sa = summarise_arm(c.arm_a, c.workload, c.clients, ga, [], failed_at_s=timeout_s, rate=c.rate)
-            sb = summarise_arm(c.arm_b, c.workload, c.clients, gb, [], failed_at_s=timeout_s, rate=c.rate)
+            steady = not a.rules.interleaved
+            sa = summarise_arm(
+                c.arm_a, c.workload, c.clients, ga, [], failed_at_s=timeout_s, rate=c.rate, steady=steady
+            )
+            sb = summarise_arm(
+                c.arm_b, c.workload, c.clients, gb, [], failed_at_s=timeout_s, rate=c.rate, steady=steady
+            )
             gc = compare_arms(sa, sb, ga, gb, order, a.rules, valid=valid, invalid_reason=c.speed.reason)
             gestimate, gblocks = _estimate_pairs(ga, gb, gc)
             counts = gc.pair_counts

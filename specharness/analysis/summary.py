@@ -146,10 +146,13 @@ def summarise_arm(
     *,
     rate: str = "",
     slo: dict[str, float] | None = None,
+    steady: bool = True,
 ) -> ArmSummary:
     """Summarise the measured requests of one arm/cell; ``cells`` give wall time, counters and memory; a failed
     request counts at ``failed_at_s`` (the run's request timeout) in the TTFT and E2E percentiles. ``rate`` names an
-    open-loop cell's rate; ``slo`` the declared per-request SLOs (:mod:`specharness.analysis.slo`)."""
+    open-loop cell's rate; ``slo`` the declared per-request SLOs (:mod:`specharness.analysis.slo`); ``steady``
+    False when the cell's arms took turns round by round (the wall clock between its sends holds other arms' requests,
+    so no steady window is measured)."""
     failed = sum(1 for r in requests if r.verdict == "failed")
     incomplete = sum(1 for r in requests if r.verdict == "incomplete")
     truncated = sum(1 for r in requests if r.verdict == "truncated")
@@ -179,9 +182,9 @@ def summarise_arm(
     by_cell: dict[str, list[RequestRecord]] = {}
     for r in requests:
         by_cell.setdefault(r.cell, []).append(r)
-    steady = [steady_throughput(rs, clients) for rs in by_cell.values()]
-    steady_tokens = sum(s.tokens for s in steady if math.isfinite(s.seconds))
-    steady_seconds = sum(s.seconds for s in steady if math.isfinite(s.seconds))
+    windows = [steady_throughput(rs, clients) for rs in by_cell.values()] if steady else []
+    steady_tokens = sum(s.tokens for s in windows if math.isfinite(s.seconds))
+    steady_seconds = sum(s.seconds for s in windows if math.isfinite(s.seconds))
     n = len(requests)
     return ArmSummary(
         arm=arm,

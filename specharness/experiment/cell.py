@@ -20,7 +20,7 @@ from specharness.experiment.sending import send_cases
 from specharness.records import CellRecord, MismatchEvent, RequestRecord, cell_id
 from specharness.traffic.workloads import Case, warmup_cases
 
-__all__ = ["cell_cases", "run_cell"]
+__all__ = ["Measured", "cell_cases", "cell_record", "client_limits", "dead_cell", "reset_prefix_cache", "run_cell"]
 
 
 def cell_cases(ctx: RunContext, plan: CellPlan) -> tuple[list[Case], list[Case]]:
@@ -35,7 +35,10 @@ def cell_cases(ctx: RunContext, plan: CellPlan) -> tuple[list[Case], list[Case]]
 
 
 @dataclass(frozen=True, slots=True)
-class _Measured:
+class Measured:
+    """What sending one arm's cell gave: its records, its own sending time (wall and the harness's CPU), the
+    counters around it, memory after its warmup and, for an open loop, the delivery figures."""
+
     records: list[RequestRecord]
     wall_s: float
     cpu_s: float
@@ -45,7 +48,7 @@ class _Measured:
     delivery: dict[str, float | bool]
 
 
-def _limits(ctx: RunContext, plan: CellPlan) -> httpx.Limits:
+def client_limits(ctx: RunContext, plan: CellPlan) -> httpx.Limits:
     if plan.load.open_loop:  # an open loop never waits for a connection: no pool limit unless a cap is set
         cap = ctx.profile.max_concurrency
         return httpx.Limits(
@@ -54,7 +57,7 @@ def _limits(ctx: RunContext, plan: CellPlan) -> httpx.Limits:
     return httpx.Limits(max_connections=plan.clients + 4, max_keepalive_connections=plan.clients + 4)
 
 
-async def _measure(ctx: RunContext, plan: CellPlan, arm: str, measured: list[Case], warm: list[Case]) -> _Measured:
+async def _measure(ctx: RunContext, plan: CellPlan, arm: str, measured: list[Case], warm: list[Case]) -> Measured:
     """Reset the prefix cache if asked, send the warmup round, then the measured requests between two scrapes."""
     server = ctx.engines.servers[arm]
     headers = ctx.engines.headers()
@@ -62,14 +65,8 @@ async def _measure(ctx: RunContext, plan: CellPlan, arm: str, measured: list[Cas
     if task is not None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
     timeout = httpx.Timeout(ctx.request_timeout_s, connect=10.0)
-    async with httpx.AsyncClient(limits=_limits(ctx, plan), timeout=timeout) as client:
-        if ctx.profile.prefix_caching == "reset":
-            reply = await client.post(server.base_url + "/reset_prefix_cache", headers=headers)
-            if reply.status_code != 200:
-                raise ConfigError(
-                    f"--prefix-caching reset: the {arm} engine answered /reset_prefix_cache with HTTP "
-                    f"{reply.status_code}; it needs vLLM's dev endpoints (a loopback --host)"
-                )
+    async with httpx.AsyncClient(limits=client_limits(ctx, plan), timeout=timeout) as client:
+        await reset_prefix_cache(ctx, arm, client)
         if warm:
             await send_cases(ctx, plan, arm, warm, True, client)
         memory_warm = ctx.probe.as_fields("after_warmup", server.pids())
@@ -78,7 +75,20 @@ async def _measure(ctx: RunContext, plan: CellPlan, arm: str, measured: list[Cas
         sent = await send_cases(ctx, plan, arm, measured, False, client)
         wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
         after = await asyncio.to_thread(scrape, server.base_url, headers) if server.alive() else before
-        return _Measured(sent.records, wall, cpu, before, after, memory_warm, sent.delivery)
+        return Measured(sent.records, wall, cpu, before, after, memory_warm, sent.delivery)
+
+
+async def reset_prefix_cache(ctx: RunContext, arm: str, client: httpx.AsyncClient) -> None:
+    """Empty the arm's prefix cache when the profile asks (``--prefix-caching reset``), before its cell."""
+    if ctx.profile.prefix_caching != "reset":
+        return
+    server = ctx.engines.servers[arm]
+    reply = await client.post(server.base_url + "/reset_prefix_cache", headers=ctx.engines.headers())
+    if reply.status_code != 200:
+        raise ConfigError(
+            f"--prefix-caching reset: the {arm} engine answered /reset_prefix_cache with HTTP "
+            f"{reply.status_code}; it needs vLLM's dev endpoints (a loopback --host)"
+        )
 
 
 def run_cell(ctx: RunContext, plan: CellPlan, arm: str) -> CellRecord:
@@ -100,6 +110,11 @@ def run_cell(ctx: RunContext, plan: CellPlan, arm: str) -> CellRecord:
     if not server.alive():
         reason = f"{arm} engine died during the cell ({server.exit_status()}); cause: {server.cause()}"
         return dead_cell(ctx, plan, arm, reason)
+    return cell_record(ctx, plan, arm, m, peak)
+
+
+def cell_record(ctx: RunContext, plan: CellPlan, arm: str, m: Measured, peak: dict[str, float]) -> CellRecord:
+    """Journal one arm's measured cell (its counter deltas reconciled with the journal's tokens) and return it."""
     delta = m.after.minus(m.before)
     figures = acceptance_figures(delta.totals)
     journal_tokens = sum(r.completion_tokens or 0 for r in m.records)

@@ -77,6 +77,9 @@ class Profile:
     # seconds every other engine has been quiet before an arm's cell starts (None: decided by the driver from the
     # machine, ENGINE_SETTLE_S where the engines share CPU cores, 0 on a GPU): docs/method.md#what-a-run-does
     settle_s: float | None = None
+    # closed-loop cells: the block's arms take turns round by round (one request per client each) instead of one
+    # arm's whole cell after another's, so arms compared are seconds apart: docs/method.md#what-a-run-does
+    interleave: bool = False
     speculative: dict[str, Any] = field(
         default_factory=lambda: {
             "method": "ngram",
@@ -149,7 +152,8 @@ class Profile:
             "max_excluded_time": self.max_excluded_time,
             "prefix_caching": self.prefix_caching,
             "order_seed": self.order_seed,
-            "order_plan": order_plan_text(self.arms),
+            "order_plan": order_plan_text(self.arms, self.interleave),
+            **({"interleave": True} if self.interleave else {}),
             "until_decided": self.until_decided,
             "max_blocks": self.max_blocks,
             "known_slowdown": self.known_slowdown,
@@ -193,6 +197,7 @@ class Profile:
             max_blocks=raw.get("max_blocks"),
             known_slowdown=raw.get("known_slowdown", 1.25),
             settle_s=raw.get("settle_s"),
+            interleave=bool(raw.get("interleave", False)),
             speculative=dict(raw["speculative"]),
             rates=tuple(raw.get("rates", ())),
             burstiness=raw.get("burstiness", 1.0),
@@ -251,7 +256,7 @@ PROFILES: dict[str, Profile] = {
     ),
     # A release pair (specharness run --releases A,B; ASV's ReleasePair): baseline and ngram of two
     # releases side by side, 6 blocks (the 99% interval's t quantile with the order term: 4 df) of 4 requests, answers
-    # of at most 64 tokens.
+    # of at most 64 tokens, the arms taking turns round by round within each cell.
     "release": Profile(
         "release",
         blocks=6,
@@ -260,6 +265,7 @@ PROFILES: dict[str, Profile] = {
         requests_per_cell=4,
         warmups_per_cell=1,
         max_tokens_cap=64,
+        interleave=True,
     ),
     # A saturation sweep: each arm's peak request rate is probed (a cell's 16 requests at once), then open-loop
     # Poisson levels at 0.25, 0.5, 1, 1.5 and 2 times the baseline's peak (at 2x the queue grows by half the cell),

@@ -8,6 +8,7 @@ from specharness.experiment.cell import run_cell
 from specharness.experiment.context import RunContext, UndecidedFn
 from specharness.experiment.design import plan_cells
 from specharness.experiment.plan import BLOCKS_PER_LOOK, CellPlan
+from specharness.experiment.rounds import run_rounds
 from specharness.records import LookEvent
 
 __all__ = ["run_cells", "run_plan"]
@@ -16,19 +17,28 @@ __all__ = ["run_cells", "run_plan"]
 def run_cells(ctx: RunContext, plans: list[CellPlan], done: set[str]) -> None:
     """Measure every arm of every planned cell not in ``done`` (keys), adding each to ``done``; a dead engine stops
     the run (:class:`~specharness._errors.EngineDied`); an arm whose engine never started has no cells. An arm's
-    cell starts once the engine measured before it has been quiet for the profile's ``settle_s`` (``ctx.quiet``)."""
+    cell starts once the engine measured before it has been quiet for the profile's ``settle_s`` (``ctx.quiet``);
+    with the profile's ``interleave``, a closed-loop cell's arms take turns round by round
+    (:func:`~specharness.experiment.rounds.run_rounds`)."""
     for plan in plans:
-        for arm in plan.arm_order:
-            if plan.key(arm) in done or arm in ctx.engines.failed:
-                continue
-            ctx.quiet.wait_for(arm)
-            cell = run_cell(ctx, plan, arm)
-            ctx.quiet.ended(arm)
+        arms = tuple(a for a in plan.arm_order if plan.key(a) not in done and a not in ctx.engines.failed)
+        if ctx.profile.interleave and not plan.load.open_loop and len(arms) > 1:
+            cells = run_rounds(ctx, plan, arms)
+        else:
+            cells = []
+            for arm in arms:
+                ctx.quiet.wait_for(arm)
+                cell = run_cell(ctx, plan, arm)
+                ctx.quiet.ended(arm)
+                cells.append(cell)
+                if not cell.valid:
+                    break
+        for cell in cells:
             if not cell.valid:
                 raise EngineDied(
                     f"{cell.invalid_reason}; the run stopped; finish it with 'specharness run --resume {ctx.out_dir}'"
                 )
-            done.add(plan.key(arm))
+            done.add(plan.key(cell.arm))
 
 
 def run_plan(ctx: RunContext, done: set[str], undecided: UndecidedFn | None) -> None:

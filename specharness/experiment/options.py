@@ -211,6 +211,13 @@ def _add_design_options(r: argparse.ArgumentParser) -> None:
         help="seconds the engine measured before must be quiet before an arm's cell starts (default: 1.2 on the CPU "
         "build, whose engines share cores; 0 on a GPU)",
     )
+    r.add_argument(
+        "--interleave",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="closed-loop cells: the arms take turns round by round (one request per client each), so arms compared "
+        "are seconds apart (default: on for the release profile, off otherwise)",
+    )
     r.add_argument("--order-seed", type=int, help="seed of the arm orders when there are more than two arms")
     r.add_argument("--requests", type=int, help="measured requests per cell and arm")
     r.add_argument(
@@ -383,6 +390,7 @@ def run_config(args: argparse.Namespace, command: str = "run") -> tuple[RunConfi
         max_excluded_time=args.max_excluded_time,
         known_slowdown=args.known_slowdown,
         settle_s=args.settle,
+        interleave=args.interleave,
         order_seed=args.order_seed,
         speculative=_speculative(args, profile.speculative),
     )

@@ -76,10 +76,17 @@ def possible_looks(blocks: int, max_blocks: int | None, until_decided: bool = Tr
     return 1 + max(0, (max_blocks - blocks) // BLOCKS_PER_LOOK)
 
 
-def order_plan_text(arms: tuple[str, ...]) -> str:
+def order_plan_text(arms: tuple[str, ...], interleave: bool = False) -> str:
     if len(arms) == 2:
-        return "mirrored block pairs (AB BA BA AB …)"
-    return "mirrored block pairs (a seeded random arm order, then its reverse)"
+        text = "mirrored block pairs (AB BA BA AB …)"
+    else:
+        text = "mirrored block pairs (a seeded random arm order, then its reverse)"
+    if interleave:
+        text += (
+            "; within a closed-loop cell the arms take turns round by round (one request per client each), "
+            "in the block's order then its reverse"
+        )
+    return text
 
 
 def block_orders(arms: tuple[str, ...], blocks: int, seed: int = 0) -> list[tuple[str, ...]]:

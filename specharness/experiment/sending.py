@@ -54,13 +54,20 @@ def arrival_offsets(profile: Profile, plan: CellPlan, n: int, warmup: bool) -> t
 
 
 async def send_cases(
-    ctx: RunContext, plan: CellPlan, arm: str, cases: list[Case], warmup: bool, client: httpx.AsyncClient
+    ctx: RunContext,
+    plan: CellPlan,
+    arm: str,
+    cases: list[Case],
+    warmup: bool,
+    client: httpx.AsyncClient,
+    first_seq: int = 0,
 ) -> Sent:
     """Send the cases at the cell's load: a closed loop of ``clients`` workers, or an open loop on the block's
     arrival schedule (the same for every arm of the block). A replayed conversation (a case with ``turns``)
     occupies its worker, or its open-loop slot, from its first turn to its last
     (:func:`~specharness.traffic.replay.replay_conversation`); the schedule and the delivery figures are per case,
-    i.e. per conversation start."""
+    i.e. per conversation start. ``first_seq`` numbers the first case (a round of an interleaved cell sends a slice
+    of the cell's cases)."""
     records: list[RequestRecord] = []
     server = ctx.engines.servers[arm]
     this_cell = cell_id(plan.key(arm), ctx.segment)
@@ -127,7 +134,7 @@ async def send_cases(
         return Sent(records, {} if warmup else stats.figures())
 
     queue: asyncio.Queue[tuple[int, Case]] = asyncio.Queue()
-    for seq, case in enumerate(cases):
+    for seq, case in enumerate(cases, start=first_seq):
         queue.put_nowait((seq, case))
 
     async def worker() -> None:

@@ -41,7 +41,7 @@ def _walk(monkeypatch: pytest.MonkeyPatch, settle_s: float, looks_of: int = 0) -
         steps.append((arm, clock.waited))
         clock.waited = 0.0
         clock.now += 0.5  # the cell takes half a second
-        return SimpleNamespace(valid=True)
+        return SimpleNamespace(valid=True, arm=arm)
 
     monkeypatch.setattr(looks, "run_cell", stand_in_cell)
     profile = replace(get_profile("quick"), workloads=("copy",), clients=(1,), settle_s=settle_s)

@@ -30,7 +30,7 @@ from specharness.experiment.machine_record import (
 from specharness.reporting.aa_record import build_record
 
 ROOT = Path(__file__).resolve().parents[2]
-H100 = {"gpus": ["NVIDIA H100 80GB HBM3"]}
+A100 = {"gpus": ["NVIDIA A100-SXM4-40GB"]}  # a GPU without a packaged record
 ZEN4 = {"cpu": "AMD EPYC (family 25 model 17 stepping 1)", "cpu_count": 2}
 
 
@@ -60,33 +60,33 @@ def test_every_packaged_record_reads_back_as_written_and_its_band_follows_its_li
 def test_a_users_record_is_found_without_a_code_change_and_replaces_the_packaged_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Stand-in record: the Xeon's figures filed under the H100's kind, then a wider Zen 4 record."""
-    unrecorded = band_for(H100)
-    assert unrecorded.aa_runs == 0 and aa_identity_for(H100) == {}
+    """Stand-in record: the Xeon's figures filed under the A100's kind, then a wider Zen 4 record."""
+    unrecorded = band_for(A100)
+    assert unrecorded.aa_runs == 0 and aa_identity_for(A100) == {}
     xeon = machine_records()[CPU_XEON_2]
     h100 = MachineRecord(
-        machine_kind(H100),
-        replace(xeon.band, source="stand-in H100 record"),  # type: ignore[type-var]
-        tuple(replace(r, kind=machine_kind(H100)) for r in xeon.identity),
+        machine_kind(A100),
+        replace(xeon.band, source="stand-in A100 record"),  # type: ignore[type-var]
+        tuple(replace(r, kind=machine_kind(A100)) for r in xeon.identity),
         0.0,
     )
     monkeypatch.setenv(RECORDS_ENV, str(tmp_path))
     path = write_record(h100, machine_record.records_folder())
-    assert path == tmp_path / "gpu-nvidia-h100-80gb-hbm3.json"
+    assert path == tmp_path / "gpu-nvidia-a100-sxm4-40gb.json"
     assert (
-        band_for(H100).source == "stand-in H100 record" and band_for(H100).offset_sd_upper == xeon.band.offset_sd_upper
+        band_for(A100).source == "stand-in A100 record" and band_for(A100).offset_sd_upper == xeon.band.offset_sd_upper
     )  # type: ignore[union-attr]
-    assert sorted(aa_identity_for(H100)) == [1, 4] and identity_records(machine_kind(H100))[0].pairs == 320
+    assert sorted(aa_identity_for(A100)) == [1, 4] and identity_records(machine_kind(A100))[0].pairs == 320
     packaged_zen4 = band_for(ZEN4)
     wider = MachineRecord(CPU_ZEN4_2, replace(packaged_zen4, offset_sd_upper=0.08, margin=band_from_offset(0.08)))
     with pytest.raises(ConfigError, match="has a record; pass --replace"):
         write_record(wider, tmp_path)
-    write_record(wider, tmp_path, replace=True)  # beside the H100's: the user's folder replaces the package's Zen 4
+    write_record(wider, tmp_path, replace=True)  # beside the A100's: the user's folder replaces the package's Zen 4
     assert band_for(ZEN4).offset_sd_upper == 0.08 and band_for(ZEN4).margin == band_from_offset(0.08) > 0.10
     assert recorded_bands()[CPU_XEON_2] == xeon.band  # the kinds the user did not record keep the package's
     assert aa_identity_for(ZEN4) == {}  # the user's Zen 4 record holds no identity record
     monkeypatch.delenv(RECORDS_ENV)
-    assert band_for(ZEN4) == packaged_zen4 and band_for(H100) == unrecorded
+    assert band_for(ZEN4) == packaged_zen4 and band_for(A100) == unrecorded
 
 
 @pytest.mark.parametrize(

@@ -123,20 +123,23 @@ def test_machine_bands_follow_their_recorded_upper_limit() -> None:
 
 
 def test_a_gpu_without_its_own_record_gets_a_stated_conservative_allowance() -> None:
-    """Issue 35: every GPU was judged with the H200's record. An H100 (no A/A record of its own) gets twice the largest
-    recorded GPU upper limit, the band that follows from it, and a source that says so; the H200 keeps its own."""
+    """Issue 35: every GPU was judged with the H200's record. A GPU without an A/A record of its own (an A100 here)
+    gets twice the largest recorded GPU upper limit, the band that follows from it, and a source that says so; the
+    H200 and the H100 keep their own."""
     from specharness.experiment.bands import band_for, band_from_offset, machine_kind
 
     BANDS = recorded_bands()
     h200, h100 = {"gpus": ["NVIDIA H200"]}, {"gpus": ["NVIDIA H100 80GB HBM3"]}
+    a100 = {"gpus": ["NVIDIA A100-SXM4-40GB"]}
     assert machine_kind(h200) == "h200" and machine_kind(h100) == "gpu:NVIDIA H100 80GB HBM3"
     for other in ("NVIDIA H200 NVL", "NVIDIA GH200 480GB"):  # other parts, not the recorded H200
         assert machine_kind({"gpus": [other]}) == f"gpu:{other}"
-    assert band_for(h200) is BANDS["h200"]
-    own = band_for(h100)
-    assert own.offset_sd_upper == 2 * BANDS["h200"].offset_sd_upper and own.aa_runs == 0
-    assert own.margin == band_from_offset(own.offset_sd_upper) > BANDS["h200"].margin
-    assert "no A/A record for this GPU (NVIDIA H100 80GB HBM3)" in own.source and "H200 A/A" not in own.source
+    assert band_for(h200) is BANDS["h200"] and band_for(h100) is BANDS["gpu:NVIDIA H100 80GB HBM3"]
+    largest = max(b.offset_sd_upper for kind, b in BANDS.items() if not kind.startswith("cpu:"))
+    own = band_for(a100)
+    assert own.offset_sd_upper == 2 * largest and own.aa_runs == 0
+    assert own.margin == band_from_offset(own.offset_sd_upper) > max(BANDS["h200"].margin, band_for(h100).margin)
+    assert "no A/A record for this GPU (NVIDIA A100-SXM4-40GB)" in own.source and "A/A, vLLM" not in own.source
 
 
 def test_a_cpu_is_judged_by_its_own_models_record_or_a_stated_conservative_allowance() -> None:

@@ -5,7 +5,9 @@ block, counters from /metrics, a resume that skips done cells, and a refused mis
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -14,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from specharness import ConfigError
+from specharness.analysis.analyse import analyse
 from specharness.experiment.config import RunConfig
 from specharness.experiment.design import get_profile, override
 from specharness.experiment.driver import run_experiment
@@ -164,3 +167,57 @@ def test_a_swapped_url_is_refused_before_anything_is_measured(
     assert contents.events_of(AttachWarningEvent)[0].arm == "baseline"
     assert contents.events_of(SegmentEndEvent)[0].status == "failed"
     assert load_manifest(out).status == "failed"
+
+
+def test_interleaved_cells_take_turns_round_by_round(tmp_path: Path, engines: dict[str, StandInEngine]) -> None:
+    """--interleave: each arm's warmup in the block's order, then the measured cases one round (one request per
+    client) at a time, the block's order and its reverse in turn; each arm's cell is still one record with its own
+    cases numbered 0..n-1, so the analysis pairs them as before, and no steady-throughput window is claimed."""
+    out = tmp_path / "run"
+    attach = {arm: server.url for arm, server in engines.items()}
+    config = config_for(out, attach)
+    config = RunConfig(
+        profile=override(config.profile, requests_per_cell=3, interleave=True, settle_s=0.05),
+        out_dir=out,
+        attach=attach,
+        fsync=False,
+        start_timeout_s=5.0,
+        sampling=config.sampling,
+    )
+    run_experiment(config)
+    contents = read_run_journal(out)
+    assert sorted((c.block, c.arm, c.requests) for c in contents.cells) == [
+        (0, "baseline", 3),
+        (0, "ngram", 3),
+        (1, "baseline", 3),
+        (1, "ngram", 3),
+    ]
+    sent = sorted(contents.requests, key=lambda r: r.send_s)
+    block0 = [(r.arm, r.warmup, r.seq) for r in sent if r.block == 0]
+    # block 0 runs AB: warmups A then B, then rounds AB, BA, AB
+    assert block0 == [
+        ("baseline", True, 0),
+        ("ngram", True, 0),
+        ("baseline", False, 0),
+        ("ngram", False, 0),
+        ("ngram", False, 1),
+        ("baseline", False, 1),
+        ("baseline", False, 2),
+        ("ngram", False, 2),
+    ]
+    ends = [(r.arm, r.send_s, r.send_s + r.e2e_s) for r in sent if r.block == 0]
+    gaps = [b[1] - a[2] for a, b in itertools.pairwise(ends) if a[0] != b[0]]
+    assert len(gaps) == 5 and min(gaps) >= 0.05  # every switch waits for the engine before it to be quiet
+    block1 = [r.arm for r in sent if r.block == 1 and not r.warmup]
+    assert block1 == ["ngram", "baseline", "baseline", "ngram", "ngram", "baseline"]  # BA: rounds BA, AB, BA
+    ngram = [c for c in contents.cells if c.arm == "ngram"]
+    assert all(c.counters["generation_tokens"] == c.counters["journal_completion_tokens"] == 3 * TOKENS for c in ngram)
+    manifest = load_manifest(out)
+    assert manifest.config["profile"]["interleave"] is True
+    assert "take turns round by round" in manifest.config["profile"]["order_plan"]
+
+    analysis = analyse(out, json.loads((out / "manifest.json").read_text()))
+    assert analysis.rules.interleaved
+    assert all(math.isnan(s.steady_output_tok_s) for s in analysis.summaries.values())
+    (comparison,) = analysis.comparisons
+    assert comparison.pair_counts.pairs == 6 and math.isnan(comparison.throughput.estimate)

@@ -59,6 +59,7 @@ def test_series_split_the_committed_results_by_machine_and_branch(ledger: Path) 
         ("cpu-2core-epyc-zen4", "vllm-cpu", "cpu-2core-epyc-zen4"),
         ("cpu-2core-xeon", "vllm-cpu", "cpu-2core-xeon"),
         ("h100", "vllm", "h100"),
+        ("h100-xeon207", "vllm", "h100-xeon207"),
         ("h200", "vllm", "h200"),
     }
     for s in series:
@@ -80,7 +81,7 @@ def test_staged_results_hold_one_machine(ledger: Path, tmp_path: Path) -> None:
 
 def test_each_site_shows_one_machine(sites: Path) -> None:
     listed = json.loads((sites / SITES).read_text())
-    assert {s["folder"] for s in listed} == {"cpu-2core-epyc-zen4", "cpu-2core-xeon", "h100", "h200"}
+    assert {s["folder"] for s in listed} == {"cpu-2core-epyc-zen4", "cpu-2core-xeon", "h100", "h100-xeon207", "h200"}
     top = (sites / "index.html").read_text()
     for s in listed:
         site = sites / s["folder"]

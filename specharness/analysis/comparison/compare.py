@@ -49,7 +49,7 @@ def compare_arms(
     pairs = pair_requests(a, b)
     _, counts = classify(pairs, rules.greedy)
     interval = order_interval(order_a_first, rules)
-    throughput = interval(_block_log_throughput(a, b, sa.clients), 0.0)
+    throughput = interval({} if rules.interleaved else _block_log_throughput(a, b, sa.clients), 0.0)
     speedup, speed_logs, work, counts = speed_estimate(pairs, counts, rules, interval)
     speed = speed_verdict_of(speedup, work, rules, valid, invalid_reason)
     per_case = case_quality(pairs, tolerance=rules.tolerance)  # cases as the unit (analysis.quality_tests)
