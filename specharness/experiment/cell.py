@@ -7,7 +7,10 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
@@ -20,7 +23,7 @@ from specharness.experiment.sending import send_cases
 from specharness.records import CellRecord, MismatchEvent, RequestRecord, cell_id
 from specharness.traffic.workloads import Case, warmup_cases
 
-__all__ = ["Measured", "cell_cases", "cell_record", "client_limits", "dead_cell", "reset_prefix_cache", "run_cell"]
+__all__ = ["Measured", "answering", "arm_client", "cell_cases", "measure_cells", "reset_prefix_cache", "run_cell"]
 
 
 def cell_cases(ctx: RunContext, plan: CellPlan) -> tuple[list[Case], list[Case]]:
@@ -48,7 +51,7 @@ class Measured:
     delivery: dict[str, float | bool]
 
 
-def client_limits(ctx: RunContext, plan: CellPlan) -> httpx.Limits:
+def _client_limits(ctx: RunContext, plan: CellPlan) -> httpx.Limits:
     if plan.load.open_loop:  # an open loop never waits for a connection: no pool limit unless a cap is set
         cap = ctx.profile.max_concurrency
         return httpx.Limits(
@@ -57,15 +60,74 @@ def client_limits(ctx: RunContext, plan: CellPlan) -> httpx.Limits:
     return httpx.Limits(max_connections=plan.clients + 4, max_keepalive_connections=plan.clients + 4)
 
 
+class _ArmStopped(Exception):
+    """An arm's engine stopped answering (an HTTP error) while its cell was measured."""
+
+    def __init__(self, arm: str, exc: httpx.HTTPError) -> None:
+        super().__init__(arm)
+        self.arm, self.exc = arm, exc
+
+
+@contextmanager
+def answering(arm: str) -> Iterator[None]:
+    """Names the arm whose engine an HTTP error inside came from (:class:`_ArmStopped`)."""
+    try:
+        yield
+    except httpx.HTTPError as exc:
+        raise _ArmStopped(arm, exc) from exc
+
+
+def arm_client(ctx: RunContext, plan: CellPlan) -> httpx.AsyncClient:
+    """The HTTP client one arm's cell sends through."""
+    timeout = httpx.Timeout(ctx.request_timeout_s, connect=10.0)
+    return httpx.AsyncClient(limits=_client_limits(ctx, plan), timeout=timeout)
+
+
+async def _cancelled_by_sigterm(measure: Callable[[], Coroutine[Any, Any, dict[str, Measured]]]) -> dict[str, Measured]:
+    """Run ``measure`` so that SIGTERM cancels it (the run stops, as on an interrupt)."""
+    task = asyncio.current_task()
+    if task is not None:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    return await measure()
+
+
+def measure_cells(
+    ctx: RunContext,
+    plan: CellPlan,
+    arms: tuple[str, ...],
+    measure: Callable[[], Coroutine[Any, Any, dict[str, Measured]]],
+) -> list[CellRecord]:
+    """Run ``measure`` with each arm's memory sampled, then journal each arm's cell; an engine that stopped answering
+    or died gives one invalid cell, with the reason, and the other arms' cells are left to a resume."""
+    samplers = {arm: PeakSampler(ctx.probe, ctx.engines.servers[arm].pids()) for arm in arms}
+    for sampler in samplers.values():
+        sampler.start()
+    term_handler = signal.getsignal(signal.SIGTERM)
+    try:
+        measured = asyncio.run(_cancelled_by_sigterm(measure))
+    except asyncio.CancelledError:
+        raise KeyboardInterrupt("SIGTERM") from None
+    except _ArmStopped as stop:
+        server = ctx.engines.servers[stop.arm]
+        return [
+            dead_cell(ctx, plan, stop.arm, f"{stop.arm} engine stopped answering ({server.exit_status()}): {stop.exc}")
+        ]
+    finally:
+        peaks = {arm: sampler.stop() for arm, sampler in samplers.items()}
+        signal.signal(signal.SIGTERM, term_handler)  # the event loop resets it on close
+    for arm in arms:
+        server = ctx.engines.servers[arm]
+        if not server.alive():
+            reason = f"{arm} engine died during the cell ({server.exit_status()}); cause: {server.cause()}"
+            return [dead_cell(ctx, plan, arm, reason)]
+    return [cell_record(ctx, plan, arm, measured[arm], peaks[arm]) for arm in arms]
+
+
 async def _measure(ctx: RunContext, plan: CellPlan, arm: str, measured: list[Case], warm: list[Case]) -> Measured:
     """Reset the prefix cache if asked, send the warmup round, then the measured requests between two scrapes."""
     server = ctx.engines.servers[arm]
     headers = ctx.engines.headers()
-    task = asyncio.current_task()
-    if task is not None:
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
-    timeout = httpx.Timeout(ctx.request_timeout_s, connect=10.0)
-    async with httpx.AsyncClient(limits=client_limits(ctx, plan), timeout=timeout) as client:
+    async with arm_client(ctx, plan) as client:
         await reset_prefix_cache(ctx, arm, client)
         if warm:
             await send_cases(ctx, plan, arm, warm, True, client)
@@ -93,24 +155,13 @@ async def reset_prefix_cache(ctx: RunContext, arm: str, client: httpx.AsyncClien
 
 def run_cell(ctx: RunContext, plan: CellPlan, arm: str) -> CellRecord:
     """Measure one arm's cell and journal its record (invalid, with the reason, when the engine died)."""
-    server = ctx.engines.servers[arm]
     measured_cases, warm_cases = cell_cases(ctx, plan)
-    sampler = PeakSampler(ctx.probe, server.pids())
-    sampler.start()
-    term_handler = signal.getsignal(signal.SIGTERM)
-    try:
-        m = asyncio.run(_measure(ctx, plan, arm, measured_cases, warm_cases))
-    except asyncio.CancelledError:
-        raise KeyboardInterrupt("SIGTERM") from None
-    except httpx.HTTPError as exc:
-        return dead_cell(ctx, plan, arm, f"{arm} engine stopped answering ({server.exit_status()}): {exc}")
-    finally:
-        peak = sampler.stop()
-        signal.signal(signal.SIGTERM, term_handler)  # the event loop resets it on close
-    if not server.alive():
-        reason = f"{arm} engine died during the cell ({server.exit_status()}); cause: {server.cause()}"
-        return dead_cell(ctx, plan, arm, reason)
-    return cell_record(ctx, plan, arm, m, peak)
+
+    async def measure() -> dict[str, Measured]:
+        with answering(arm):
+            return {arm: await _measure(ctx, plan, arm, measured_cases, warm_cases)}
+
+    return measure_cells(ctx, plan, (arm,), measure)[0]
 
 
 def cell_record(ctx: RunContext, plan: CellPlan, arm: str, m: Measured, peak: dict[str, float]) -> CellRecord:

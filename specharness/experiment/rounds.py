@@ -8,30 +8,17 @@ counters and memory span the whole cell. Rule and measurements: docs/method.md#w
 from __future__ import annotations
 
 import asyncio
-import signal
 import time
 from contextlib import AsyncExitStack
 
-import httpx
-
 from specharness.engines.counters import CounterSnapshot, scrape
-from specharness.engines.memory import PeakSampler
-from specharness.experiment.cell import Measured, cell_cases, cell_record, client_limits, dead_cell, reset_prefix_cache
+from specharness.experiment.cell import Measured, answering, arm_client, cell_cases, measure_cells, reset_prefix_cache
 from specharness.experiment.context import RunContext
 from specharness.experiment.plan import CellPlan
-from specharness.experiment.sending import Sent, send_cases
+from specharness.experiment.sending import send_cases
 from specharness.records import CellRecord, RequestRecord
-from specharness.traffic.workloads import Case
 
 __all__ = ["round_orders", "run_rounds"]
-
-
-class _ArmStopped(Exception):
-    """An arm's engine stopped answering during an interleaved cell."""
-
-    def __init__(self, arm: str, exc: httpx.HTTPError) -> None:
-        super().__init__(arm)
-        self.arm, self.exc = arm, exc
 
 
 def round_orders(arms: tuple[str, ...], rounds: int) -> list[tuple[str, ...]]:
@@ -39,45 +26,25 @@ def round_orders(arms: tuple[str, ...], rounds: int) -> list[tuple[str, ...]]:
     return [arms if r % 2 == 0 else tuple(reversed(arms)) for r in range(rounds)]
 
 
-async def _send(
-    ctx: RunContext,
-    plan: CellPlan,
-    arm: str,
-    cases: list[Case],
-    warmup: bool,
-    client: httpx.AsyncClient,
-    first_seq: int = 0,
-) -> Sent:
-    try:
-        return await send_cases(ctx, plan, arm, cases, warmup, client, first_seq)
-    except httpx.HTTPError as exc:
-        raise _ArmStopped(arm, exc) from exc
-
-
 async def _measure_rounds(ctx: RunContext, plan: CellPlan, arms: tuple[str, ...]) -> dict[str, Measured]:
     measured, warm = cell_cases(ctx, plan)
     servers = {arm: ctx.engines.servers[arm] for arm in arms}
     headers = ctx.engines.headers()
-    task = asyncio.current_task()
-    if task is not None:
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
-    timeout = httpx.Timeout(ctx.request_timeout_s, connect=10.0)
     async with AsyncExitStack() as stack:
-        clients = {
-            arm: await stack.enter_async_context(httpx.AsyncClient(limits=client_limits(ctx, plan), timeout=timeout))
-            for arm in arms
-        }
+        clients = {arm: await stack.enter_async_context(arm_client(ctx, plan)) for arm in arms}
         memory_warm: dict[str, dict[str, float]] = {}
         for arm in arms:
             ctx.quiet.wait_for(arm)
-            await reset_prefix_cache(ctx, arm, clients[arm])
-            if warm:
-                await _send(ctx, plan, arm, warm, True, clients[arm])
+            with answering(arm):
+                await reset_prefix_cache(ctx, arm, clients[arm])
+                if warm:
+                    await send_cases(ctx, plan, arm, warm, True, clients[arm])
             ctx.quiet.ended(arm)
             memory_warm[arm] = ctx.probe.as_fields("after_warmup", servers[arm].pids())
         before: dict[str, CounterSnapshot] = {}
         for arm in arms:
-            before[arm] = await asyncio.to_thread(scrape, servers[arm].base_url, headers)
+            with answering(arm):
+                before[arm] = await asyncio.to_thread(scrape, servers[arm].base_url, headers)
         records: dict[str, list[RequestRecord]] = {arm: [] for arm in arms}
         wall = dict.fromkeys(arms, 0.0)
         cpu = dict.fromkeys(arms, 0.0)
@@ -87,7 +54,8 @@ async def _measure_rounds(ctx: RunContext, plan: CellPlan, arms: tuple[str, ...]
             for arm in order:
                 ctx.quiet.wait_for(arm)
                 t0, cpu0 = time.perf_counter(), time.process_time()
-                sent = await _send(ctx, plan, arm, measured[start : start + size], False, clients[arm], start)
+                with answering(arm):
+                    sent = await send_cases(ctx, plan, arm, measured[start : start + size], False, clients[arm], start)
                 wall[arm] += time.perf_counter() - t0
                 cpu[arm] += time.process_time() - cpu0
                 ctx.quiet.ended(arm)
@@ -95,32 +63,14 @@ async def _measure_rounds(ctx: RunContext, plan: CellPlan, arms: tuple[str, ...]
         out = {}
         for arm in arms:
             server = servers[arm]
-            after = await asyncio.to_thread(scrape, server.base_url, headers) if server.alive() else before[arm]
+            with answering(arm):
+                after = await asyncio.to_thread(scrape, server.base_url, headers) if server.alive() else before[arm]
             out[arm] = Measured(records[arm], wall[arm], cpu[arm], before[arm], after, memory_warm[arm], {})
         return out
 
 
 def run_rounds(ctx: RunContext, plan: CellPlan, arms: tuple[str, ...]) -> list[CellRecord]:
     """Measure ``arms``' cells of ``plan`` taking turns round by round; journal and return one record per arm (an
-    arm whose engine died comes back invalid, with the reason, and the other arms' cells are left to a resume)."""
-    samplers = {arm: PeakSampler(ctx.probe, ctx.engines.servers[arm].pids()) for arm in arms}
-    for sampler in samplers.values():
-        sampler.start()
-    term_handler = signal.getsignal(signal.SIGTERM)
-    try:
-        measured = asyncio.run(_measure_rounds(ctx, plan, arms))
-    except asyncio.CancelledError:
-        raise KeyboardInterrupt("SIGTERM") from None
-    except _ArmStopped as stop:
-        server = ctx.engines.servers[stop.arm]
-        reason = f"{stop.arm} engine stopped answering ({server.exit_status()}): {stop.exc}"
-        return [dead_cell(ctx, plan, stop.arm, reason)]
-    finally:
-        peaks = {arm: sampler.stop() for arm, sampler in samplers.items()}
-        signal.signal(signal.SIGTERM, term_handler)  # the event loop resets it on close
-    for arm in arms:
-        server = ctx.engines.servers[arm]
-        if not server.alive():
-            reason = f"{arm} engine died during the cell ({server.exit_status()}); cause: {server.cause()}"
-            return [dead_cell(ctx, plan, arm, reason)]
-    return [cell_record(ctx, plan, arm, measured[arm], peaks[arm]) for arm in arms]
+    arm whose engine stopped answering or died comes back invalid, with the reason, and the other arms' cells are
+    left to a resume)."""
+    return measure_cells(ctx, plan, arms, lambda: _measure_rounds(ctx, plan, arms))

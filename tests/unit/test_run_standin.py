@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from specharness import ConfigError
+from specharness import ConfigError, EngineDied
 from specharness.analysis.analyse import analyse
 from specharness.experiment.config import RunConfig
 from specharness.experiment.design import get_profile, override
@@ -36,6 +36,7 @@ class StandInEngine(ThreadingHTTPServer):
         self.speculates = speculates
         self.generated = 0
         self.lock = threading.Lock()
+        self.metrics_fail_after: int | None = None  # answered chat requests after which /metrics answers HTTP 500
 
     @property
     def url(self) -> str:
@@ -72,7 +73,10 @@ class _Handler(BaseHTTPRequestHandler):
             "/v1/models": b'{"data": [{"id": "standin-model"}]}',
             "/metrics": self.server.metrics().encode(),
         }
-        if path in replies:
+        broken = self.server.metrics_fail_after
+        if path == "/metrics" and broken is not None and self.server.generated >= broken * TOKENS:
+            self._reply(500, b'{"error": "the stand-in stopped answering"}')
+        elif path in replies:
             self._reply(200, replies[path], "text/plain" if path == "/metrics" else "application/json")
         else:
             self._reply(404, b'{"error": "not served by the stand-in"}')
@@ -221,3 +225,32 @@ def test_interleaved_cells_take_turns_round_by_round(tmp_path: Path, engines: di
     assert all(math.isnan(s.steady_output_tok_s) for s in analysis.summaries.values())
     (comparison,) = analysis.comparisons
     assert comparison.pair_counts.pairs == 6 and math.isnan(comparison.throughput.estimate)
+
+
+def test_an_engine_that_stops_answering_in_an_interleaved_cell_is_named(
+    tmp_path: Path, engines: dict[str, StandInEngine]
+) -> None:
+    """The ngram stand-in's /metrics stops answering once its warmup is done: the run stops with a dead cell naming
+    ngram (not a traceback), block 0 keeps no valid cell of either arm (a resume measures both again), and the
+    requests already sent stay in the journal."""
+    out = tmp_path / "run"
+    attach = {arm: server.url for arm, server in engines.items()}
+    config = config_for(out, attach)
+    config = RunConfig(
+        profile=override(config.profile, requests_per_cell=3, interleave=True),
+        out_dir=out,
+        attach=attach,
+        fsync=False,
+        start_timeout_s=5.0,
+        sampling=config.sampling,
+    )
+    engines["ngram"].metrics_fail_after = 1  # after its one warmup request
+    with pytest.raises(EngineDied, match="ngram engine stopped answering"):
+        run_experiment(config)
+    contents = read_run_journal(out)
+    (dead,) = contents.cells
+    assert dead.arm == "ngram" and not dead.valid and "stopped answering" in dead.invalid_reason
+    assert [(r.arm, r.warmup) for r in sorted(contents.requests, key=lambda r: r.send_s)] == [
+        ("baseline", True),
+        ("ngram", True),
+    ]
