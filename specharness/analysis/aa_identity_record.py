@@ -10,10 +10,10 @@ and pairs by the comparison's own rule (:func:`specharness.analysis.quality_test
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from specharness.analysis.analyse import analyse
+from specharness.analysis.analyse import Analysis, analyse
 from specharness.analysis.quality_tests import TWIN
 from specharness.experiment.aa_identity import AAIdentity
 from specharness.experiment.design import Profile, control_pairs
@@ -22,9 +22,12 @@ from specharness.experiment.rundir import read_manifest
 __all__ = ["format_records", "measure_aa_identity"]
 
 
-def measure_aa_identity(run_dirs: Sequence[Path], kind: str, source: str) -> list[AAIdentity]:
+def measure_aa_identity(
+    run_dirs: Sequence[Path], kind: str, source: str, analysed: Callable[[Path], Analysis] | None = None
+) -> list[AAIdentity]:
     """One :class:`AAIdentity` per client count and cap (the runs' ``max_tokens_cap``) found in the A/A comparisons of
-    ``run_dirs`` (closed loop only), each naming the runs it came from."""
+    ``run_dirs`` (closed loop only), each naming the runs it came from; ``analysed`` gives a run's analysis where the
+    caller has it."""
     groups: dict[tuple[int, int], dict[tuple[str, str], list[int]]] = {}
     longest: dict[tuple[int, int], int] = {}
     runs: dict[tuple[int, int], list[str]] = {}
@@ -33,7 +36,7 @@ def measure_aa_identity(run_dirs: Sequence[Path], kind: str, source: str) -> lis
         profile = manifest["config"]["profile"]
         twins = control_pairs(Profile.from_dict(profile))[0] if profile.get("arm_specs") else {("baseline", TWIN)}
         cap = int(profile.get("max_tokens_cap") or 0)
-        a = analyse(run_dir, manifest)
+        a = analysed(run_dir) if analysed else analyse(run_dir, manifest)
         for c in a.comparisons:
             if (c.arm_a, c.arm_b) not in twins or c.rate or c.speed.verdict == "invalid":
                 continue

@@ -19,12 +19,13 @@ from typing import Any
 
 from specharness._errors import ConfigError
 from specharness.analysis.aa_identity_record import measure_aa_identity
+from specharness.analysis.analyse import analyse
 from specharness.experiment.bands import machine_kind
 from specharness.experiment.machine_record import Band, MachineRecord, band_from_offset
 from specharness.experiment.rundir import read_manifest
 from specharness.reporting.aa_scorecard import ControlCell, offset_evidence, run_labels, score_control_runs
 from specharness.reporting.release_scorecard import score_release_controls
-from specharness.reporting.report import load_report
+from specharness.reporting.report import report_json
 
 __all__ = ["build_record"]
 
@@ -34,17 +35,22 @@ def _runs_text(run_dirs: Sequence[Path], manifests: Sequence[dict[str, Any]]) ->
     return f"{' to '.join(dict.fromkeys([days[0], days[-1]]))}, {', '.join(str(d) for d in run_dirs)}"
 
 
-def _engines(run_dirs: Sequence[Path]) -> str:
-    versions = sorted({str(e.get("vllm_version")) for d in run_dirs for e in load_report(d).get("engines") or []})
+def _engines(reports: Sequence[dict[str, Any]]) -> str:
+    versions = sorted({str(e.get("vllm_version")) for r in reports for e in r.get("engines") or []})
     return f"vLLM {', '.join(versions)}" if versions else "vLLM (version not recorded)"
 
 
-def _aa_cells(run_dirs: list[Path], manifests: Sequence[dict[str, Any]]) -> list[ControlCell]:
+def _aa_cells(run_dirs: list[Path], manifests: Sequence[dict[str, Any]], reports: dict[Path, Any]) -> list[ControlCell]:
     """Every run's A/A cells (built-in or declared twins, each run by its own design), labelled one run each."""
     cells = []
+    load = reports.__getitem__
     for run_dir, label, manifest in zip(run_dirs, run_labels(run_dirs), manifests, strict=True):
         declared = bool(manifest["config"]["profile"].get("arm_specs"))
-        found = score_release_controls([run_dir]).aa_speed if declared else score_control_runs([run_dir]).aa
+        found = (
+            score_release_controls([run_dir], load=load).aa_speed
+            if declared
+            else score_control_runs([run_dir], load=load).aa
+        )
         cells += [replace(c, run=label) for c in found]
     return cells
 
@@ -60,7 +66,9 @@ def build_record(run_dirs: list[Path]) -> MachineRecord:
         raise ConfigError(
             f"aa-record: {other} ran on {kinds[other]!r}, {run_dirs[0]} on {kind!r}; record one kind of machine at a time"
         )
-    cells = _aa_cells(run_dirs, manifests)
+    analyses = {d: analyse(d, m) for d, m in zip(run_dirs, manifests, strict=True)}  # each run analysed once
+    reports = {d: report_json(a) for d, a in analyses.items()}
+    cells = _aa_cells(run_dirs, manifests, reports)
     if not cells:
         raise ConfigError(
             "aa-record: the runs hold no A/A pair; give runs of --profile aa or of an arms file with a twin"
@@ -74,7 +82,7 @@ def build_record(run_dirs: list[Path]) -> MachineRecord:
     upper = math.ceil(evidence.sd_upper * 1000 - 1e-9) / 1000  # kept to 3 places, never rounded down
     margin = band_from_offset(upper)
     where = _runs_text(run_dirs, manifests)
-    engines = _engines(run_dirs)
+    engines = _engines(list(reports.values()))
     false = sum(c.false_verdict for c in cells)
     band = Band(
         margin,
@@ -91,5 +99,5 @@ def build_record(run_dirs: list[Path]) -> MachineRecord:
         f"{kind} A/A, {engines}, workloads {workloads} at max_tokens {', '.join(map(str, caps))}, "
         f"{evidence.runs} runs ({where})"
     )
-    identity = measure_aa_identity(run_dirs, kind, identity_source)  # one record a client count and cap
+    identity = measure_aa_identity(run_dirs, kind, identity_source, analyses.__getitem__)  # one a client count and cap
     return MachineRecord(kind, band, tuple(identity), round(evidence.sd, 3))

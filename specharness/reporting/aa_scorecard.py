@@ -10,6 +10,7 @@ spread of its A/A point estimates beyond their own noise (:func:`suggest_margin`
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -274,11 +275,11 @@ def run_labels(run_dirs: list[Path]) -> list[str]:
     return names if len(set(names)) == len(names) else [str(d) for d in run_dirs]
 
 
-def score_control_runs(run_dirs: list[Path]) -> ControlScore:
+def score_control_runs(run_dirs: list[Path], load: Callable[[Path], dict[str, Any]] = load_report) -> ControlScore:
     """Every control cell of the given runs; a run with neither control twin is an error."""
     score = ControlScore()
     for run_dir, label in zip(run_dirs, run_labels(run_dirs), strict=True):
-        report: dict[str, Any] = load_report(run_dir)
+        report: dict[str, Any] = load(run_dir)
         prof = report["manifest"]["config"]["profile"]
         arms = set(prof["arms"])
         if "baseline" not in arms or not ({AA_TWIN, SLOW_TWIN} & arms):

@@ -15,7 +15,7 @@ cells (:data:`~specharness.analysis.changes.ALL_CELLS`) are scored apart, one pe
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -178,11 +178,13 @@ def _median(values: Sequence[float]) -> float:
     return float(np.median(finite)) if finite else math.nan
 
 
-def score_release_controls(run_dirs: list[Path], factor: float = RELEASE_FACTOR) -> ReleaseScorecard:
+def score_release_controls(
+    run_dirs: list[Path], factor: float = RELEASE_FACTOR, load: Callable[[Path], dict[str, Any]] = load_report
+) -> ReleaseScorecard:
     """Every control value of the given runs (module docstring); a run without a declared twin is an error."""
     card = ReleaseScorecard(factor=factor)
     for run_dir, label in zip(run_dirs, run_labels(run_dirs), strict=True):
-        report: dict[str, Any] = load_report(run_dir)
+        report: dict[str, Any] = load(run_dir)
         profile = Profile.from_dict(report["manifest"]["config"]["profile"])
         card.band = max(card.band, profile.equivalence_margin or DEFAULT_MARGIN)
         aa, effect = control_pairs(profile)

@@ -19,7 +19,7 @@ from specharness.reporting.group_tables import groups_chart
 from specharness.reporting.html_report import REPORT_HTML, write_html_report
 from specharness.reporting.markdown import render_markdown
 
-__all__ = ["REPORT_HTML", "REPORT_JSON", "REPORT_MD", "REPORT_SCHEMA", "load_report", "write_report"]
+__all__ = ["REPORT_HTML", "REPORT_JSON", "REPORT_MD", "REPORT_SCHEMA", "load_report", "report_json", "write_report"]
 
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
@@ -236,16 +236,13 @@ def _sweep_plots(found: list[WorkloadSweep], margin: float, plot_dir: Path) -> N
     plt.close(fig)
 
 
-def write_report(run_dir: Path, *, plots: bool = True) -> dict[str, Any]:
-    """Rebuild report.md, report.json, plots and report.html from the run folder; returns the JSON report."""
-    manifest = read_manifest(run_dir)
-    a = analyse(run_dir, manifest)
-    found = sweeps(a)
+def report_json(a: Analysis) -> dict[str, Any]:
+    """The JSON report of an analysed run (what ``report.json`` holds); nothing is written."""
     engines = _engine_rows(a)
     report = {
         "schema": REPORT_SCHEMA,
-        "status": manifest.get("status"),
-        "manifest": manifest,
+        "status": a.manifest.get("status"),
+        "manifest": a.manifest,
         "engines": engines,
         "summaries": [s.to_dict() for s in a.summaries.values()],
         "comparisons": [c.to_dict() for c in a.comparisons],
@@ -255,7 +252,7 @@ def write_report(run_dir: Path, *, plots: bool = True) -> dict[str, Any]:
         "missing_cells": a.missing_cells,
         "resumed_cells": a.resumed_cells,
         "counts": a.counts,
-        "sweeps": [sw.to_dict() for sw in found],
+        "sweeps": [sw.to_dict() for sw in sweeps(a)],
         "group_decisions": [d.to_dict() for d in a.group_decisions],
         "feature_correlations": [c.to_dict() for c in a.feature_correlations],
         "refusals": [r.to_dict() for r in a.refusals],
@@ -267,6 +264,15 @@ def write_report(run_dir: Path, *, plots: bool = True) -> dict[str, Any]:
         report["changes"] = [c.to_dict() for c in a.changes]
     if a.failed_arms:  # arms whose engine did not start: the run went on without them
         report["failed_arms"] = dict(a.failed_arms)
+    return report
+
+
+def write_report(run_dir: Path, *, plots: bool = True) -> dict[str, Any]:
+    """Rebuild report.md, report.json, plots and report.html from the run folder; returns the JSON report."""
+    a = analyse(run_dir, read_manifest(run_dir))
+    found = sweeps(a)
+    engines = _engine_rows(a)
+    report = report_json(a)
     (run_dir / REPORT_JSON).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
     markdown = render_markdown(a, run_dir, engines, found)
     (run_dir / REPORT_MD).write_text(markdown)
@@ -279,10 +285,11 @@ def write_report(run_dir: Path, *, plots: bool = True) -> dict[str, Any]:
 
 
 def load_report(run_dir: Path) -> dict[str, Any]:
-    """report.json of a run folder, rebuilt from the journal when it is missing or of an older schema."""
+    """report.json of a run folder, or, when it is missing or of an older schema, the report built from the journal
+    in memory (the folder is left as it was)."""
     path = run_dir / REPORT_JSON
     if path.is_file():
         obj: dict[str, Any] = orjson.loads(path.read_bytes())
         if obj.get("schema") == REPORT_SCHEMA:
             return obj
-    return write_report(run_dir, plots=False)
+    return report_json(analyse(run_dir, read_manifest(run_dir)))

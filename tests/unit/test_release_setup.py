@@ -162,3 +162,22 @@ def _notes_of(results: Path, ledger: Path, tag: str) -> list[Note]:
     tags = ledger_tags(ledger)
     files = (results / MACHINE).glob("*-virtualenv-py3.11.json")
     return [n for f in files if tags.get(json.loads(f.read_text())["commit_hash"]) == tag for n in read_companion(f)]
+
+
+def test_the_release_pair_takes_its_blocks_from_the_environment_and_refuses_a_bad_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SPECHARNESS_ASV_PAIR_BLOCKS sets the pair's blocks (20 on a GPU); unset, the release profile's 6; a count that
+    is no whole number of 2 or more is one line naming the variable."""
+    from specharness._errors import ConfigError
+    from specharness.history.asv.suite import _pair_profile
+
+    monkeypatch.delenv("SPECHARNESS_ASV_PROFILE", raising=False)
+    monkeypatch.delenv("SPECHARNESS_ASV_PAIR_BLOCKS", raising=False)
+    assert (_pair_profile().name, _pair_profile().blocks) == ("release", 6)
+    monkeypatch.setenv("SPECHARNESS_ASV_PAIR_BLOCKS", "20")
+    assert (_pair_profile().name, _pair_profile().blocks) == ("release", 20)
+    for bad in ("1", "twenty", "-3"):
+        monkeypatch.setenv("SPECHARNESS_ASV_PAIR_BLOCKS", bad)
+        with pytest.raises(ConfigError, match=r"^SPECHARNESS_ASV_PAIR_BLOCKS="):
+            _pair_profile()

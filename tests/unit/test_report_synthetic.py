@@ -11,7 +11,7 @@ import pytest
 from specharness.cli import main
 from specharness.experiment.synthetic import write_synthetic_run
 from specharness.history.asv.metrics import asv_intervals, asv_metrics, lookup
-from specharness.reporting.report import write_report
+from specharness.reporting.report import REPORT_JSON, load_report, write_report
 from specharness.reporting.runcompare import compare_runs, format_changes
 
 
@@ -45,6 +45,20 @@ def test_report_from_a_synthetic_journal(tmp_path: Path) -> None:
     assert math.isnan(lookup({"metrics": metrics}, "copy/c1/rejection_rate"))  # no drafts in synthetic data
     assert math.isnan(lookup({"metrics": metrics}, "copy/c4/slowdown"))  # a cell the profile did not run
     assert (run / "plots" / "speedup.png").stat().st_size > 1000
+
+
+def test_load_report_builds_in_memory_and_leaves_the_folder_as_it_was(tmp_path: Path) -> None:
+    """A reader (scorecards, aa-record, compare) of a folder without report.json writes nothing into it; once the
+    report is written, it reads the same report back."""
+    run = write_synthetic_run(tmp_path / "run", records=96)
+    before = sorted(p.name for p in run.iterdir())
+    built = load_report(run)
+    assert sorted(p.name for p in run.iterdir()) == before and not (run / REPORT_JSON).exists()
+    written = write_report(run, plots=False)
+    assert (run / REPORT_JSON).is_file()
+    key = [(c["workload"], c["clients"], c["speedup"]["estimate"]) for c in built["comparisons"]]
+    assert key == [(c["workload"], c["clients"], c["speedup"]["estimate"]) for c in written["comparisons"]]
+    assert [(c["workload"], c["clients"], c["speedup"]["estimate"]) for c in load_report(run)["comparisons"]] == key
 
 
 def test_compare_two_runs_names_metric_values_ratio(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]

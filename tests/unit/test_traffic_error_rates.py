@@ -117,7 +117,7 @@ def test_divergence_biased_toward_slow_cases_does_not_bias_the_interval() -> Non
 
 
 def test_loops_are_in_the_estimate_and_the_estimate_without_them_covers_the_rest() -> None:
-    """Loops to the cap make block sums heavy: with the H200's 8-run offset allowance (sd 0.027) coverage of the
+    """Loops to the cap make block sums heavy: with an offset allowance of sd 0.027 (a GPU-sized one) coverage of the
     pooled ratio is a little under nominal, measured 0.928 (1,000 runs, this seed) and 0.943 (1,500 runs, another);
     the 3-run allowance (0.086) had hidden that at 0.976. Asserted: at least 0.92, and no false verdict."""
     r = result("loops-25%", runs=1000)

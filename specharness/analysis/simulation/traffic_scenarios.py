@@ -40,7 +40,7 @@ class TrafficScenario:
     true_speedup: float = 1.0
     case_speed_sd: float = 0.0
     instance_sd: float = 0.0  # per arm, per run: the A/B offset has sd instance_sd * sqrt(2)
-    recorded_offset_sd_upper: float = 0.027  # what the machine's A/A record says (an 8-run GPU record)
+    recorded_offset_sd_upper: float = 0.027  # the A/A allowance the simulated run applies (a GPU-sized one)
     drift: float = 0.0
     order_effect: float = 0.0
     heavy_tails: bool = False

@@ -19,6 +19,7 @@ from typing import Any
 from specharness._errors import ConfigError
 from specharness.analysis.changes import ALL_CELLS, detectable_ratio
 from specharness.engines.releases import LEDGER, Release, parse_release
+from specharness.experiment.config import canonical_vllm_args
 from specharness.history.asv.notes import notes_dir
 from specharness.numbers import number
 from specharness.reporting.report import load_report
@@ -326,9 +327,31 @@ def pair_record(
     )
 
 
+def setup_text(
+    profile: str,
+    options: Mapping[str, Any],
+) -> str:
+    """What a value is measured with besides the release, one line (a value's note, a pair record): the profile and
+    the engine options that set the engine's configuration (``max_model_len``, ``dtype``, ``kv_cache_gib``,
+    ``gpu_memory_utilization``, ``extra_engine_args`` in one spelling, ``python`` and ``start_together`` where set)."""
+    share = options.get("gpu_memory_utilization")
+    engine = (
+        f"max_model_len {options.get('max_model_len')}, dtype {options.get('dtype')}, "
+        f"kv_cache_gib {options.get('kv_cache_gib')}, gpu_memory_utilization {'auto' if share is None else share}"
+    )
+    extra = " ".join(canonical_vllm_args(options.get("extra_engine_args") or ())) or "none"
+    parts = [f"profile {profile}", engine, f"vLLM arguments: {extra}"]
+    if options.get("python"):
+        parts.append(f"python {options['python']}")
+    if not options.get("start_together", True):
+        parts.append("started one by one")
+    return "; ".join(parts)
+
+
 def record_from_run(run_dir: Path, harness: str = "", setup: str = "") -> PairRecord:
     """The pair record of a release pair's run folder (its report, rebuilt from the journal when missing): the two
-    releases from its declared arms, the earlier one first on the ledger."""
+    releases from its declared arms, the earlier one first on the ledger; the harness and setup from its manifest
+    unless given."""
     report = load_report(run_dir)
     tags = sorted({a.get("release", "") for a in report["manifest"]["config"]["profile"].get("arm_specs") or []} - {""})
     if len(tags) != 2:
@@ -344,8 +367,8 @@ def record_from_run(run_dir: Path, harness: str = "", setup: str = "") -> PairRe
         previous,
         current,
         run_dir=str(run_dir),
-        harness=harness or str(manifest.get("harness_version", "")),
-        setup=setup,
+        harness=harness or str(manifest.get("harness_commit") or manifest.get("harness_version", "")),
+        setup=setup or setup_text(str(manifest["config"]["profile"].get("name", "")), manifest["config"]),
         measured_unix_s=float(manifest.get("started_unix_s") or 0.0),
         wall_s=round(wall, 1) if math.isfinite(wall) else math.nan,
     )

@@ -23,7 +23,7 @@ from specharness.engines.pool import POOL_ENV, EnginePool, asv_owner_pid
 from specharness.engines.releases import installed_release, previous_release
 from specharness.engines.startlog import first_error
 from specharness.experiment.arms import load_arms_file, release_pair_arms
-from specharness.experiment.config import RunConfig, canonical_vllm_args
+from specharness.experiment.config import RunConfig
 from specharness.experiment.design import Profile, get_profile, override
 from specharness.experiment.driver import run_experiment
 from specharness.experiment.engineset import pooled
@@ -39,7 +39,7 @@ from specharness.history.asv.metrics import (
     load_metrics,
     sweep_key,
 )
-from specharness.history.asv.pairfile import pair_label, pair_record, write_pending
+from specharness.history.asv.pairfile import pair_label, pair_record, setup_text, write_pending
 from specharness.history.asv.pairs import current_values
 from specharness.records import load_label
 from specharness.reporting.report import load_report, write_report
@@ -121,23 +121,7 @@ def measured_setup(profile: str = "") -> str:
     vLLM words in one spelling (:func:`~specharness.experiment.config.canonical_vllm_args`), the Python that runs
     vLLM and one-by-one starts where set; not where the engine listens, how long it may take to start or its API
     key). Kept in each value's note; release-compare judges no value against one measured another way."""
-    o = _engine_options()
-    share = o["gpu_memory_utilization"]
-    engine = (
-        f"max_model_len {o['max_model_len']}, dtype {o['dtype']}, kv_cache_gib {o['kv_cache_gib']}, "
-        f"gpu_memory_utilization {'auto' if share is None else share}"
-    )
-    extra = " ".join(canonical_vllm_args(o["extra_engine_args"])) or "none"
-    parts = [
-        f"profile {profile or os.environ.get('SPECHARNESS_ASV_PROFILE', 'quick')}",
-        engine,
-        f"vLLM arguments: {extra}",
-    ]
-    if o["python"]:
-        parts.append(f"python {o['python']}")
-    if not o["start_together"]:
-        parts.append("started one by one")
-    return "; ".join(parts)
+    return setup_text(profile or os.environ.get("SPECHARNESS_ASV_PROFILE", "quick"), _engine_options())
 
 
 def _runs_root() -> Path:
@@ -255,7 +239,20 @@ def _pair_profile() -> Profile:
     blocks: a 99% interval needs the degrees of freedom), ``smoke`` the smoke cell with the baseline pair alone,
     ``standard`` the standard profile (the GPU)."""
     name = os.environ.get("SPECHARNESS_ASV_PROFILE", "quick")
-    return get_profile("release") if name == "quick" else _profile()
+    profile = get_profile("release") if name == "quick" else _profile()
+    blocks = _pair_blocks()
+    return override(profile, blocks=blocks) if blocks else profile
+
+
+def _pair_blocks() -> int | None:
+    """SPECHARNESS_ASV_PAIR_BLOCKS: the release pair's blocks where the profile's are too few for the machine's noise
+    (20 on a GPU, docs/gpu.md); unset, the profile's."""
+    raw = os.environ.get("SPECHARNESS_ASV_PAIR_BLOCKS", "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 2:
+        raise ConfigError(f"SPECHARNESS_ASV_PAIR_BLOCKS={raw!r}: give a whole number of blocks, 2 or more (e.g. 20)")
+    return int(raw)
 
 
 def _pair_kinds() -> tuple[str, ...]:
@@ -301,7 +298,10 @@ def release_pair_experiment() -> dict[str, Any]:
             current,
             run_dir=project_relative(out),
             harness=harness_provenance(),
-            setup=measured_setup("release" if profile.name == "release" else ""),
+            setup=measured_setup(
+                ("release" if profile.name == "release" else os.environ.get("SPECHARNESS_ASV_PROFILE", "quick"))
+                + (f", {profile.blocks} blocks" if _pair_blocks() else "")
+            ),
             measured_unix_s=time.time(),
             wall_s=round(time.monotonic() - t0, 1),
         )
