@@ -236,9 +236,13 @@ def _sweep_plots(found: list[WorkloadSweep], margin: float, plot_dir: Path) -> N
     plt.close(fig)
 
 
-def report_json(a: Analysis) -> dict[str, Any]:
-    """The JSON report of an analysed run (what ``report.json`` holds); nothing is written."""
-    engines = _engine_rows(a)
+def report_json(
+    a: Analysis, engines: list[dict[str, Any]] | None = None, found: list[WorkloadSweep] | None = None
+) -> dict[str, Any]:
+    """The JSON report of an analysed run (what ``report.json`` holds); nothing is written. ``engines`` and ``found``
+    (its engine rows and sweeps) where the caller has them already."""
+    engines = _engine_rows(a) if engines is None else engines
+    found = sweeps(a) if found is None else found
     report = {
         "schema": REPORT_SCHEMA,
         "status": a.manifest.get("status"),
@@ -252,7 +256,7 @@ def report_json(a: Analysis) -> dict[str, Any]:
         "missing_cells": a.missing_cells,
         "resumed_cells": a.resumed_cells,
         "counts": a.counts,
-        "sweeps": [sw.to_dict() for sw in sweeps(a)],
+        "sweeps": [sw.to_dict() for sw in found],
         "group_decisions": [d.to_dict() for d in a.group_decisions],
         "feature_correlations": [c.to_dict() for c in a.feature_correlations],
         "refusals": [r.to_dict() for r in a.refusals],
@@ -272,7 +276,7 @@ def write_report(run_dir: Path, *, plots: bool = True) -> dict[str, Any]:
     a = analyse(run_dir, read_manifest(run_dir))
     found = sweeps(a)
     engines = _engine_rows(a)
-    report = report_json(a)
+    report = report_json(a, engines, found)
     (run_dir / REPORT_JSON).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
     markdown = render_markdown(a, run_dir, engines, found)
     (run_dir / REPORT_MD).write_text(markdown)

@@ -136,34 +136,35 @@ def test_two_files_of_one_kind_and_a_missing_folder_are_errors(tmp_path: Path, m
         band_for(ZEN4)
 
 
+def _record_again(tmp_path: Path, kind: str, runs: int) -> tuple[MachineRecord, list[Path]]:
+    """The packaged record of ``kind`` built again from copies of the runs it names (``runs`` of them): its limit,
+    estimate, run count and band as packaged, no false verdict; returns it and the copied runs."""
+    packaged = machine_records()[kind]
+    committed = list(dict.fromkeys(run for r in packaged.identity for run in r.runs))
+    assert len(committed) == runs
+    copies = _copy_runs(tmp_path, committed)
+    record = build_record(copies)
+    assert record.kind == kind and record.band is not None and packaged.band is not None
+    got = (record.band.offset_sd_upper, record.offset_sd, record.band.aa_runs, record.band.margin)
+    assert got == (packaged.band.offset_sd_upper, packaged.offset_sd, runs, packaged.band.margin)
+    assert "0 false verdicts" in record.band.source
+    return record, copies
+
+
 def test_the_h100_record_is_what_its_committed_aa_and_control_runs_give(tmp_path: Path) -> None:
     """The built-in A/A (7 runs: 1 and 8 clients, cap 48) and the release controls' declared twins (5 runs: 1 and 4
     clients, cap 64) of one H100: 76 cells, the packaged limit and band."""
-    kind = "gpu:NVIDIA H100 80GB HBM3"
-    packaged = machine_records()[kind]
-    committed = list(dict.fromkeys(run for r in packaged.identity for run in r.runs))
-    assert len(committed) == 12
-    record = build_record(_copy_runs(tmp_path, committed))
-    assert record.kind == kind and record.band is not None and packaged.band is not None
-    got = (record.band.offset_sd_upper, record.offset_sd, record.band.aa_runs, record.band.margin)
-    assert got == (packaged.band.offset_sd_upper, packaged.offset_sd, 12, packaged.band.margin)
-    assert "76 cells in 12 runs" in record.band.source and "0 false verdicts" in record.band.source
+    record, _ = _record_again(tmp_path, "gpu:NVIDIA H100 80GB HBM3", 12)
+    assert record.band is not None and "76 cells in 12 runs" in record.band.source
 
 
 def test_the_zen4_record_is_what_its_committed_aa_runs_give(tmp_path: Path) -> None:
     """Both designs in one record: the release controls' declared twins (ref vs aa, cap 64; 9 runs cell after cell, 5
-    with the arms taking turns) and the built-in A/A (cap 96; 3 runs). The band comes from all 68 A/A cells; the identity records are one a client count and cap,
-    each naming its runs."""
+    with the arms taking turns) and the built-in A/A (cap 96; 3 runs). The band comes from all 68 A/A cells; the
+    identity records are one a client count and cap, each naming its runs."""
     packaged = machine_records()[CPU_ZEN4_2]
-    committed = list(dict.fromkeys(run for r in packaged.identity for run in r.runs))
-    assert len(committed) == 17
-    runs = _copy_runs(tmp_path, committed)
-    record = build_record(runs)
-    assert record.kind == CPU_ZEN4_2 and record.band is not None and packaged.band is not None
-    got = (record.band.offset_sd_upper, record.offset_sd, record.band.aa_runs, record.band.margin)
-    assert got == (packaged.band.offset_sd_upper, packaged.offset_sd, 17, packaged.band.margin)
-    assert "68 cells in 17 runs (2026-12-06 to 2026-12-07, " in record.band.source
-    assert "0 false verdicts" in record.band.source
+    record, runs = _record_again(tmp_path, CPU_ZEN4_2, 17)
+    assert record.band is not None and "68 cells in 17 runs (2026-12-06 to 2026-12-07, " in record.band.source
     fields = ("clients", "identical_pairs", "pairs", "case_counts", "max_output_tokens")
     assert [[getattr(r, f) for f in fields] for r in record.identity] == [
         [getattr(r, f) for f in fields] for r in packaged.identity

@@ -115,13 +115,15 @@ def _engine_options() -> dict[str, Any]:
     return engine_options(shlex.split(os.environ.get("SPECHARNESS_ASV_ENGINE", "")))
 
 
-def measured_setup(profile: str = "") -> str:
+def measured_setup(profile: str = "", blocks: int | None = None) -> str:
     """What a value is measured with besides the release: the ASV profile and the engine options that set the
     engine's configuration (SPECHARNESS_ASV_ENGINE as :func:`_engine_options` reads it: the four settings, the extra
     vLLM words in one spelling (:func:`~specharness.experiment.config.canonical_vllm_args`), the Python that runs
     vLLM and one-by-one starts where set; not where the engine listens, how long it may take to start or its API
-    key). Kept in each value's note; release-compare judges no value against one measured another way."""
-    return setup_text(profile or os.environ.get("SPECHARNESS_ASV_PROFILE", "quick"), _engine_options())
+    key); ``blocks`` where a knob set them apart from the profile's. Kept in each value's note; release-compare
+    judges no value against one measured another way."""
+    name = profile or os.environ.get("SPECHARNESS_ASV_PROFILE", "quick")
+    return setup_text(name + (f", {blocks} blocks" if blocks else ""), _engine_options())
 
 
 def _runs_root() -> Path:
@@ -299,8 +301,7 @@ def release_pair_experiment() -> dict[str, Any]:
             run_dir=project_relative(out),
             harness=harness_provenance(),
             setup=measured_setup(
-                ("release" if profile.name == "release" else os.environ.get("SPECHARNESS_ASV_PROFILE", "quick"))
-                + (f", {profile.blocks} blocks" if _pair_blocks() else "")
+                "release" if profile.name == "release" else "", profile.blocks if _pair_blocks() else None
             ),
             measured_unix_s=time.time(),
             wall_s=round(time.monotonic() - t0, 1),
