@@ -288,7 +288,7 @@ def cmd_crosscheck(args: argparse.Namespace) -> int:
 def cmd_starts(args: argparse.Namespace) -> int:
     from specharness.experiment.config import RunConfig
     from specharness.experiment.design import get_profile
-    from specharness.experiment.runfolder import sigterm_as_interrupt
+    from specharness.experiment.rundir import sigterm_as_interrupt
     from specharness.experiment.startbench import STARTS_FILE, measure_starts, read_starts
     from specharness.reporting.start_table import format_starts
 

@@ -52,6 +52,7 @@ def rules_for(
         timeout_s=timeout_s,
         offset_var=band.offset_var,
         offset_source=band.source,
+        memory_var=band.memory_var,
         margin=float(profile.equivalence_margin or DEFAULT_MARGIN),
         confidence=look_confidence(0.95, sequential_looks(profile)),
         min_correct=profile.min_correct_fraction,
@@ -271,5 +272,5 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
     result.feature_correlations = feature_correlations(result, prompts)
     result.refusals = refusal_controls(result)
     if declared.arm_specs:
-        result.changes = paired_changes(result.comparisons, by_cell, list(valid.values()))
+        result.changes = paired_changes(result.comparisons, by_cell, list(valid.values()), rules.memory_var)
     return result

@@ -67,15 +67,18 @@ def _verify_steps(cell: _Cell) -> float:
     return 1.0 / (1.0 + accepted / drafts) if drafts else math.nan
 
 
-# name -> (per-block value of one arm, inverted: a rise of the value is good for the arm, timing: carries the offset)
-CHANGE_METRICS: dict[str, tuple[Callable[[_Cell], float], bool, bool]] = {
-    "ttft_p50": (_ttft(50), False, True),
-    "ttft_p95": (_ttft(95), False, True),
-    "tpot_p50": (_tpot(50), False, True),
-    "tpot_p95": (_tpot(95), False, True),
-    "goodput_loss": (_goodput, True, True),
-    "peak_memory": (_peak_memory, False, False),
-    "verify_steps_per_token": (_verify_steps, False, False),
+SPEED_OFFSET, MEMORY_OFFSET, NO_OFFSET = "speed", "memory", ""
+
+# name -> (per-block value of one arm, inverted: a rise of the value is good for the arm, the engine-instance offset
+# allowance it carries: the speed one, the peak-memory one or none)
+CHANGE_METRICS: dict[str, tuple[Callable[[_Cell], float], bool, str]] = {
+    "ttft_p50": (_ttft(50), False, SPEED_OFFSET),
+    "ttft_p95": (_ttft(95), False, SPEED_OFFSET),
+    "tpot_p50": (_tpot(50), False, SPEED_OFFSET),
+    "tpot_p95": (_tpot(95), False, SPEED_OFFSET),
+    "goodput_loss": (_goodput, True, SPEED_OFFSET),
+    "peak_memory": (_peak_memory, False, MEMORY_OFFSET),
+    "verify_steps_per_token": (_verify_steps, False, NO_OFFSET),
 }
 
 
@@ -151,9 +154,12 @@ def paired_changes(
     comparisons: Sequence[PairedComparison],
     measured: dict[tuple[str, str, str], list[RequestRecord]],
     cells: Sequence[CellRecord],
+    memory_var: float = math.nan,
 ) -> list[PairedChange]:
     """Every value of every comparison, B over A, paired by block (docs/method.md#paired-changes-between-arms).
-    ``measured``: the analysis's measured requests by (workload, load, arm); ``cells``: the valid cells."""
+    ``measured``: the analysis's measured requests by (workload, load, arm); ``cells``: the valid cells;
+    ``memory_var``: the machine's peak-memory offset allowance (NaN: none recorded, and no peak-memory value: one run's
+    two engines cannot tell a change from two instances' offset)."""
     by_cell: dict[tuple[str, str, str, int], list[CellRecord]] = {}
     for cell in cells:
         by_cell.setdefault((cell.workload, cell.load, cell.arm, cell.block), []).append(cell)
@@ -174,15 +180,18 @@ def paired_changes(
             records = [r for r in measured.get((workload, load, arm), []) if r.block == block]
             return records, by_cell.get((workload, load, arm, block), [])
 
-        for metric, (value, inverted, timing) in CHANGE_METRICS.items():
+        for metric, (value, inverted, allowance) in CHANGE_METRICS.items():
+            extra = {SPEED_OFFSET: offset_var, MEMORY_OFFSET: memory_var}.get(allowance, 0.0)
+            if math.isnan(extra):
+                continue
             logs: dict[int, float] = {}
             for block in c.blocks:
                 a, b = value(block_cell(c.arm_a, block)), value(block_cell(c.arm_b, block))
                 if a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b):
                     logs[block] = math.log(a / b) if inverted else math.log(b / a)
             if logs:
-                out.append(_interval(c, metric, logs, offset_var if timing else 0.0))
-                per_pair.setdefault((c.arm_a, c.arm_b, metric), []).append((c, logs, offset_var if timing else 0.0))
+                out.append(_interval(c, metric, logs, extra))
+                per_pair.setdefault((c.arm_a, c.arm_b, metric), []).append((c, logs, extra))
     every = [(m, cells) for (a, b, m), cells in per_pair.items() if len(cells) == counts[(a, b)]]  # no cell lacks it
     return out + [p for m, cells in every if (p := _over_cells(m, cells)) is not None]
 

@@ -137,10 +137,12 @@ def release_folders() -> list[Path]:
     return [*listed, releases_root()]
 
 
-def release_env(release: Release, say: Callable[[str], None] | None = None) -> ReleaseEnv:
-    """The environment that runs ``release`` (docs/arms.md#where-a-releases-vllm-comes-from), building a CPU release's
-    virtual environment with pip when none exists. Raises :class:`~specharness._errors.ReleaseUnavailable` naming why it
-    cannot."""
+def release_env(release: Release | str, say: Callable[[str], None] | None = None) -> ReleaseEnv:
+    """The environment that runs ``release`` (or the release a text names, :func:`parse_release`;
+    docs/arms.md#where-a-releases-vllm-comes-from), building a CPU release's virtual environment with pip when none
+    exists. Raises :class:`~specharness._errors.ReleaseUnavailable` naming why it cannot."""
+    if isinstance(release, str):
+        release = parse_release(release)
     listed = release_folders()[:-1]
     for root in release_folders():
         found = _found(release, root / release.tag, trust_unmarked=root in listed)

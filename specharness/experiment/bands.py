@@ -11,7 +11,9 @@ of machine (:mod:`specharness.experiment.machine_record`); ``specharness aa-reco
 
 from __future__ import annotations
 
+import math
 import re
+from dataclasses import replace
 from typing import Any
 
 from specharness.experiment.machine_record import Band, band_from_offset, machine_records
@@ -67,23 +69,40 @@ def recorded_bands() -> dict[str, Band]:
     return {kind: r.band for kind, r in machine_records().items() if r.band is not None}
 
 
+def _unrecorded_memory(bands: dict[str, Band], cpu: bool) -> float:
+    """The peak-memory offset allowance of a machine whose record holds none: :data:`UNRECORDED_FACTOR` times the
+    largest recorded of its class (NaN where none of its class has one)."""
+    recorded = [b.memory_sd_upper for k, b in bands.items() if k.startswith("cpu:") == cpu and b.memory_sd_upper >= 0]
+    return UNRECORDED_FACTOR * max(recorded) if recorded else math.nan
+
+
 def band_for(hardware: dict[str, Any]) -> Band:
     """The band for a run's hardware record (:func:`machine_kind`); a machine without an A/A record of its own gets a
-    stated conservative allowance, never another machine's record."""
+    stated conservative allowance, never another machine's record (the same for the peak-memory allowance of a record
+    that holds none)."""
     kind = machine_kind(hardware)
     bands = recorded_bands()
-    if kind in bands:
-        return bands[kind]
     cpu = kind.startswith("cpu:")
+    if kind in bands:
+        band = bands[kind]
+        fallback = _unrecorded_memory(bands, cpu)
+        if math.isnan(band.memory_sd_upper) and math.isfinite(fallback):
+            note = f"; this record holds no peak-memory allowance: sd {fallback:.3f}, {UNRECORDED_FACTOR:g}x the largest recorded"
+            band = replace(band, memory_sd_upper=fallback, source=band.source + note)
+        return band
     what = "CPU" if cpu else "GPU"
     same_class = [b.offset_sd_upper for k, b in bands.items() if k.startswith("cpu:") == cpu]
     recorded = max(same_class or [b.offset_sd_upper for b in bands.values()] or [0.0])
     sd = UNRECORDED_FACTOR * recorded
+    memory = _unrecorded_memory(bands, cpu)
+    memory_note = f"; peak-memory allowance sd {memory:.3f} likewise" if math.isfinite(memory) else ""
     return Band(
         band_from_offset(sd),
         f"no A/A record for this {what} ({kind.split(':', 1)[1]}): a conservative engine-instance offset allowance, "
         f"sd {sd:.3f} ({UNRECORDED_FACTOR:g}x the largest recorded {what} upper limit, {recorded:.3f}), and its band; "
-        "record this machine's own with specharness run --profile aa (5 runs or more) and specharness aa-record",
+        "record this machine's own with specharness run --profile aa (5 runs or more) and specharness aa-record"
+        + memory_note,
         offset_sd_upper=sd,
         aa_runs=0,
+        memory_sd_upper=memory,
     )

@@ -15,7 +15,6 @@ from typing import Any
 from specharness._errors import ConfigError
 from specharness.engines.server import ArmSpec, validate_speculative_config
 from specharness.experiment.plan import CellPlan, Load, block_orders, order_plan_text, warm_round
-from specharness.records import rate_text
 
 __all__ = [
     "ARM_NAMES",
@@ -283,22 +282,6 @@ PROFILES: dict[str, Profile] = {
         slo={"ttft_ms": 1000.0, "tpot_ms": 50.0},
     ),
 }
-
-
-def sweep_rates(levels: tuple[float, ...], peak_rps: float) -> tuple[str, ...]:
-    """The open-loop rates of a sweep: each level times the baseline's peak request rate, two significant digits,
-    then ``inf`` (all at once: past saturation). Levels that round to the same rate are kept once."""
-    if not (math.isfinite(peak_rps) and peak_rps > 0):
-        raise ConfigError(
-            f"the sweep's peak probe measured {peak_rps!r} requests/s; every probe request failed? "
-            "read the engine logs under logs/"
-        )
-    out: list[str] = []
-    for level in levels:
-        text = rate_text(float(f"{level * peak_rps:.2g}"))
-        if text not in out:
-            out.append(text)
-    return (*out, "inf")
 
 
 def get_profile(name: str) -> Profile:

@@ -1,8 +1,8 @@
 """Run a paired experiment: start every arm's engine once, walk the cell plan, journal everything.
 
 :func:`run_experiment` is the recipe: it declares the band, opens the run folder, starts the engines and runs the
-plan, one step per job in its own module of :mod:`specharness.experiment` (``runfolder``, ``engineset``, ``peak``,
-``looks``, ``cell``, ``sending``), and receives records back.
+plan, one step per job in its own module of :mod:`specharness.experiment` (``rundir``, ``engineset``, ``peak``,
+``cells``, ``sending``), and receives records back.
 Journal, resume and interrupts: docs/development.md#the-run-driver.
 """
 
@@ -18,17 +18,23 @@ from specharness.engines.memory import MemoryProbe
 from specharness.engines.model import ResolvedModel, cache_dir, resolve_model
 from specharness.engines.pool import PooledEngine
 from specharness.experiment.bands import band_for
+from specharness.experiment.cells import run_plan
 from specharness.experiment.config import RunConfig
 from specharness.experiment.context import ProgressFn, RunContext, UndecidedFn
 from specharness.experiment.design import build_arms, comparison_pairs, validate_profile
 from specharness.experiment.engineset import EnginePlan, EngineSet, plan_engines, running_engines
-from specharness.experiment.looks import run_plan
 from specharness.experiment.peak import resolve_sweep
 from specharness.experiment.plan import block_orders
 from specharness.experiment.quiet import ENGINE_SETTLE_S, EngineQuiet
-from specharness.experiment.rundir import hardware_info, harness_provenance, harness_version
-from specharness.experiment.runfolder import RunFolder, open_run_folder, run_segment
-from specharness.experiment.telemetry import TextPolicy, run_salt
+from specharness.experiment.rundir import (
+    RunFolder,
+    hardware_info,
+    harness_provenance,
+    harness_version,
+    open_run_folder,
+    run_segment,
+)
+from specharness.experiment.telemetry import TextPolicy, run_policy
 from specharness.records import SCHEMA_VERSION, Manifest
 from specharness.traffic.workloads import Workload, case_to_dict, interleave_by_group, load_workloads
 
@@ -52,13 +58,11 @@ def run_experiment(
     previous, done, segment = open_run_folder(config.out_dir, resume=resume)
     hardware = hardware_info(MemoryProbe())
     config = _with_settle(_with_band(config, hardware), hardware, previous)
-    # one salt for the run (and its resumes), kept outside the run folder
-    keep = config.keep_text
-    policy = TextPolicy(keep, run_salt(config.out_dir, cache_dir())) if keep != "full" else TextPolicy()
-    for words in (config.extra_engine_args, *(arm.engine_args for arm in build_arms(config.profile))):
-        policy.check_engine_args(words)
+    arms = build_arms(config.profile)
+    engine_args = (config.extra_engine_args, *(arm.engine_args for arm in arms))
+    policy = run_policy(config.keep_text, config.out_dir, cache_dir(), engine_args)  # its salt serves every resume
     model = None if config.attach else resolve_model(config.model)
-    plan = plan_engines(config, build_arms(config.profile), model, say)  # every arm's engine, decided once
+    plan = plan_engines(config, arms, model, say)  # every arm's engine, decided once
     manifest = _manifest(config, workloads, hardware, policy, model, previous, plan)
     lifecycle = run_segment(
         config.out_dir,

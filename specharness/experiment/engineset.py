@@ -24,7 +24,7 @@ from specharness.engines.fleet import LaunchReport, launch, pooled_plan
 from specharness.engines.memory import MemoryProbe
 from specharness.engines.model import ResolvedModel, served_model_name
 from specharness.engines.pool import EnginePool, PooledEngine, gpu_slots, pool_applies, pool_from_env
-from specharness.engines.releases import ReleaseEnv, parse_release, release_env
+from specharness.engines.releases import ReleaseEnv, release_env
 from specharness.engines.server import ArmSpec, EngineServer, EngineSettings, stop_all
 from specharness.experiment.config import RunConfig
 from specharness.experiment.journal import Journal
@@ -128,7 +128,7 @@ def plan_engines(
             continue
         if arm.release not in found:
             try:
-                found[arm.release] = release_env(parse_release(arm.release), say)
+                found[arm.release] = release_env(arm.release, say)
             except EngineError as error:
                 found[arm.release] = error
         env = found[arm.release]

@@ -50,11 +50,17 @@ class Band:
     source: str
     offset_sd_upper: float = 0.0  # engine-instance offset sd (log scale), 95% upper limit from the A/A record
     aa_runs: int = 0
+    memory_sd_upper: float = math.nan  # the same for the servers' peak RSS (NaN: not recorded)
 
     @property
     def offset_var(self) -> float:
         """The offset variance a speed interval adds."""
         return self.offset_sd_upper**2
+
+    @property
+    def memory_var(self) -> float:
+        """The offset variance a peak-memory interval adds (NaN: the record holds none)."""
+        return self.memory_sd_upper**2
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +125,8 @@ def record_json(record: MachineRecord) -> dict[str, Any]:
             "aa_runs": record.band.aa_runs,
             "source": record.band.source,
         }
+        if math.isfinite(record.band.memory_sd_upper):
+            out["band"]["memory_sd_upper"] = record.band.memory_sd_upper
     out["identity"] = [
         {
             "clients": r.clients,
@@ -170,6 +178,19 @@ def _type_words(kind: type | tuple[type, ...]) -> str:
     return " or ".join(dict.fromkeys(names.get(k, k.__name__) for k in kinds))
 
 
+def _memory_limit(f: _Fields, band: dict[str, Any]) -> float:
+    """The band's peak-memory limit: NaN where absent or null (not recorded); zero is refused, since it would make
+    every peak-memory interval zero-width again."""
+    if band.get("memory_sd_upper") is None:
+        return math.nan
+    value = f.number(band, "memory_sd_upper", "band.")
+    if value == 0:
+        raise f.fail(
+            "band.memory_sd_upper", "expected a number above 0 (leave it out where none was measured), found 0"
+        )
+    return value
+
+
 def load_record(path: Path) -> MachineRecord:
     """One record file; a malformed one is a :class:`ConfigError` naming the file and the field."""
     f = _Fields(path)
@@ -198,6 +219,7 @@ def load_record(path: Path) -> MachineRecord:
             f.get(b, "source", str, "band."),
             offset_sd_upper=upper,
             aa_runs=f.count(b, "aa_runs", "band."),
+            memory_sd_upper=_memory_limit(f, b),
         )
     identity = []
     for k, r in enumerate(f.get(obj, "identity", list, "")):

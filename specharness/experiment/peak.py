@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from dataclasses import replace
 
 import httpx
 
 from specharness._errors import ConfigError
-from specharness.experiment.cell import cell_cases
+from specharness.experiment.cells import cell_cases
 from specharness.experiment.context import RunContext
-from specharness.experiment.design import Profile, sweep_rates
+from specharness.experiment.design import Profile
 from specharness.experiment.plan import CellPlan, Load
 from specharness.experiment.sending import send_cases
-from specharness.records import PeakProbeEvent, RequestRecord, SweepPlanEvent
+from specharness.records import PeakProbeEvent, RequestRecord, SweepPlanEvent, rate_text
 from specharness.traffic.workloads import Case
 
-__all__ = ["probe_peak", "resolve_sweep"]
+__all__ = ["probe_peak", "resolve_sweep", "sweep_rates"]
 
 REFERENCE_ARM = "baseline"  # a sweep's levels are multiples of this arm's peak
 
@@ -25,7 +26,7 @@ REFERENCE_ARM = "baseline"  # a sweep's levels are multiples of this arm's peak
 def resolve_sweep(ctx: RunContext) -> Profile:
     """A sweep's open-loop rates, per workload: each arm's peak request rate is probed (all of a cell's requests
     at once, after a warmup round; journaled as warmup, so never analysed), then the levels are taken of the
-    reference arm's peak (:func:`~specharness.experiment.design.sweep_rates`). The rates are journaled; returns the
+    reference arm's peak (:func:`sweep_rates`). The rates are journaled; returns the
     profile with them (the caller saves it in the manifest, so a resumed run keeps them)."""
     p = ctx.profile
     resolved = dict(p.workload_rates)
@@ -73,3 +74,19 @@ def probe_peak(ctx: RunContext, probe: CellPlan, arm: str, measured: list[Case],
     event = PeakProbeEvent(workload=probe.workload, arm=arm, requests=len(records), ok=ok, wall_s=wall, peak_rps=peak)
     ctx.journal.write(event)
     return peak
+
+
+def sweep_rates(levels: tuple[float, ...], peak_rps: float) -> tuple[str, ...]:
+    """The open-loop rates of a sweep: each level times the baseline's peak request rate, two significant digits,
+    then ``inf`` (all at once: past saturation). Levels that round to the same rate are kept once."""
+    if not (math.isfinite(peak_rps) and peak_rps > 0):
+        raise ConfigError(
+            f"the sweep's peak probe measured {peak_rps!r} requests/s; every probe request failed? "
+            "read the engine logs under logs/"
+        )
+    out: list[str] = []
+    for level in levels:
+        text = rate_text(float(f"{level * peak_rps:.2g}"))
+        if text not in out:
+            out.append(text)
+    return (*out, "inf")

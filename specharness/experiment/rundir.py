@@ -1,7 +1,11 @@
-"""The run folder's files: their names, the manifest (written atomically), provenance, and which cells are done.
+"""The run folder: its files' names, the manifest (written atomically), provenance, which cells are done, and its
+lifecycle, shared by every kind of run.
 
 One owner for the run-folder layout: ``manifest.json``, ``journal.jsonl`` (or, committed, ``journal.jsonl.xz``),
-``logs/<arm>.s<segment>.log``; reporting writes its own files.
+``logs/<arm>.s<segment>.log``; reporting writes its own files. A run creates its folder (or picks up an interrupted
+one, :func:`open_run_folder`), then runs one segment (:func:`run_segment`): the manifest written, the journal open
+between ``segment`` and ``segment_end`` events, how the segment ended recorded, the folder handed to ``on_finish``
+(the report) even after a failure, and the failure raised again.
 """
 
 from __future__ import annotations
@@ -10,23 +14,29 @@ import contextlib
 import lzma
 import os
 import platform
+import signal
 import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from specharness import __version__
-from specharness._errors import RunDirError
+from specharness._errors import EngineDied, RunDirError, SpecharnessError
 from specharness.engines.memory import MemoryProbe
-from specharness.experiment.journal import JournalContents, parse_journal, read_journal
-from specharness.records import Manifest, SegmentEvent, base_key
+from specharness.experiment.journal import Journal, JournalContents, parse_journal, read_journal
+from specharness.experiment.telemetry import TextPolicy
+from specharness.records import Manifest, SegmentEndEvent, SegmentEvent, base_key
 
 __all__ = [
     "JOURNAL",
     "LOGS",
     "MANIFEST",
     "PACKED_JOURNAL",
+    "RunFolder",
     "completed_cells",
     "copy_run",
     "cpu_model",
@@ -36,8 +46,11 @@ __all__ = [
     "harness_provenance",
     "harness_version",
     "load_manifest",
+    "open_run_folder",
     "read_manifest",
     "read_run_journal",
+    "run_segment",
+    "sigterm_as_interrupt",
     "write_manifest",
 ]
 
@@ -187,3 +200,111 @@ def completed_cells(out_dir: Path) -> tuple[set[str], int]:
     done = {base_key(c.cell) for c in contents.cells if c.valid}
     segments = [e.segment for e in contents.events_of(SegmentEvent)]
     return done, (max(segments) + 1 if segments else 0)
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Turn SIGTERM into KeyboardInterrupt for the run, so teardown and the partial report happen."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def open_run_folder(out: Path, *, resume: bool) -> tuple[Manifest | None, set[str], int]:
+    """A new run folder (created; refused if it already holds a run) or, with ``resume``, an interrupted one: its
+    manifest (None when new), the keys of the cells already done, and the next segment number."""
+    if resume:
+        manifest = load_manifest(out)
+        done, segment = completed_cells(out)
+        return manifest, done, segment
+    if (out / JOURNAL).exists():
+        raise RunDirError(f"{out} already holds a run; pass --resume {out} to finish it or choose another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    return None, set(), 0
+
+
+@dataclass(slots=True)
+class RunFolder:
+    """One open segment of a run folder: the manifest as last written, the open journal and the segment number."""
+
+    out: Path
+    manifest: Manifest
+    journal: Journal
+    segment: int
+
+    def update_manifest(self, **changes: Any) -> None:
+        """Change fields of the manifest and write it at once (atomically)."""
+        self.manifest = replace(self.manifest, **changes)
+        write_manifest(self.out, self.manifest)
+
+
+@contextlib.contextmanager
+def run_segment(
+    out: Path,
+    manifest: Manifest,
+    *,
+    segment: int,
+    resume: bool,
+    done: set[str],
+    fsync: bool = True,
+    policy: TextPolicy | None = None,
+    on_finish: Callable[[Path], object] | None = None,
+) -> Iterator[RunFolder]:
+    """Run the body of a ``with`` as one segment of the run in ``out``. The manifest is written with the segment's
+    start; the journal opens with a ``segment`` event and closes with ``segment_end`` (status complete,
+    interrupted, engine-died or failed); the manifest then records the status, ``on_finish(out)`` runs, and a
+    failure is raised again. SIGTERM interrupts like Ctrl-C."""
+    started = time.time()
+    entry = {"segment": segment, "started_unix_s": started, "resume": resume}
+    manifest = replace(
+        manifest,
+        started_unix_s=manifest.started_unix_s if manifest.started_unix_s is not None else started,
+        segments=[*manifest.segments, entry],
+    )
+    write_manifest(out, manifest)
+    status = "interrupted"
+    error: BaseException | None = None
+    with Journal(out / JOURNAL, fsync=fsync, policy=policy) as journal, sigterm_as_interrupt():
+        journal.write(
+            SegmentEvent(segment=segment, resume=resume, started_unix_s=time.time(), skipped_cells=sorted(done))
+        )
+        folder = RunFolder(out, manifest, journal, segment)
+        try:
+            yield folder
+            status = "complete"
+        except KeyboardInterrupt as exc:
+            status, error = "interrupted", exc
+        except EngineDied as exc:
+            status, error = "engine-died", exc
+        except BaseException as exc:
+            status, error = "failed", exc
+        finally:
+            ended = SegmentEndEvent(segment=segment, status=status, ended_unix_s=time.time(), error=str(error or ""))
+            journal.write(ended)
+    ended_s = time.time()
+    segments = [
+        *folder.manifest.segments[:-1],
+        {**folder.manifest.segments[-1], "ended_unix_s": ended_s, "status": status},
+    ]
+    reused = _engines_reused(out) or folder.manifest.engines_reused
+    folder.update_manifest(status=status, ended_unix_s=ended_s, segments=segments, engines_reused=reused)
+    if on_finish is not None:
+        on_finish(out)
+    if error is not None:
+        raise error
+
+
+def _engines_reused(out: Path) -> list[dict[str, Any]] | None:
+    """Every pooled engine the journal records (:attr:`EngineRecord.reused`), with its arm; None if none."""
+    try:
+        engines = read_journal(out / JOURNAL).engines
+    except (OSError, SpecharnessError):
+        return None
+    found = [{"arm": e.arm, **e.reused} for e in engines if e.reused]
+    return found or None

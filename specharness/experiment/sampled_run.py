@@ -26,8 +26,13 @@ from specharness.experiment.config import RunConfig
 from specharness.experiment.design import build_arms
 from specharness.experiment.engineset import EngineSet, plan_engines, running_engines
 from specharness.experiment.journal import Journal
-from specharness.experiment.rundir import hardware_info, harness_provenance, harness_version
-from specharness.experiment.runfolder import open_run_folder, run_segment
+from specharness.experiment.rundir import (
+    hardware_info,
+    harness_provenance,
+    harness_version,
+    open_run_folder,
+    run_segment,
+)
 from specharness.records import Manifest, RequestRecord, cell_id
 from specharness.traffic.client import RequestMeta, Sampling, build_body, send_request
 from specharness.traffic.workloads import Case, interleave_by_group, load_workloads

@@ -1,8 +1,8 @@
 """What text a run keeps: ``--keep-text full|hash|none``, the one owner of the rule.
 
 :class:`TextPolicy` applies a policy (:data:`KEEP_TEXT`) to request records, manifest cases and engine flags;
-:func:`run_salt` draws the run's salt and keeps it outside the run folder; :func:`rekey_prefix_chain` keys a prefix
-chain with it. Checks run on the full text first, so verdicts are the same under every policy.
+:func:`run_policy` makes a run's policy, with the salt :func:`run_salt` draws and keeps outside the run folder;
+:func:`rekey_prefix_chain` keys a prefix chain with it. Checks run on the full text first, so verdicts are the same under every policy.
 Rules: docs/development.md#what-text-a-run-keeps.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 from specharness._errors import ConfigError
 from specharness.records import RequestRecord
 
-__all__ = ["KEEP_TEXT", "LOGGING_FLAGS", "TextPolicy", "rekey_prefix_chain", "run_salt"]
+__all__ = ["KEEP_TEXT", "LOGGING_FLAGS", "TextPolicy", "rekey_prefix_chain", "run_policy", "run_salt"]
 
 LOGGING_FLAGS = ("--enable-log-requests", "--enable-log-outputs")  # vLLM flags that would write prompts or outputs
 
@@ -126,3 +127,12 @@ class TextPolicy:
         if isinstance(check, dict):
             kept["check"] = {"type": check.get("type")}
         return kept
+
+
+def run_policy(keep: str, run_dir: Path, cache: Path, engine_args: Iterable[tuple[str, ...]] = ()) -> TextPolicy:
+    """A run's policy: ``keep`` (:data:`KEEP_TEXT`), salted with the run's salt (:func:`run_salt`, drawn only when
+    text is hashed or dropped); refuses any of ``engine_args`` (each an engine's flags) that would log text."""
+    policy = TextPolicy(keep, run_salt(run_dir, cache)) if keep != "full" else TextPolicy()
+    for words in engine_args:
+        policy.check_engine_args(words)
+    return policy

@@ -17,17 +17,20 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import scipy.stats as sps
+
 from specharness._errors import ConfigError
 from specharness.analysis.aa_identity_record import measure_aa_identity
-from specharness.analysis.analyse import analyse
+from specharness.analysis.analyse import Analysis, analyse
 from specharness.experiment.bands import machine_kind
+from specharness.experiment.design import control_pairs
 from specharness.experiment.machine_record import Band, MachineRecord, band_from_offset
 from specharness.experiment.rundir import read_manifest
 from specharness.reporting.aa_scorecard import ControlCell, offset_evidence, run_labels, score_control_runs
 from specharness.reporting.release_scorecard import score_release_controls
 from specharness.reporting.report import report_json
 
-__all__ = ["build_record"]
+__all__ = ["build_record", "memory_offset", "memory_offset_logs"]
 
 
 def _runs_text(run_dirs: Sequence[Path], manifests: Sequence[dict[str, Any]]) -> str:
@@ -53,6 +56,42 @@ def _aa_cells(run_dirs: list[Path], manifests: Sequence[dict[str, Any]], reports
         )
         cells += [replace(c, run=label) for c in found]
     return cells
+
+
+def memory_offset_logs(analysis: Analysis) -> list[float]:
+    """One run's A/A peak-memory log ratios, one per A/A pair of engines (twin over the arm it copies): the mean over
+    the cells and blocks both ran of the log ratio of the servers' peak RSS, the estimand of a peak-memory change over
+    all cells (:func:`~specharness.analysis.changes.paired_changes`), valid cells only. None on a GPU, whose used memory
+    is the device's. Each twin counts as one pair: two twins of one arm share that arm's engine, so a design with
+    several would overstate the degrees of freedom (the built-in A/A and the release controls have one)."""
+    peaks: dict[tuple[str, str, int, str], float] = {}
+    for cell in analysis.contents.cells:
+        if not cell.valid or "peak_gpu_used_mib" in cell.memory or not cell.memory.get("peak_rss_mib"):
+            continue
+        key = (cell.workload, cell.load, cell.block, cell.arm)
+        peaks[key] = max(peaks.get(key, 0.0), cell.memory["peak_rss_mib"])
+    out = []
+    for a, b in sorted(control_pairs(analysis.profile)[0]):
+        logs = [
+            math.log(peaks[(w, lo, k, b)] / v)
+            for (w, lo, k, arm), v in peaks.items()
+            if arm == a and (w, lo, k, b) in peaks
+        ]
+        if logs:
+            out.append(sum(logs) / len(logs))
+    return out
+
+
+def memory_offset(logs: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """The peak-memory engine-instance offset sd of A/A log ratios (each the difference of two engines, mean 0 by
+    design: sd² = mean of squares, n degrees of freedom) and its one-sided upper confidence limit by the chi-square
+    distribution, kept to 3 places and never rounded down; NaN for fewer than 2."""
+    n = len(logs)
+    if n < 2:
+        return math.nan, math.nan
+    var = sum(d * d for d in logs) / n
+    upper = math.sqrt(n * var / float(sps.chi2.ppf(1 - confidence, n)))
+    return math.sqrt(var), math.ceil(upper * 1000 - 1e-9) / 1000
 
 
 def build_record(run_dirs: list[Path]) -> MachineRecord:
@@ -84,13 +123,22 @@ def build_record(run_dirs: list[Path]) -> MachineRecord:
     where = _runs_text(run_dirs, manifests)
     engines = _engines(list(reports.values()))
     false = sum(c.false_verdict for c in cells)
+    memory_logs = [d for a in analyses.values() for d in memory_offset_logs(a)]
+    memory_sd, memory_upper = memory_offset(memory_logs)
+    memory_text = (
+        f"; peak-memory offset sd {memory_sd:.4f}, 95% upper limit {memory_upper:.3f} from {len(memory_logs)} A/A "
+        "engine pairs (memory_offset)"
+        if math.isfinite(memory_upper)
+        else ""
+    )
     band = Band(
         margin,
         f"{kind} A/A, {engines}, {len(cells)} cells in {evidence.runs} runs ({where}): {false} false verdicts; "
         f"per-cell engine-instance offset sd {evidence.sd:.3f}, 95% upper limit {upper:.3f} "
-        f"(specharness aa-record, offset_evidence), so the band is {margin:.0%}",
+        f"(specharness aa-record, offset_evidence), so the band is {margin:.0%}{memory_text}",
         offset_sd_upper=upper,
         aa_runs=evidence.runs,
+        memory_sd_upper=memory_upper,
     )
     profiles = [m["config"]["profile"] for m in manifests]
     workloads = ", ".join(dict.fromkeys(w for p in profiles for w in p.get("workloads") or []))

@@ -268,6 +268,7 @@ def test_a_release_is_looked_up_in_the_listed_folders_then_the_cache(
     assert release_env(cuda).origin == "site"
     link_environment(first, cuda, sys.executable)
     assert release_env(cuda).origin == "venv" and release_env(cuda).python == str(half / "python")
+    assert release_env("vllm==0.24.0") == release_env(cuda)  # a release's text names it as parse_release reads it
 
 
 def test_a_users_venv_is_used_when_listed_and_never_removed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

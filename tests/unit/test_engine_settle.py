@@ -1,4 +1,4 @@
-"""Engines quiet before a cell (experiment/quiet.py, looks.py, driver.py): an arm sends once the engine that sent
+"""Engines quiet before a cell (experiment/quiet.py, cells.py, driver.py): an arm sends once the engine that sent
 before it has been quiet for the run's settle time, across blocks and looks; cells of one arm in a row do not wait.
 ``run_cell`` is a stand-in that only records which arm it measured (no engine), and the clock is a stand-in that the
 cells and the waits advance."""
@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from specharness._errors import ConfigError
-from specharness.experiment import looks, quiet
+from specharness.experiment import cells, quiet
 from specharness.experiment.config import RunConfig
 from specharness.experiment.design import Profile, get_profile, plan_cells, validate_profile
 from specharness.experiment.driver import _with_settle
@@ -43,7 +43,7 @@ def _walk(monkeypatch: pytest.MonkeyPatch, settle_s: float, looks_of: int = 0) -
         clock.now += 0.5  # the cell takes half a second
         return SimpleNamespace(valid=True, arm=arm)
 
-    monkeypatch.setattr(looks, "run_cell", stand_in_cell)
+    monkeypatch.setattr(cells, "run_cell", stand_in_cell)
     profile = replace(get_profile("quick"), workloads=("copy",), clients=(1,), settle_s=settle_s)
     if looks_of:
         profile = replace(profile, blocks=2, until_decided=True, max_blocks=2 + 2 * looks_of)
@@ -56,9 +56,9 @@ def _walk(monkeypatch: pytest.MonkeyPatch, settle_s: float, looks_of: int = 0) -
         quiet=EngineQuiet(settle_s),
     )
     if looks_of:
-        looks.run_plan(ctx, set(), lambda _run: {("copy", "c1")})  # type: ignore[arg-type]
+        cells.run_plan(ctx, set(), lambda _run: {("copy", "c1")})  # type: ignore[arg-type]
     else:
-        looks.run_cells(ctx, plan_cells(profile)[:3], set())  # type: ignore[arg-type]
+        cells.run_cells(ctx, plan_cells(profile)[:3], set())  # type: ignore[arg-type]
     return steps
 
 

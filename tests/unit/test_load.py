@@ -16,7 +16,8 @@ from specharness._errors import ConfigError
 from specharness.analysis.slo import meets_slo, within_slo
 from specharness.analysis.stats import RatioInterval
 from specharness.analysis.sweep import LevelArm, SweepLevel, capacity, crossover
-from specharness.experiment.design import get_profile, override, plan_cells, sweep_rates
+from specharness.experiment.design import get_profile, override, plan_cells
+from specharness.experiment.peak import sweep_rates
 from specharness.records import RequestRecord, cell_key, load_label, rate_text
 from specharness.traffic.arrivals import ArrivalSpec, block_seed, schedule
 

@@ -108,6 +108,16 @@ def test_a_users_record_is_found_without_a_code_change_and_replaces_the_packaged
             "band.aa_runs: expected an integer, found True",
         ),
         (
+            '{"format": 1, "machine_kind": "x", "band": {"offset_sd_upper": 0.02, "aa_runs": 5, "source": "s", '
+            '"memory_sd_upper": "0.01"}, "identity": []}',
+            "band.memory_sd_upper: expected an integer or a number, found '0.01'",
+        ),
+        (
+            '{"format": 1, "machine_kind": "x", "band": {"offset_sd_upper": 0.02, "aa_runs": 5, "source": "s", '
+            '"memory_sd_upper": 0}, "identity": []}',
+            "band.memory_sd_upper: expected a number above 0",
+        ),
+        (
             '{"format": 1, "machine_kind": "x", "identity": [{"clients": 1, "identical_pairs": 1, "pairs": 1, "case_counts": '
             '[[1, 1]], "max_output_tokens": 4, "runs": [], "source": ""}]}',
             "identity[0].case_counts[0]: expected [identical, pairs, prompts]",
@@ -147,6 +157,8 @@ def _record_again(tmp_path: Path, kind: str, runs: int) -> tuple[MachineRecord, 
     assert record.kind == kind and record.band is not None and packaged.band is not None
     got = (record.band.offset_sd_upper, record.offset_sd, record.band.aa_runs, record.band.margin)
     assert got == (packaged.band.offset_sd_upper, packaged.offset_sd, runs, packaged.band.margin)
+    mem, packaged_mem = record.band.memory_sd_upper, packaged.band.memory_sd_upper
+    assert mem == packaged_mem or (math.isnan(mem) and math.isnan(packaged_mem))
     assert "0 false verdicts" in record.band.source
     return record, copies
 

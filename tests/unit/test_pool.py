@@ -39,7 +39,7 @@ from specharness.engines.pool import (
 )
 from specharness.engines.server import ArmSpec, EngineSettings
 from specharness.experiment.journal import Journal
-from specharness.experiment.runfolder import _engines_reused
+from specharness.experiment.rundir import _engines_reused
 from specharness.records import EngineRecord
 
 NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}

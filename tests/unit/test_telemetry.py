@@ -8,7 +8,7 @@ import pytest
 
 from specharness._errors import ConfigError
 from specharness.experiment.journal import Journal, read_journal
-from specharness.experiment.telemetry import TextPolicy
+from specharness.experiment.telemetry import TextPolicy, run_policy
 from specharness.records import RequestRecord
 
 SECRET_PROMPT = "Patient Ines Faro, record 4471-B: repeat the diagnosis."
@@ -82,3 +82,12 @@ def test_manifest_cases_keep_ids_and_check_types_only() -> None:
     assert "prompt" not in kept and "messages" not in kept
     with pytest.raises(ConfigError, match="--keep-text"):
         TextPolicy("partial")
+
+
+def test_a_runs_policy_keeps_its_salt_for_a_resume_and_refuses_logging_flags(tmp_path: Path) -> None:
+    run, cache = tmp_path / "run", tmp_path / "cache"
+    first, again = run_policy("hash", run, cache), run_policy("hash", run, cache)
+    assert first.salt == again.salt and not list(run.parent.glob("run*"))  # the salt lives in the cache only
+    assert run_policy("full", run, cache, [("--enable-log-requests",)]).keeps_text
+    with pytest.raises(ConfigError, match="--enable-log-outputs"):
+        run_policy("none", run, cache, [(), ("--enable-log-outputs",)])

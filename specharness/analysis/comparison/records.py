@@ -36,6 +36,7 @@ class ComparisonRules:
     timeout_s: float = 300.0  # the run's request timeout: where a timed-out request's time is counted
     offset_var: float = 0.0  # engine-instance offset variance (log scale), at its upper confidence limit
     offset_source: str = ""  # where offset_var and the band come from (the machine's A/A record)
+    memory_var: float = math.nan  # the same for peak memory (NaN: the record holds none, no peak-memory change)
     interleaved: bool = False  # the arms took turns round by round within each cell: no steady-throughput window
     estimate: str = "whole"  # greedy: "whole" (each pair's whole baseline answer) or "prefix" (the common prefix only)
 

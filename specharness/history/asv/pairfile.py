@@ -294,7 +294,7 @@ def pair_record(
                     continue
                 change = changes.get((workload, int(clients), kind, metric))
                 if change is None and metric == "peak_memory" and not failed_kind[kind]:
-                    continue  # none per arm here (a GPU's used memory is the device's)
+                    continue  # none per arm here (a GPU's used memory is the device's) or no memory allowance
                 measured: dict[str, Any] = {}
                 if change is not None:
                     ch, flipped = change

@@ -1,6 +1,17 @@
-"""Run one cell (one arm x block x workload x load): warmup, counters scraped before and after, memory sampled,
-the measured requests sent; the :class:`~specharness.records.CellRecord` is journaled and returned. A cell whose
-engine died or stopped answering comes back invalid (journaled as such), never raised."""
+"""Measure a run's cells: the walk of the cell plan (:func:`run_plan`), one arm's cell (:func:`run_cell`), or a
+closed-loop cell's arms taking turns round by round (:func:`run_rounds`); each cell's record is journaled and returned.
+
+The plan's declared blocks come first, then (``--until-decided``) a mirrored pair of blocks at a time for the cells
+still undecided, up to ``--max-blocks``; every look is journaled. A cell is warmup, counters scraped before and after,
+memory sampled, the measured requests sent (:mod:`specharness.experiment.sending`). A cell whose engine died or
+stopped answering comes back invalid (journaled as such), never raised from the cell; the walk then stops the run.
+
+Taking turns: every arm's warmup (in the block's order), then each round of ``clients`` measured cases to every arm,
+the block's order and its reverse in turn, each arm after the engine before it has been quiet (``ctx.quiet``). The
+arms compared are then seconds apart instead of whole cells apart, so the machine's slow drift in speed falls on
+both; each arm's wall time is its own rounds' sending time, its counters and memory span the whole cell.
+Rule and measurements: docs/method.md#what-a-run-does.
+"""
 
 from __future__ import annotations
 
@@ -8,22 +19,72 @@ import asyncio
 import signal
 import time
 from collections.abc import Callable, Coroutine, Iterator
-from contextlib import contextmanager
+from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from specharness._errors import ConfigError
+from specharness._errors import ConfigError, EngineDied
 from specharness.engines.counters import CounterSnapshot, acceptance_figures, reconcile_tokens, scrape
 from specharness.engines.memory import PeakSampler
-from specharness.experiment.context import RunContext
-from specharness.experiment.plan import CellPlan, warm_round
+from specharness.experiment.context import RunContext, UndecidedFn
+from specharness.experiment.design import plan_cells
+from specharness.experiment.plan import BLOCKS_PER_LOOK, CellPlan, warm_round
 from specharness.experiment.sending import send_cases
-from specharness.records import CellRecord, MismatchEvent, RequestRecord, cell_id
+from specharness.records import CellRecord, LookEvent, MismatchEvent, RequestRecord, cell_id
 from specharness.traffic.workloads import Case, warmup_cases
 
-__all__ = ["Measured", "answering", "arm_client", "cell_cases", "measure_cells", "reset_prefix_cache", "run_cell"]
+__all__ = ["Measured", "cell_cases", "round_orders", "run_cell", "run_cells", "run_plan", "run_rounds"]
+
+
+def run_cells(ctx: RunContext, plans: list[CellPlan], done: set[str]) -> None:
+    """Measure every arm of every planned cell not in ``done`` (keys), adding each to ``done``; a dead engine stops
+    the run (:class:`~specharness._errors.EngineDied`); an arm whose engine never started has no cells. An arm's
+    cell starts once the engine measured before it has been quiet for the profile's ``settle_s`` (``ctx.quiet``);
+    with the profile's ``interleave``, a closed-loop cell's arms take turns round by round (:func:`run_rounds`)."""
+    for plan in plans:
+        arms = tuple(a for a in plan.arm_order if plan.key(a) not in done and a not in ctx.engines.failed)
+        if ctx.profile.interleave and not plan.load.open_loop and len(arms) > 1:
+            cells = run_rounds(ctx, plan, arms)
+        else:
+            cells = []
+            for arm in arms:
+                ctx.quiet.wait_for(arm)
+                cell = run_cell(ctx, plan, arm)
+                ctx.quiet.ended(arm)
+                cells.append(cell)
+                if not cell.valid:
+                    break
+        for cell in cells:
+            if not cell.valid:
+                raise EngineDied(
+                    f"{cell.invalid_reason}; the run stopped; finish it with 'specharness run --resume {ctx.out_dir}'"
+                )
+            done.add(plan.key(cell.arm))
+
+
+def run_plan(ctx: RunContext, done: set[str], undecided: UndecidedFn | None) -> None:
+    """The declared blocks; then, with --until-decided, two more blocks (a mirrored pair) at a time for the cells
+    ``undecided`` names, up to --max-blocks. Every look is journaled."""
+    p = ctx.profile
+    run_cells(ctx, plan_cells(p), done)
+    if not p.until_decided or undecided is None or p.max_blocks is None:
+        return
+    blocks = p.blocks
+    while blocks < p.max_blocks:
+        open_cells = undecided(ctx.out_dir)
+        ctx.journal.write(LookEvent(blocks=blocks, undecided=_labels(open_cells)))
+        if not open_cells:
+            return
+        more = plan_cells(p, range(blocks, blocks + BLOCKS_PER_LOOK))
+        run_cells(ctx, [plan for plan in more if (plan.workload, plan.load.label) in open_cells], done)
+        blocks += BLOCKS_PER_LOOK
+    ctx.journal.write(LookEvent(blocks=blocks, undecided=_labels(undecided(ctx.out_dir))))
+
+
+def _labels(cells: set[tuple[str, str]]) -> list[str]:
+    return sorted(f"{w}/{load}" for w, load in cells)
 
 
 def cell_cases(ctx: RunContext, plan: CellPlan) -> tuple[list[Case], list[Case]]:
@@ -223,3 +284,58 @@ def dead_cell(ctx: RunContext, plan: CellPlan, arm: str, reason: str) -> CellRec
     )
     ctx.journal.write(cell)
     return cell
+
+
+def round_orders(arms: tuple[str, ...], rounds: int) -> list[tuple[str, ...]]:
+    """The arm order of every round: the block's order, then its reverse, and so on."""
+    return [arms if r % 2 == 0 else tuple(reversed(arms)) for r in range(rounds)]
+
+
+async def _measure_rounds(ctx: RunContext, plan: CellPlan, arms: tuple[str, ...]) -> dict[str, Measured]:
+    measured, warm = cell_cases(ctx, plan)
+    servers = {arm: ctx.engines.servers[arm] for arm in arms}
+    headers = ctx.engines.headers()
+    async with AsyncExitStack() as stack:
+        clients = {arm: await stack.enter_async_context(arm_client(ctx, plan)) for arm in arms}
+        memory_warm: dict[str, dict[str, float]] = {}
+        for arm in arms:
+            ctx.quiet.wait_for(arm)
+            with answering(arm):
+                await reset_prefix_cache(ctx, arm, clients[arm])
+                if warm:
+                    await send_cases(ctx, plan, arm, warm, True, clients[arm])
+            ctx.quiet.ended(arm)
+            memory_warm[arm] = ctx.probe.as_fields("after_warmup", servers[arm].pids())
+        before: dict[str, CounterSnapshot] = {}
+        for arm in arms:
+            with answering(arm):
+                before[arm] = await asyncio.to_thread(scrape, servers[arm].base_url, headers)
+        records: dict[str, list[RequestRecord]] = {arm: [] for arm in arms}
+        wall = dict.fromkeys(arms, 0.0)
+        cpu = dict.fromkeys(arms, 0.0)
+        size = max(plan.clients, 1)
+        starts = list(range(0, len(measured), size))
+        for start, order in zip(starts, round_orders(arms, len(starts)), strict=True):
+            for arm in order:
+                ctx.quiet.wait_for(arm)
+                t0, cpu0 = time.perf_counter(), time.process_time()
+                with answering(arm):
+                    sent = await send_cases(ctx, plan, arm, measured[start : start + size], False, clients[arm], start)
+                wall[arm] += time.perf_counter() - t0
+                cpu[arm] += time.process_time() - cpu0
+                ctx.quiet.ended(arm)
+                records[arm] += sent.records
+        out = {}
+        for arm in arms:
+            server = servers[arm]
+            with answering(arm):
+                after = await asyncio.to_thread(scrape, server.base_url, headers) if server.alive() else before[arm]
+            out[arm] = Measured(records[arm], wall[arm], cpu[arm], before[arm], after, memory_warm[arm], {})
+        return out
+
+
+def run_rounds(ctx: RunContext, plan: CellPlan, arms: tuple[str, ...]) -> list[CellRecord]:
+    """Measure ``arms``' cells of ``plan`` taking turns round by round; journal and return one record per arm (an
+    arm whose engine stopped answering or died comes back invalid, with the reason, and the other arms' cells are
+    left to a resume)."""
+    return measure_cells(ctx, plan, arms, lambda: _measure_rounds(ctx, plan, arms))
