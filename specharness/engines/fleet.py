@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -18,7 +19,17 @@ from specharness.engines.memory import DeviceMemory, MemoryProbe
 from specharness.engines.server import ArmSpec, EngineSettings
 from specharness.engines.startlog import is_memory_failure
 
-__all__ = ["MODES", "LaunchEvent", "LaunchPlan", "LaunchReport", "fits", "launch", "plan_launch", "pooled_plan"]
+__all__ = [
+    "MODES",
+    "LaunchEvent",
+    "LaunchPlan",
+    "LaunchReport",
+    "fits",
+    "launch",
+    "plan_launch",
+    "pooled_plan",
+    "stop_together",
+]
 
 MODES = ("auto", "together", "one-by-one")
 _HEADROOM_FRACTION = 0.04  # of the device's total memory, kept free for the CUDA contexts and allocator slack
@@ -26,7 +37,13 @@ _HEADROOM_MIN_MIB = 1024.0
 _MIN_SHARE = 0.05  # below this no engine fits; the plan says so instead of starting engines that must fail
 
 
-class Startable(Protocol):
+class Stoppable(Protocol):
+    """What :func:`stop_together` needs of a server."""
+
+    def stop(self, grace_s: float | None = ...) -> None: ...
+
+
+class Startable(Stoppable, Protocol):
     """What :func:`launch` needs of a server (EngineServer has it)."""
 
     settings: EngineSettings
@@ -34,7 +51,6 @@ class Startable(Protocol):
 
     def spawn(self) -> None: ...
     def wait_ready(self) -> None: ...
-    def stop(self, grace_s: float = ...) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +231,18 @@ def _apply(servers: Sequence[Startable], plan: LaunchPlan) -> None:
             server.settings = replace(server.settings, gpu_memory_utilization=share)
 
 
+def stop_together(servers: Sequence[Stoppable]) -> None:
+    """Stop every server at once, each by its own ``stop`` (its grace, then SIGKILL), so that an interrupted start of
+    several engines waits out one grace, not one each."""
+    if len(servers) < 2:
+        for server in servers:
+            server.stop()
+        return
+    with ThreadPoolExecutor(max_workers=len(servers), thread_name_prefix="engine-stop") as pool:
+        for done in [pool.submit(server.stop) for server in servers]:
+            done.result()
+
+
 def _start(
     servers: Sequence[Startable], strategy: str, say: Callable[[LaunchEvent], None], *, tolerate: bool = False
 ) -> dict[str, EngineError]:
@@ -255,8 +283,7 @@ def _start(
                 except EngineError as error:
                     failing(server, error)
     except BaseException as error:
-        for server in servers:
-            server.stop()
+        stop_together(servers)
         if isinstance(error, EngineError):
             say(LaunchEvent("", "failed", str(error)))
         raise
@@ -305,8 +332,7 @@ def launch(
         failed = _start(servers, plan.strategy, say, tolerate=tolerate)
         memory = [str(e) for e in failed.values() if is_memory_failure(str(e))]
         if memory:  # tolerated, yet a memory failure: every engine is stopped and the start retried one by one
-            for server in servers:
-                server.stop()
+            stop_together(servers)
             raise EngineError(memory[0])
     except EngineError as error:
         if not is_memory_failure(str(error)):

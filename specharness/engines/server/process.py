@@ -36,6 +36,8 @@ from specharness.engines.startlog import StartPhases, first_error, start_phases
 __all__ = ["EngineServer", "stop_all"]
 
 _LIVE: list[EngineServer] = []
+STOP_GRACE_S = 20.0  # a ready server's time to finish after SIGTERM, then SIGKILL
+STARTING_GRACE_S = 5.0  # the same for a server still starting (vLLM ignores SIGTERM through much of its start)
 
 
 @functools.cache
@@ -269,12 +271,14 @@ class EngineServer:
         except Exception:
             return [self.process.pid]
 
-    def stop(self, grace_s: float = 20.0) -> None:
-        """Stop the whole process group: SIGTERM, then SIGKILL after ``grace_s``. Safe to call twice."""
+    def stop(self, grace_s: float | None = None) -> None:
+        """Stop the whole process group: SIGTERM, then SIGKILL after ``grace_s`` (default :data:`STOP_GRACE_S`, or
+        :data:`STARTING_GRACE_S` for a server that never answered: it holds no request to finish). Safe to call
+        twice."""
         proc = self.process
         if proc is None:
             return
-        stop_group(proc, grace_s)
+        stop_group(proc, grace_s if grace_s is not None else STOP_GRACE_S if self.version else STARTING_GRACE_S)
         if self in _LIVE:
             _LIVE.remove(self)
 
