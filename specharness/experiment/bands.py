@@ -85,8 +85,7 @@ def band_for(hardware: dict[str, Any]) -> Band:
     cpu = kind.startswith("cpu:")
     if kind in bands:
         band = bands[kind]
-        fallback = _unrecorded_memory(bands, cpu)
-        if math.isnan(band.memory_sd_upper) and math.isfinite(fallback):
+        if math.isnan(band.memory_sd_upper) and math.isfinite(fallback := _unrecorded_memory(bands, cpu)):
             note = f"; this record holds no peak-memory allowance: sd {fallback:.3f}, {UNRECORDED_FACTOR:g}x the largest recorded"
             band = replace(band, memory_sd_upper=fallback, source=band.source + note)
         return band

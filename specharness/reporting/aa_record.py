@@ -58,6 +58,11 @@ def _aa_cells(run_dirs: list[Path], manifests: Sequence[dict[str, Any]], reports
     return cells
 
 
+def _kept_up(limit: float) -> float:
+    """An upper limit as a record keeps it: to 3 places, never rounded down."""
+    return math.ceil(limit * 1000 - 1e-9) / 1000
+
+
 def memory_offset_logs(analysis: Analysis) -> list[float]:
     """One run's A/A peak-memory log ratios, one per A/A pair of engines (twin over the arm it copies): the mean over
     the cells and blocks both ran of the log ratio of the servers' peak RSS, the estimand of a peak-memory change over
@@ -85,13 +90,13 @@ def memory_offset_logs(analysis: Analysis) -> list[float]:
 def memory_offset(logs: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
     """The peak-memory engine-instance offset sd of A/A log ratios (each the difference of two engines, mean 0 by
     design: sd² = mean of squares, n degrees of freedom) and its one-sided upper confidence limit by the chi-square
-    distribution, kept to 3 places and never rounded down; NaN for fewer than 2."""
+    distribution, kept as a record keeps it (:func:`_kept_up`); NaN for fewer than 2."""
     n = len(logs)
     if n < 2:
         return math.nan, math.nan
     var = sum(d * d for d in logs) / n
     upper = math.sqrt(n * var / float(sps.chi2.ppf(1 - confidence, n)))
-    return math.sqrt(var), math.ceil(upper * 1000 - 1e-9) / 1000
+    return math.sqrt(var), _kept_up(upper)
 
 
 def build_record(run_dirs: list[Path]) -> MachineRecord:
@@ -118,7 +123,7 @@ def build_record(run_dirs: list[Path]) -> MachineRecord:
             f"aa-record: {evidence.runs} run(s) cannot estimate the offset between engine pairs; give 2 runs or more "
             "(5 or more for a useful limit)"
         )
-    upper = math.ceil(evidence.sd_upper * 1000 - 1e-9) / 1000  # kept to 3 places, never rounded down
+    upper = _kept_up(evidence.sd_upper)
     margin = band_from_offset(upper)
     where = _runs_text(run_dirs, manifests)
     engines = _engines(list(reports.values()))
