@@ -26,6 +26,7 @@ from specharness.analysis.summary import ArmSummary, summarise_arm
 from specharness.analysis.verdict import DEFAULT_MARGIN
 from specharness.experiment.aa_identity import aa_identity_for
 from specharness.experiment.bands import band_for
+from specharness.experiment.config import RunConfig
 from specharness.experiment.design import Profile, comparison_pairs, control_pairs
 from specharness.experiment.journal import JournalContents
 from specharness.experiment.plan import Load, possible_looks
@@ -70,6 +71,7 @@ class Analysis:
     manifest: dict[str, Any]
     contents: JournalContents
     profile: Profile  # the run's declared profile, typed (a sweep's resolved rates included)
+    config: RunConfig  # the run's configuration as its manifest holds it, typed (``profile`` adds a sweep's journaled rates)
     rules: ComparisonRules = field(default_factory=ComparisonRules)
     summaries: dict[tuple[str, str, str], ArmSummary] = field(default_factory=dict)  # (workload, load, arm)
     comparisons: list[PairedComparison] = field(default_factory=list)
@@ -96,11 +98,12 @@ def _key(cell: CellRecord | RequestRecord) -> str:
 
 def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
     contents = read_run_journal(run_dir)
-    declared = Profile.from_dict(manifest["config"]["profile"])  # the run's one profile, typed
+    config = RunConfig.from_manifest(run_dir, manifest["config"], api_key=None)  # read back typed, as declared
+    declared = config.profile
     # Cells are keyed by workload *name*; the profile may list a user workload by its file path.
     workload_names = list(manifest.get("workloads") or declared.workloads)
     arms = declared.arms
-    result = Analysis(manifest=manifest, contents=contents, profile=declared)
+    result = Analysis(manifest=manifest, contents=contents, profile=declared, config=config)
 
     valid: dict[str, CellRecord] = {}
     for cell in contents.cells:
@@ -142,9 +145,9 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
     result.failed_arms = {arm: why for arm, why in failed.items() if not any(c.arm == arm for c in valid.values())}
     rules = result.rules = rules_for(
         declared,
-        manifest["config"]["sampling"]["temperature"] == 0,
+        config.sampling.temperature == 0,
         manifest.get("hardware") or {},
-        float(manifest["config"].get("request_timeout_s", 300.0)),
+        float(config.request_timeout_s),
     )
 
     for workload in workload_names:
@@ -158,7 +161,7 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
                     load.clients,
                     by_cell.get((workload, lk, arm), []),
                     cells,
-                    failed_at_s=float(manifest["config"].get("request_timeout_s", 300.0)),
+                    failed_at_s=float(config.request_timeout_s),
                     rate=load.rate,
                     slo=slo,
                     steady=not rules.interleaved,

@@ -251,7 +251,7 @@ def group_decisions(a: Analysis, prompts: dict[tuple[str, str], str]) -> list[Gr
     """For every pooled comparison: a pooled row (its own verdicts, the traffic over all groups), then, when the
     workload has two or more groups, one row per group judged by the pooled cell's functions and rules.
     ``prompts`` maps (workload, case id) to the prompt text (:func:`prompts_from_manifest`)."""
-    timeout_s = float(a.manifest["config"].get("request_timeout_s", 300.0))
+    timeout_s = float(a.config.request_timeout_s)
     out: list[GroupDecision] = []
     for c in a.comparisons:
         order, kept = c.order_a_first, set(c.blocks)

@@ -73,7 +73,7 @@ class Profile:
     until_decided: bool = False
     max_blocks: int | None = None
     known_slowdown: float = 1.25
-    # seconds every other engine has been quiet before an arm's cell starts (None: decided by the driver from the
+    # seconds every other engine has been quiet before an arm's cell starts (None: decided with the run from the
     # machine, ENGINE_SETTLE_S where the engines share CPU cores, 0 on a GPU): docs/method.md#what-a-run-does
     settle_s: float | None = None
     # closed-loop cells: the block's arms take turns round by round (one request per client each) instead of one

@@ -27,8 +27,7 @@ from specharness.engines.pool import EnginePool, PooledEngine, gpu_slots, pool_a
 from specharness.engines.releases import ReleaseEnv, release_env
 from specharness.engines.server import ArmSpec, EngineServer, EngineSettings, stop_all
 from specharness.experiment.config import RunConfig
-from specharness.experiment.journal import Journal
-from specharness.experiment.rundir import engine_log
+from specharness.experiment.rundir import RunFolder, engine_log
 from specharness.records import (
     AttachWarningEvent,
     EngineFailedEvent,
@@ -67,10 +66,13 @@ def pooled(pool: EnginePool | None) -> Iterator[None]:
 
 @dataclass(frozen=True, slots=True)
 class EnginePlan:
-    """Every arm's engine, decided once for a run and passed down: the arms in order, each one's settings (the run's
-    shared ones, with the arm's own Python, site folder and vLLM options), the releases found for them (or why one
-    has none: that arm fails, the run goes on), and the engine pool the engines come from (None: the run starts its
-    own). An attached run (``attach``) has no settings: its engines run elsewhere."""
+    """Every arm's engine, decided once for a run and passed down, so that starting them reads nothing else: the arms
+    in order, each one's settings (the run's shared ones, with the arm's own Python, site folder and vLLM options),
+    the releases found for them (or why one has none: that arm fails, the run goes on), the engine pool the engines
+    come from (None: the run starts its own), how they start (``launch_mode``: "auto" or "one-by-one"; ``tolerate``:
+    a run that declares its arms goes on without one that fails), the model they serve and the API key every request
+    carries. An attached run (``attach``: arm -> URL) has no settings and no model: its engines run elsewhere, and
+    ``start_timeout_s`` bounds the wait for each to answer."""
 
     arms: tuple[ArmSpec, ...]
     settings: dict[str, EngineSettings] = field(default_factory=dict)
@@ -78,6 +80,13 @@ class EnginePlan:
     unavailable: dict[str, EngineError] = field(default_factory=dict)  # arm -> why its release has no environment
     pool: EnginePool | None = None
     attach: dict[str, str] = field(default_factory=dict)
+    model: ResolvedModel | None = None
+    model_name: str = "model"  # the name the engines serve the model under (an attached run reads it from them)
+    api_key: str | None = field(default=None, repr=False)
+    launch_mode: str = "auto"
+    tolerate: bool = False
+    start_timeout_s: float = 900.0
+    gpu_share: float | None = None  # the user's --gpu-memory-utilization, for a pooled engine's fixed share
 
     @property
     def startable(self) -> list[ArmSpec]:
@@ -115,8 +124,16 @@ def plan_engines(
     """Decide every arm's engine once: find (or build, for a CPU release) each declared release's environment, compose
     each arm's settings, and decide whether they come from an engine pool (only when every arm runs the harness's own
     interpreter: a pool is keyed for the harness's vLLM)."""
+    base = EnginePlan(
+        tuple(arms),
+        api_key=config.api_key,
+        launch_mode="auto" if config.start_together else "one-by-one",
+        tolerate=bool(config.profile.arm_specs),
+        start_timeout_s=config.start_timeout_s,
+        gpu_share=config.gpu_memory_utilization,
+    )
     if config.attach:
-        return EnginePlan(tuple(arms), attach=dict(config.attach))
+        return replace(base, attach=dict(config.attach))
     if model is None:
         raise ValueError("plan_engines: a model is needed unless the run attaches to engines")
     shared = engine_settings(config, model)
@@ -139,7 +156,15 @@ def plan_engines(
     settings = {a.name: _arm_settings(shared, a, releases.get(a.name)) for a in arms}
     own = all(s.python == shared.python and not s.site for s in settings.values())
     pool = _active_pool(config, shared) if own and not unavailable else None
-    return EnginePlan(tuple(arms), settings, releases, unavailable, pool)
+    return replace(
+        base,
+        settings=settings,
+        releases=releases,
+        unavailable=unavailable,
+        pool=pool,
+        model=model,
+        model_name=shared.served_model_name,
+    )
 
 
 def _active_pool(config: RunConfig, settings: EngineSettings) -> EnginePool | None:
@@ -213,25 +238,25 @@ def launch_servers(
     return {a: s for a, s in servers.items() if a not in report.failed}, report
 
 
-def start_engines(
-    config: RunConfig, plan: EnginePlan, model: ResolvedModel, *, segment: int, journal: Journal
-) -> EngineSet:
+def start_engines(plan: EnginePlan, folder: RunFolder) -> EngineSet:
     """Start every arm's engine (:func:`launch_servers`) and journal each: an ``engine_spawned`` event as its
     process starts, an :class:`~specharness.records.EngineRecord` (command, version, settings, memory, the start's
     phases, and ``first_request_s``: one short request's time right after the start) once ready. An arm whose engine
-    fails to start, or whose release has no environment, is journaled (``engine_failed``) and left out when the run
-    declares its arms (a release or configuration pair goes on without it); an ordinary run's start failure is raised."""
+    fails to start, or whose release has no environment, is journaled (``engine_failed``) and left out when the plan
+    tolerates it (a run that declares its arms: a release or configuration pair goes on without it); an ordinary
+    run's start failure is raised."""
+    journal, segment = folder.journal, folder.segment
     probe = MemoryProbe()
     before = probe.as_fields("before_start", [])
-    engines = EngineSet(model_name=served_model_name(model), api_key=config.api_key)
+    engines = EngineSet(model_name=plan.model_name, api_key=plan.api_key)
     arms = plan.startable
     servers, launched = launch_servers(
         plan.settings,
         arms,
-        {arm.name: engine_log(config.out_dir, arm.name, segment) for arm in arms},
-        mode="auto" if config.start_together else "one-by-one",
+        {arm.name: engine_log(folder.out, arm.name, segment) for arm in arms},
+        mode=plan.launch_mode,
         on_spawn=lambda arm, pid: journal.write(EngineSpawnedEvent(arm=arm, pid=pid, segment=segment)),
-        tolerate=bool(config.profile.arm_specs),
+        tolerate=plan.tolerate,
     )
     engines.servers.update(servers)
     journal.write(EngineLaunchEvent(segment=segment, report=launched.as_dict()))
@@ -249,7 +274,7 @@ def start_engines(
         server = servers[arm.name]
         journal.write(
             _engine_record(
-                config,
+                folder.out,
                 arm,
                 server,
                 server.effective_settings(),
@@ -263,7 +288,7 @@ def start_engines(
 
 
 def _engine_record(
-    config: RunConfig,
+    out_dir: Path,
     arm: ArmSpec,
     engine: EngineServer | PooledEngine,
     effective: dict[str, Any],
@@ -278,7 +303,7 @@ def _engine_record(
     return EngineRecord(
         arm=arm.name,
         command=engine.command,
-        log_path=str(engine.log_path.relative_to(config.out_dir)),
+        log_path=str(engine.log_path.relative_to(out_dir)),
         port=engine.port,
         vllm_version=engine.version,
         start_s=engine.start_s,
@@ -294,15 +319,7 @@ def _engine_record(
     )
 
 
-def pooled_engines(
-    config: RunConfig,
-    plan: EnginePlan,
-    model: ResolvedModel,
-    pool: EnginePool,
-    *,
-    segment: int,
-    journal: Journal,
-) -> EngineSet:
+def pooled_engines(plan: EnginePlan, pool: EnginePool, folder: RunFolder) -> EngineSet:
     """Take every arm's engine from ``pool`` (started there by a keeper if no live one has the same engine key) and
     journal how (an ``engine_launch`` event: on a GPU each pooled engine's fixed memory share and the one-by-one
     order, :func:`~specharness.engines.fleet.pooled_plan`) and each engine as an
@@ -311,13 +328,13 @@ def pooled_engines(
     probe = MemoryProbe()
     device = probe.engine_device()
     arms = plan.arms
-    shares = pooled_plan([a.name for a in arms], device, slots=gpu_slots(), user_share=config.gpu_memory_utilization)
-    engines = EngineSet(model_name=served_model_name(model), api_key=config.api_key)
+    shares = pooled_plan([a.name for a in arms], device, slots=gpu_slots(), user_share=plan.gpu_share)
+    engines = EngineSet(model_name=plan.model_name, api_key=plan.api_key)
     held = pool.acquire(
         plan.settings,
         arms,
-        started_by=config.out_dir.name,
-        run_logs={arm.name: engine_log(config.out_dir, arm.name, segment) for arm in arms},
+        started_by=folder.out.name,
+        run_logs={arm.name: engine_log(folder.out, arm.name, folder.segment) for arm in arms},
         plan=shares,
         probe=probe.engine_device if device is not None else None,
         say=say,
@@ -330,16 +347,16 @@ def pooled_engines(
         plan=shares,
         order=tuple(a.name for a in arms),
     )
-    journal.write(EngineLaunchEvent(segment=segment, report=launched.as_dict()))
+    folder.journal.write(EngineLaunchEvent(segment=folder.segment, report=launched.as_dict()))
     engines.servers.update(held)
     for arm in arms:
         engine = held[arm.name]
         assert engine.lease is not None
         effective = engine.effective_settings()
         effective.pop("attached_url", None)
-        journal.write(
+        folder.journal.write(
             _engine_record(
-                config,
+                folder.out,
                 arm,
                 engine,
                 effective,
@@ -352,19 +369,20 @@ def pooled_engines(
     return engines
 
 
-def attach_engines(config: RunConfig, arms: Sequence[ArmSpec], *, segment: int, journal: Journal) -> EngineSet:
+def attach_engines(plan: EnginePlan, folder: RunFolder) -> EngineSet:
     """Engines started elsewhere (``--attach``): wait for each URL's /health, read its version and served model;
     nothing is started, and :meth:`EngineSet.stop` leaves them running. A URL whose speculation does not match its
     arm (a swapped or mis-set URL would invert every verdict) is journaled and refused before anything is measured."""
-    engines = EngineSet(api_key=config.api_key)
+    engines = EngineSet(api_key=plan.api_key)
+    journal = folder.journal
     attached = []
-    for arm in arms:
+    for arm in plan.arms:
         engine = AttachedEngine(
             arm,
-            config.attach[arm.name],
-            engine_log(config.out_dir, arm.name, segment),
-            api_key=config.api_key,
-            start_timeout_s=config.start_timeout_s,
+            plan.attach[arm.name],
+            engine_log(folder.out, arm.name, folder.segment),
+            api_key=plan.api_key,
+            start_timeout_s=plan.start_timeout_s,
         )
         engine.spawn()
         engines.servers[arm.name] = engine
@@ -381,7 +399,7 @@ def attach_engines(config: RunConfig, arms: Sequence[ArmSpec], *, segment: int, 
             EngineRecord(
                 arm=engine.arm.name,
                 command=[],
-                log_path=str(engine.log_path.relative_to(config.out_dir)),
+                log_path=str(engine.log_path.relative_to(folder.out)),
                 port=engine.port,
                 vllm_version=engine.version,
                 start_s=engine.start_s,
@@ -402,28 +420,18 @@ def attach_engines(config: RunConfig, arms: Sequence[ArmSpec], *, segment: int, 
 
 
 @contextlib.contextmanager
-def running_engines(
-    config: RunConfig,
-    plan: EnginePlan,
-    model: ResolvedModel | None,
-    *,
-    segment: int,
-    journal: Journal,
-) -> Iterator[EngineSet]:
-    """Start (or, with ``config.attach``, attach to; with ``plan.pool``, take from the pool) the arms' engines for the
-    body of a ``with``; every engine this process started is stopped on the way out, whatever happened (a start that
+def running_engines(plan: EnginePlan, folder: RunFolder) -> Iterator[EngineSet]:
+    """Start the plan's engines (or attach to them, or take them from its pool) for the body of a ``with``, journaled
+    in ``folder``; every engine this process started is stopped on the way out, whatever happened (a start that
     failed half-way included), and pooled ones are released."""
     engines: EngineSet | None = None
     try:
         if plan.attach:
-            engines = attach_engines(config, plan.arms, segment=segment, journal=journal)
+            engines = attach_engines(plan, folder)
+        elif plan.pool is not None:
+            engines = pooled_engines(plan, plan.pool, folder)
         else:
-            if model is None:
-                raise ValueError("running_engines: a model is needed unless the run attaches to engines")
-            if plan.pool is not None:
-                engines = pooled_engines(config, plan, model, plan.pool, segment=segment, journal=journal)
-            else:
-                engines = start_engines(config, plan, model, segment=segment, journal=journal)
+            engines = start_engines(plan, folder)
         yield engines
     finally:
         if engines is not None:

@@ -109,7 +109,7 @@ def run_sampled(config: RunConfig, design: SampledDesign, say: Any = print) -> P
     with run_segment(out, manifest, segment=0, resume=False, done=set(), fsync=config.fsync) as folder:
         say(f"starting 2 engines; {design.requests()} sampled requests to send")
         plan = plan_engines(config, build_arms(config.profile), model, say)
-        with running_engines(config, plan, model, segment=0, journal=folder.journal) as engines:
+        with running_engines(plan, folder) as engines:
             for repetition in range(design.repetitions):
                 t0 = time.perf_counter()
                 asyncio.run(_repetition(config, engines, design, cases, repetition, folder.journal))

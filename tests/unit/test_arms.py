@@ -3,6 +3,7 @@ the comparisons a run makes of them; every arm's engine settings decided once (:
 
 from __future__ import annotations
 
+import inspect
 import subprocess
 import sys
 from dataclasses import replace
@@ -22,7 +23,7 @@ from specharness.experiment.design import (
     get_profile,
     override,
 )
-from specharness.experiment.engineset import plan_engines
+from specharness.experiment.engineset import plan_engines, running_engines
 
 QUICK = get_profile("quick")
 
@@ -290,3 +291,22 @@ def test_a_users_venv_is_used_when_listed_and_never_removed(tmp_path: Path, monk
     with pytest.raises(ReleaseUnavailable, match="exists but holds no finished environment"):
         release_env(other)
     assert (cache / "releases" / other.tag / "bin" / "python").is_symlink()
+
+
+def test_the_plan_carries_every_engine_decision_so_starting_reads_no_config(tmp_path: Path) -> None:
+    """How the engines start is decided with the plan: one after another when the run says so, a failed arm
+    tolerated only where the run declares its arms, the API key, the wait for an attached engine; starting them
+    (:func:`running_engines`) takes the plan and the run folder only."""
+    model = ResolvedModel("m", tmp_path, tmp_path, "0" * 64, "test")
+    plain = RunConfig(profile=QUICK, out_dir=tmp_path / "a", start_together=False, api_key="k")
+    plan = plan_engines(plain, build_arms(QUICK), model)
+    assert (plan.launch_mode, plan.tolerate, plan.api_key, plan.model) == ("one-by-one", False, "k", model)
+    arms = (parse_arm("a=baseline", QUICK), parse_arm("b=ngram", QUICK))
+    declared = override(QUICK, arms=("a", "b"), arm_specs=arms)
+    plan = plan_engines(RunConfig(profile=declared, out_dir=tmp_path / "b", gpu_memory_utilization=0.4), arms, model)
+    assert (plan.launch_mode, plan.tolerate, plan.gpu_share) == ("auto", True, 0.4)
+    urls = {"baseline": "http://127.0.0.1:9", "ngram": "http://127.0.0.1:10"}
+    attached = RunConfig(profile=QUICK, out_dir=tmp_path / "c", attach=urls, start_timeout_s=5.0)
+    plan = plan_engines(attached, build_arms(QUICK), None)
+    assert plan.attach == urls and plan.start_timeout_s == 5.0 and plan.model is None and not plan.settings
+    assert list(inspect.signature(running_engines).parameters) == ["plan", "folder"]

@@ -1,4 +1,4 @@
-"""Engines quiet before a cell (experiment/quiet.py, cells.py, driver.py): an arm sends once the engine that sent
+"""Engines quiet before a cell (experiment/quiet.py, cells.py, decisions.py): an arm sends once the engine that sent
 before it has been quiet for the run's settle time, across blocks and looks; cells of one arm in a row do not wait.
 ``run_cell`` is a stand-in that only records which arm it measured (no engine), and the clock is a stand-in that the
 cells and the waits advance."""
@@ -14,8 +14,8 @@ import pytest
 from specharness._errors import ConfigError
 from specharness.experiment import cells, quiet
 from specharness.experiment.config import RunConfig
+from specharness.experiment.decisions import _with_settle
 from specharness.experiment.design import Profile, get_profile, plan_cells, validate_profile
-from specharness.experiment.driver import _with_settle
 from specharness.experiment.quiet import ENGINE_SETTLE_S, EngineQuiet
 from specharness.records import Manifest
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,20 @@ def test_dtype_reaches_every_engine_and_the_manifest(tmp_path: Path) -> None:
     assert cmd.count("--dtype") == 1 and cmd[cmd.index("--dtype") + 1] == "float32"
     with pytest.raises(ConfigError, match="--dtype 'fp8'"):
         run_config(parse("run", "--dtype", "fp8", "--out", str(tmp_path / "r2")), "run")
+
+
+def test_every_committed_run_reads_back_as_a_typed_config() -> None:
+    """The configuration is typed from the command line to the manifest and back: every committed run's manifest
+    (all schemas kept in reports/) reads as a :class:`RunConfig` whose own manifest form says the same (the analysis
+    reads it so, never the dict with defaults of its own)."""
+    root = Path(__file__).resolve().parents[2] / "reports"
+    read = 0
+    for path in sorted(root.rglob("manifest.json")):
+        raw = json.loads(path.read_text())
+        if "profile" not in (raw.get("config") or {}):
+            continue
+        config = RunConfig.from_manifest(path.parent, raw["config"], None)
+        again = RunConfig.from_manifest(path.parent, config.to_dict(), None)
+        assert again == config, path
+        read += 1
+    assert read >= 100

@@ -100,15 +100,15 @@ def decision_lines(a: Analysis) -> list[str]:
 
 def rules_lines(a: Analysis) -> list[str]:
     """The rules paragraph: how speed and quality were judged, as declared before the run."""
-    prof = a.manifest["config"]["profile"]
     margin = a.rules.margin
     down, up = band_edges(margin)
     looks = sequential_looks(a.profile)
     conf = a.rules.confidence
-    source = prof.get("band_source") or "declared"
-    design = prof.get("order_plan") or "arm order alternating by block (schema 1)"
-    if prof.get("settle_s"):
-        design += f"; each arm's cell starts once the engine measured before it has been quiet {prof['settle_s']:g} s"
+    source = a.profile.band_source or "declared"
+    recorded = a.manifest["config"]["profile"]  # what the run wrote of its design; older schemas lack these
+    design = recorded.get("order_plan") or "arm order alternating by block (schema 1)"
+    if a.profile.settle_s:
+        design += f"; each arm's cell starts once the engine measured before it has been quiet {a.profile.settle_s:g} s"
     r = a.rules
     return [
         "",
@@ -146,16 +146,16 @@ def rules_lines(a: Analysis) -> list[str]:
             else ""
         )
         + f"No-difference band [{down:.3f}, {up:.3f}] (±{margin:.0%}, {source}). A cell whose common prefixes cover "
-        f"under {float(prof.get('min_same_work_fraction', 0.5)):.0%} of the baseline's output tokens is *not "
+        f"under {float(a.profile.min_same_work_fraction):.0%} of the baseline's output tokens is *not "
         "comparable*. From 16 cases the interval resamples the cases as well as the blocks and decides: the verdict "
         "is about traffic like the run's prompts, the interval over blocks alone (about these prompts) beside it; "
         "under 16 the verdict is about the run's prompts and says so. Quality: right answers "
         "(rubric passed on a complete answer; truncated answers never count) and completed requests are compared "
         "per case (each case's blocks summarised first; one-sided paired permutation over cases, each at α = 0.025; "
         "the tolerance is a non-inferiority margin, the loss bound the 95% Clopper-Pearson bound over cases); quality is *not assessable* when the baseline "
-        f"is under {prof['min_correct_fraction']:.0%} correct, the tolerance is {prof['quality_tolerance']:.2f}. "
+        f"is under {a.profile.min_correct_fraction:.0%} correct, the tolerance is {a.profile.quality_tolerance:.2f}. "
         "Steady throughput (wall clock, output tokens between the moment every client had a request out and the "
         "last send) is shown, not judged: it counts tokens, so an arm that writes more looks faster. "
-        f"Design: {design}; prefix caching {prof.get('prefix_caching', 'engine default (schema 1)')}.",
+        f"Design: {design}; prefix caching {recorded.get('prefix_caching', 'engine default (schema 1)')}.",
         "",
     ]

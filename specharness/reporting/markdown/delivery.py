@@ -18,15 +18,15 @@ def delivery_lines(a: Analysis) -> list[str]:
     rows = [(k, s) for k, s in a.summaries.items() if s.delivery]
     if not rows:
         return []
-    prof = a.manifest["config"]["profile"]
+    prof = a.profile
     lines = [
         "## Load delivered (open loop)",
         "",
-        f"Arrivals: gamma gaps of shape {prof.get('burstiness', 1.0):g} (1 = Poisson), seed "
-        f"{prof.get('arrival_seed', 0)}, the same schedule for both arms of a block; max concurrency "
-        f"{prof.get('max_concurrency') or 'none'}. A request is on time when sent within "
-        f"{1000 * float(prof.get('late_tolerance_s', 0.005)):g} ms of its scheduled time; a cell is delivered "
-        f"when at least {float(prof.get('min_on_time_fraction', 0.95)):.0%} are. Latency under SLOs counts from "
+        f"Arrivals: gamma gaps of shape {prof.burstiness:g} (1 = Poisson), seed "
+        f"{prof.arrival_seed}, the same schedule for both arms of a block; max concurrency "
+        f"{prof.max_concurrency or 'none'}. A request is on time when sent within "
+        f"{1000 * float(prof.late_tolerance_s):g} ms of its scheduled time; a cell is delivered "
+        f"when at least {float(prof.min_on_time_fraction):.0%} are. Latency under SLOs counts from "
         "the scheduled send.",
         "",
         "| workload | load | arm | sent req/s | completed req/s | on time | worst cell on time | late | p95 / max "

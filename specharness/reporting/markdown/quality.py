@@ -51,7 +51,7 @@ def quality_lines(a: Analysis) -> list[str]:
 
 def _greedy_identity(a: Analysis) -> list[str]:
     head = ["### Greedy identity", ""]
-    temperature = a.manifest["config"]["sampling"].get("temperature")
+    temperature = a.config.sampling.temperature
     if not a.rules.greedy:
         return [
             *head,

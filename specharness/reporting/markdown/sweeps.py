@@ -55,9 +55,8 @@ def sweep_lines(a: Analysis, found: list[WorkloadSweep]) -> list[str]:
     """The Load sweep section, one subsection per swept workload; nothing without sweeps."""
     if not found:
         return []
-    prof = a.manifest["config"]["profile"]
-    slo = dict(prof.get("slo") or {})
-    frac = float(prof.get("slo_fraction", 0.9))
+    slo = dict(a.profile.slo)
+    frac = float(a.profile.slo_fraction)
     lines = [
         "## Load sweep: speedup against load",
         "",
