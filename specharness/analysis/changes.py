@@ -26,6 +26,7 @@ __all__ = [
     "detectable_ratio",
     "over_cells_logs",
     "paired_changes",
+    "peak_memory",
 ]
 
 CHANGE_CONFIDENCE = 0.99
@@ -53,12 +54,17 @@ def _goodput(cell: _Cell) -> float:
     return useful / wall if wall > 0 and useful > 0 else math.nan
 
 
-def _peak_memory(cell: _Cell) -> float:
-    """The server's peak RSS in the cell; NaN on a GPU, whose used memory is the device's, shared by every arm."""
-    if any("peak_gpu_used_mib" in c.memory for c in cell[1]):
+def peak_memory(cells: Sequence[CellRecord]) -> float:
+    """An arm's server's peak RSS over its records of one cell and block; NaN on a GPU, whose used memory is the
+    device's, shared by every arm."""
+    if any("peak_gpu_used_mib" in c.memory for c in cells):
         return math.nan
-    peaks = [c.memory["peak_rss_mib"] for c in cell[1] if "peak_rss_mib" in c.memory]
+    peaks = [c.memory["peak_rss_mib"] for c in cells if "peak_rss_mib" in c.memory]
     return max(peaks) if peaks else math.nan
+
+
+def _peak_memory(cell: _Cell) -> float:
+    return peak_memory(cell[1])
 
 
 def _verify_steps(cell: _Cell) -> float:

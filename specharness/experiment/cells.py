@@ -20,7 +20,7 @@ import signal
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import AsyncExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
@@ -233,25 +233,33 @@ def cell_record(ctx: RunContext, plan: CellPlan, arm: str, m: Measured, peak: di
     mismatch = reconcile_tokens(figures["generation_tokens"], journal_tokens)
     if mismatch:
         ctx.journal.write(MismatchEvent(cell=plan.key(arm), message=mismatch))
-    cell = CellRecord(
+    cell = replace(
+        _cell_of(ctx, plan, arm, m.wall_s, len(m.records)),
+        harness_cpu_s=m.cpu_s,
+        counters=_counters(figures, m.records, journal_tokens),
+        accepted_per_position=delta.accepted_per_position,
+        memory={**m.memory_after_warmup, **peak},
+        order_index=plan.arm_order.index(arm),
+        delivery=m.delivery,
+    )
+    ctx.journal.write(cell)
+    return cell
+
+
+def _cell_of(ctx: RunContext, plan: CellPlan, arm: str, wall_s: float, requests: int) -> CellRecord:
+    """The record every cell of ``arm`` in ``plan`` starts from: which cell it is (its id in this segment, whether a
+    resume measured it, its load), its wall time and request count."""
+    return CellRecord(
         arm=arm,
         block=plan.block,
         workload=plan.workload,
         clients=plan.clients,
         cell=cell_id(plan.key(arm), ctx.segment),
-        wall_s=m.wall_s,
-        requests=len(m.records),
-        harness_cpu_s=m.cpu_s,
-        counters=_counters(figures, m.records, journal_tokens),
-        accepted_per_position=delta.accepted_per_position,
-        memory={**m.memory_after_warmup, **peak},
+        wall_s=wall_s,
+        requests=requests,
         resumed=ctx.segment > 0,
-        order_index=plan.arm_order.index(arm),
         rate=plan.load.rate,
-        delivery=m.delivery,
     )
-    ctx.journal.write(cell)
-    return cell
 
 
 def _counters(figures: dict[str, float], records: list[RequestRecord], journal_tokens: int) -> dict[str, float]:
@@ -269,19 +277,7 @@ def _counters(figures: dict[str, float], records: list[RequestRecord], journal_t
 
 def dead_cell(ctx: RunContext, plan: CellPlan, arm: str, reason: str) -> CellRecord:
     """Journal a cell whose engine died as invalid (a resume measures it again)."""
-    cell = CellRecord(
-        arm=arm,
-        block=plan.block,
-        workload=plan.workload,
-        clients=plan.clients,
-        cell=cell_id(plan.key(arm), ctx.segment),
-        wall_s=float("nan"),
-        requests=0,
-        valid=False,
-        invalid_reason=reason,
-        resumed=ctx.segment > 0,
-        rate=plan.load.rate,
-    )
+    cell = replace(_cell_of(ctx, plan, arm, float("nan"), 0), valid=False, invalid_reason=reason)
     ctx.journal.write(cell)
     return cell
 

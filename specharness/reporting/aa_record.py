@@ -22,10 +22,12 @@ import scipy.stats as sps
 from specharness._errors import ConfigError
 from specharness.analysis.aa_identity_record import measure_aa_identity
 from specharness.analysis.analyse import Analysis, analyse
+from specharness.analysis.changes import peak_memory
 from specharness.experiment.bands import machine_kind
 from specharness.experiment.design import control_pairs
 from specharness.experiment.machine_record import Band, MachineRecord, band_from_offset
 from specharness.experiment.rundir import read_manifest
+from specharness.records import CellRecord
 from specharness.reporting.aa_scorecard import ControlCell, offset_evidence, run_labels, score_control_runs
 from specharness.reporting.release_scorecard import score_release_controls
 from specharness.reporting.report import report_json
@@ -69,12 +71,11 @@ def memory_offset_logs(analysis: Analysis) -> list[float]:
     all cells (:func:`~specharness.analysis.changes.paired_changes`), valid cells only. None on a GPU, whose used memory
     is the device's. Each twin counts as one pair: two twins of one arm share that arm's engine, so a design with
     several would overstate the degrees of freedom (the built-in A/A and the release controls have one)."""
-    peaks: dict[tuple[str, str, int, str], float] = {}
+    by_cell: dict[tuple[str, str, int, str], list[CellRecord]] = {}
     for cell in analysis.contents.cells:
-        if not cell.valid or "peak_gpu_used_mib" in cell.memory or not cell.memory.get("peak_rss_mib"):
-            continue
-        key = (cell.workload, cell.load, cell.block, cell.arm)
-        peaks[key] = max(peaks.get(key, 0.0), cell.memory["peak_rss_mib"])
+        if cell.valid:
+            by_cell.setdefault((cell.workload, cell.load, cell.block, cell.arm), []).append(cell)
+    peaks = {key: v for key, cells in by_cell.items() if math.isfinite(v := peak_memory(cells)) and v > 0}
     out = []
     for a, b in sorted(control_pairs(analysis.profile)[0]):
         logs = [
