@@ -28,6 +28,12 @@
 #                                             itself slowed by 1.05 and 1.10 (scripts/arms/release-controls.toml;
 #                                             CONTROLS_ARGS adds options, e.g. --blocks 20; CONTROLS_RUNS
 #                                             runs, default 1)
+#   scripts/gpu_campaign.sh power             the power study (issue 49): the release profile with engines renewed
+#                                             per instance, an architecture shape with random weights
+#                                             (POWER_MODEL, default shape:llama-8b) and the controls of
+#                                             scripts/arms/power-controls.toml (A/A and a 1.03 slowdown); POWER_ARGS
+#                                             (default --arms ref,aa,slow1.03 --instances 6 --blocks 12), POWER_LIMIT_S bounds
+#                                             the run (a later call finishes it: RESUME=1)
 #   scripts/gpu_campaign.sh aa                A/A runs for a GPU's record (specharness aa-record): AA_FROM..AA_TO
 #                                             (default 1..5) runs of baseline vs baseline-b, copy, transform, free,
 #                                             abstain x 1, 8 clients x 4 blocks x 8 requests, 48 tokens (AA_ARGS adds
@@ -222,6 +228,18 @@ case "$MODE" in
       runs+=("/tmp/$name")
     done
     "$PY" -m specharness aa-summary "${runs[@]}" | tee "$OUT/controls-scorecard.md" ;;
+  power)
+    if [ "${RESUME:-0}" = 1 ]; then
+      timeout "${POWER_LIMIT_S:-540}" "$PY" -m specharness run --resume /tmp/power --no-progress 2>&1 \
+        | grep -v 'it/s]' | tee -a "$OUT/power.log"
+    else
+      timeout "${POWER_LIMIT_S:-540}" "$PY" -m specharness run --profile release --model "${POWER_MODEL:-shape:llama-8b}" \
+        --arms-file scripts/arms/power-controls.toml ${POWER_ARGS:---arms ref,aa,slow1.03 --instances 6 --blocks 12} \
+        --no-progress \
+        --out /tmp/power 2>&1 | grep -v 'it/s]' | tee -a "$OUT/power.log"
+    fi
+    tar -C /tmp --exclude='*.log' -cJf "$OUT/power.tar.xz" power
+    tar -C /tmp -cJf "$OUT/power-logs.tar.xz" power/logs 2>/dev/null ;;
   aa)
     for k in $(seq "${AA_FROM:-1}" "${AA_TO:-5}"); do
       start=$(date +%s)

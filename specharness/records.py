@@ -42,8 +42,8 @@ __all__ = [
     "rate_text",
 ]
 
-SCHEMA_VERSION = 4
-READABLE_SCHEMAS = (1, 2, 3, 4)
+SCHEMA_VERSION = 5
+READABLE_SCHEMAS = (1, 2, 3, 4, 5)
 
 COMPLETE = "complete"
 TRUNCATED = "truncated"
@@ -203,6 +203,7 @@ class EngineRecord:
     start_phases_s: dict[str, float] = field(default_factory=dict)
     first_request_s: float = math.nan  # one short request right after the start (NaN: not sent, or no answer)
     reused: dict[str, Any] | None = None  # from an engine pool: who started it, when, requests served before, pids
+    instance: int = 0  # which of the run's engine instances of this arm (0 unless the profile renews engines)
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": "engine", "schema": SCHEMA_VERSION, **dataclasses.asdict(self)}
@@ -229,11 +230,18 @@ class CellRecord:
     order_index: int = -1  # the arm's place in its block's arm order (0 = first); -1: not recorded (schema 1)
     rate: str = ""
     delivery: dict[str, Any] = field(default_factory=dict)
+    instance: int = 0  # the engine instance that served it, within its segment (0 unless the profile renews engines)
 
     @property
     def load(self) -> str:
         """The cell's load, ``c<clients>`` or ``r<rate>`` (:func:`load_label`)."""
         return load_label(self.clients, self.rate)
+
+    @property
+    def engine_instance(self) -> tuple[int, int]:
+        """Which engine served the cell, over the whole run: (segment, instance). Every resume starts fresh
+        engines, so a segment is an instance of its own too."""
+        return int(self.cell.rsplit("#s", 1)[1]) if "#s" in self.cell else 0, self.instance
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": "cell", "schema": SCHEMA_VERSION, **dataclasses.asdict(self)}
@@ -279,6 +287,7 @@ class EngineSpawnedEvent:
     arm: str
     pid: int
     segment: int
+    instance: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return _event_dict(self.KIND, self)
@@ -359,6 +368,7 @@ class EngineLaunchEvent:
     KIND: ClassVar[str] = "engine_launch"
     segment: int
     report: dict[str, Any] = field(default_factory=dict)
+    instance: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return _event_dict(self.KIND, self)
@@ -374,6 +384,7 @@ class EngineFailedEvent:
     segment: int
     reason: str
     release: str = ""
+    instance: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return _event_dict(self.KIND, self)

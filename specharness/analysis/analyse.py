@@ -24,7 +24,7 @@ from specharness.analysis.refusals import RefusalControl, refusal_controls
 from specharness.analysis.stats import look_confidence
 from specharness.analysis.summary import ArmSummary, summarise_arm
 from specharness.analysis.verdict import DEFAULT_MARGIN
-from specharness.experiment.aa_identity import aa_identity_for
+from specharness.experiment.aa_identity import aa_identity_for, traffic_mismatch
 from specharness.experiment.bands import band_for
 from specharness.experiment.config import RunConfig
 from specharness.experiment.design import Profile, comparison_pairs, control_pairs
@@ -43,17 +43,23 @@ def sequential_looks(profile: Profile) -> int:
 
 
 def rules_for(
-    profile: Profile, greedy: bool, hardware: dict[str, Any] | None = None, timeout_s: float = 300.0
+    profile: Profile,
+    greedy: bool,
+    hardware: dict[str, Any] | None = None,
+    timeout_s: float = 300.0,
+    model: str | None = None,
 ) -> ComparisonRules:
     """The declared rules of a run, from its saved profile (:meth:`Profile.from_dict` gives older manifests today's
     defaults: no ``min_prefix_tokens`` reads 8, no ``max_excluded_time`` 0.10) and whether it decoded greedily; the
     engine-instance offset from the A/A record of the run's kind of machine (``hardware``, :func:`band_for`)."""
-    band = band_for(hardware or {})
+    band = band_for(hardware or {}, model)
     return ComparisonRules(
         timeout_s=timeout_s,
         offset_var=band.offset_var,
         offset_source=band.source,
         memory_var=band.memory_var,
+        over_cells_var=band.over_cells_var,
+        offset_estimate_var=band.offset_estimate_var,
         margin=float(profile.equivalence_margin or DEFAULT_MARGIN),
         confidence=look_confidence(0.95, sequential_looks(profile)),
         min_correct=profile.min_correct_fraction,
@@ -90,6 +96,28 @@ class Analysis:
     changes: list[PairedChange] = field(default_factory=list)  # runs with declared arms: every value B over A
     aa_pairs: set[tuple[str, str]] = field(default_factory=set)  # (arm, its identical twin): the A/A controls
     effect_pairs: set[tuple[str, str]] = field(default_factory=set)  # (arm, its slowed twin): known-effect controls
+
+
+def _model_name(manifest: dict[str, Any]) -> str | None:
+    """The model a run served, as machine records name it (None: an attached run's, which names its own)."""
+    model = manifest.get("model") or {}
+    return None if model.get("origin") == "attached" or not model.get("name") else str(model["name"])
+
+
+def _balanced_within(profile: Profile, load: Load) -> bool:
+    """Whether the arms took turns within a cell so that each led as many rounds as the other (an even number of
+    rounds): then the block's arm order is no effect to model, and an order term would only cost a degree of
+    freedom (docs/method.md#the-block-interval)."""
+    if not profile.interleave or load.open_loop:
+        return False
+    rounds = math.ceil(profile.requests_per_cell / max(load.clients, 1))
+    return rounds % 2 == 0
+
+
+def _instance_of(engines: dict[int, tuple[tuple[int, int], tuple[int, int]]]) -> dict[int, int]:
+    """Block -> an index of the pair of engine instances (one per arm) that served it, numbered in block order."""
+    index: dict[tuple[tuple[int, int], tuple[int, int]], int] = {}
+    return {blk: index.setdefault(pair, len(index)) for blk, pair in sorted(engines.items())}
 
 
 def _key(cell: CellRecord | RequestRecord) -> str:
@@ -148,6 +176,7 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
         config.sampling.temperature == 0,
         manifest.get("hardware") or {},
         float(config.request_timeout_s),
+        _model_name(manifest),
     )
 
     for workload in workload_names:
@@ -184,14 +213,18 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
                 down = [arm for arm in (a, b) if arm in failed and any(k.endswith(f"/{arm}") for k in missing)]
                 if down:
                     reason = f"failed: the {down[0]} engine did not start: {failed[down[0]]}"
-                order = {}
+                order: dict[int, bool] = {}
+                engines: dict[int, tuple[tuple[int, int], tuple[int, int]]] = {}
                 for blk in blocks:
                     ca, cb = valid.get(cell_key(blk, workload, lk, a)), valid.get(cell_key(blk, workload, lk, b))
                     if ca is not None and cb is not None:
+                        engines[blk] = (ca.engine_instance, cb.engine_instance)
                         if ca.order_index >= 0 and cb.order_index >= 0:
                             order[blk] = ca.order_index < cb.order_index
                         else:  # schema 1: cells are journaled in the order they ran
                             order[blk] = position[id(ca)] < position[id(cb)]
+                if _balanced_within(declared, load):
+                    order = {}  # each arm led half of every block's rounds: a block's order carries nothing
                 kept = set(blocks)
                 result.comparisons.append(
                     compare_arms(
@@ -204,12 +237,17 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
                         valid=not missing,
                         invalid_reason=reason,
                         blocks=blocks,
+                        instance_of=_instance_of(engines) if declared.instances > 1 else None,
                     )
                 )
 
     if rules.greedy:  # greedy identity judged against its own control: the A/A twin, else the machine's A/A record
-        records = aa_identity_for(manifest.get("hardware") or {}, declared.max_tokens_cap)
-        result.comparisons = with_identity_controls(result.comparisons, arms, records, aa_pairs=result.aa_pairs)
+        hardware, model = manifest.get("hardware") or {}, _model_name(manifest)
+        records = aa_identity_for(hardware, declared.max_tokens_cap, model, workload_names)
+        mismatch = traffic_mismatch(hardware, model, workload_names) if model is not None else ""
+        result.comparisons = with_identity_controls(
+            result.comparisons, arms, records, aa_pairs=result.aa_pairs, no_record=mismatch
+        )
     groups: dict[tuple[str, str, str], list[RequestRecord]] = {}
     for r in measured:
         groups.setdefault((r.workload, r.group, r.arm), []).append(r)
@@ -275,5 +313,12 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
     result.feature_correlations = feature_correlations(result, prompts)
     result.refusals = refusal_controls(result)
     if declared.arm_specs:
-        result.changes = paired_changes(result.comparisons, by_cell, list(valid.values()), rules.memory_var)
+        result.changes = paired_changes(
+            result.comparisons,
+            by_cell,
+            list(valid.values()),
+            rules.memory_var,
+            rules.over_cells_var,
+            rules.offset_estimate_var,
+        )
     return result

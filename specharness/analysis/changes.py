@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from specharness.analysis.comparison import PairedComparison, speed_block_logs
-from specharness.analysis.stats import block_ratio_interval, t_quantile
+from specharness.analysis.stats import block_ratio_interval, instance_ratio_interval, t_quantile
 from specharness.analysis.verdict import RELEASE_FACTOR
 from specharness.records import CellRecord, RequestRecord
 
@@ -107,6 +107,11 @@ class PairedChange:
     method: str
     se_log: float = math.nan  # standard error of the log estimate (the offset allowance included)
     t_df: float = math.nan  # the degrees of freedom of the interval's t quantile
+    spread_log: float = math.nan  # the log estimate's own sd: its blocks' error and the offset at its point estimate
+
+    def detectable(self, power: float = 0.80) -> float:
+        """The smallest ratio this value would call changed at ``power`` (:func:`detectable_ratio`)."""
+        return detectable_ratio(self.se_log, self.t_df, power, self.spread_log)
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -119,14 +124,22 @@ def _interval(
     offset_var: float,
     a_first: dict[int, bool] | None = None,
     where: tuple[str, str] | None = None,
+    estimate_var: float = math.nan,
 ) -> PairedChange:
     """The change of one value from its block logs; ``a_first`` (block -> whether A ran first) defaults to the
-    comparison's own, ``where`` (workload, load) to its cell."""
+    comparison's own, ``where`` (workload, load) to its cell; ``estimate_var`` the offset variance at its point
+    estimate (NaN: the allowance), for the estimate's own spread."""
     order = c.order_a_first if a_first is None else a_first
     blocks = sorted(b for b, v in logs.items() if math.isfinite(v))
     known = all(b in order for b in blocks)
     signs = [1 if order[b] else -1 for b in blocks] if known else None
-    r = block_ratio_interval([logs[b] for b in blocks], signs, CHANGE_CONFIDENCE, offset_var)
+    instance_of = c.instance_of
+    if instance_of and len({instance_of.get(b, -1) for b in blocks}) >= 2:  # the run measured the offset itself
+        r = instance_ratio_interval(
+            [logs[b] for b in blocks], [instance_of.get(b, -1) for b in blocks], CHANGE_CONFIDENCE
+        )
+    else:
+        r = block_ratio_interval([logs[b] for b in blocks], signs, CHANGE_CONFIDENCE, offset_var)
     workload, load = where or (c.workload, c.load)
     return PairedChange(
         workload=workload,
@@ -143,17 +156,29 @@ def _interval(
         method=r.method,
         se_log=r.se_log,
         t_df=r.t_df,
+        spread_log=_spread(r.se_log, r.offset_var, estimate_var),
     )
 
 
-def detectable_ratio(se_log: float, t_df: float, power: float = 0.80) -> float:
+def _spread(se_log: float, allowance: float, estimate_var: float) -> float:
+    """The log estimate's own sd: its interval's standard error with the offset allowance (an upper limit) replaced by
+    the offset at its point estimate; the standard error where no estimate is known or none was added."""
+    if allowance <= 0 or not math.isfinite(estimate_var):
+        return se_log
+    return math.sqrt(max(se_log**2 - allowance + min(estimate_var, allowance), 0.0))
+
+
+def detectable_ratio(se_log: float, t_df: float, power: float = 0.80, spread_log: float = math.nan) -> float:
     """The smallest ratio a paired change is called at ``power`` (:func:`~specharness.analysis.verdict.pair_change`):
-    the larger of ``exp((t(0.995, df) + t(power, df)) · se)`` (its 99% interval excludes 1) and
-    ``factor · exp(t(power, df) · se)`` (its estimate lies beyond the factor); NaN without a standard error."""
+    the larger of ``exp(t(0.995, df) · se + t(power, df) · spread)`` (its 99% interval excludes 1) and
+    ``factor · exp(t(power, df) · spread)`` (its estimate lies beyond the factor). ``se`` is the interval's standard
+    error, the offset allowance (an upper limit) included; ``spread`` the estimate's own sd, with the offset at its
+    point estimate (NaN: ``se``, the rule before, which took the limit for the true spread); NaN without an error."""
     if not (math.isfinite(se_log) and math.isfinite(t_df) and t_df > 0):
         return math.nan
-    by_interval = math.exp((t_quantile(0.995, t_df) + t_quantile(power, t_df)) * se_log)
-    return max(by_interval, RELEASE_FACTOR * math.exp(t_quantile(power, t_df) * se_log))
+    spread = spread_log if math.isfinite(spread_log) else se_log
+    by_interval = math.exp(t_quantile(0.995, t_df) * se_log + t_quantile(power, t_df) * spread)
+    return max(by_interval, RELEASE_FACTOR * math.exp(t_quantile(power, t_df) * spread))
 
 
 def paired_changes(
@@ -161,11 +186,14 @@ def paired_changes(
     measured: dict[tuple[str, str, str], list[RequestRecord]],
     cells: Sequence[CellRecord],
     memory_var: float = math.nan,
+    over_cells_var: float = math.nan,
+    offset_estimate_var: float = math.nan,
 ) -> list[PairedChange]:
     """Every value of every comparison, B over A, paired by block (docs/method.md#paired-changes-between-arms).
     ``measured``: the analysis's measured requests by (workload, load, arm); ``cells``: the valid cells;
     ``memory_var``: the machine's peak-memory offset allowance (NaN: none recorded, and no peak-memory value: one run's
-    two engines cannot tell a change from two instances' offset)."""
+    two engines cannot tell a change from two instances' offset); ``over_cells_var``: the speed offset allowance of a
+    run's mean over its cells (NaN: the per-cell one, larger)."""
     by_cell: dict[tuple[str, str, str, int], list[CellRecord]] = {}
     for cell in cells:
         by_cell.setdefault((cell.workload, cell.load, cell.arm, cell.block), []).append(cell)
@@ -179,7 +207,7 @@ def paired_changes(
         offset_var = c.speedup.offset_var
         time_logs = {b: -v for b, v in speed_block_logs(c).items()}
         if time_logs:
-            out.append(_interval(c, "time", time_logs, offset_var))
+            out.append(_interval(c, "time", time_logs, offset_var, estimate_var=offset_estimate_var))
             per_pair.setdefault((c.arm_a, c.arm_b, "time"), []).append((c, time_logs, offset_var))
 
         def block_cell(arm: str, block: int, workload: str = c.workload, load: str = c.load) -> _Cell:
@@ -196,24 +224,39 @@ def paired_changes(
                 if a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b):
                     logs[block] = math.log(a / b) if inverted else math.log(b / a)
             if logs:
-                out.append(_interval(c, metric, logs, extra))
+                estimate = offset_estimate_var if allowance == SPEED_OFFSET else math.nan
+                out.append(_interval(c, metric, logs, extra, estimate_var=estimate))
                 per_pair.setdefault((c.arm_a, c.arm_b, metric), []).append((c, logs, extra))
     every = [(m, cells) for (a, b, m), cells in per_pair.items() if len(cells) == counts[(a, b)]]  # no cell lacks it
-    return out + [p for m, cells in every if (p := _over_cells(m, cells)) is not None]
+    return out + [
+        p for m, cells in every if (p := _over_cells(m, cells, over_cells_var, offset_estimate_var)) is not None
+    ]
 
 
-def _over_cells(metric: str, cells: Sequence[tuple[PairedComparison, dict[int, float], float]]) -> PairedChange | None:
+def _over_cells(
+    metric: str,
+    cells: Sequence[tuple[PairedComparison, dict[int, float], float]],
+    over_cells_var: float = math.nan,
+    offset_estimate_var: float = math.nan,
+) -> PairedChange | None:
     """One value over all the cells of a comparison (docs/method.md#over-all-the-runs-cells): each block's mean log
     ratio over the cells, equal weight per cell, then the block interval; the engine-instance offset allowance once
-    (the same two engines served every cell). Only blocks every cell has; None for a single cell or no common block."""
+    (the same two engines served every cell), and for speed the one of a mean over cells (sigma_run² + sigma_cell² /
+    cells: the cells average their own offsets) where the record holds it. Only blocks every cell has; None for a
+    single cell or no common block."""
     if len(cells) < 2:
         return None
+    per_cell = max(v for *_, v in cells)
+    speed = CHANGE_METRICS.get(metric, (None, False, SPEED_OFFSET))[2] == SPEED_OFFSET
+    allowance = over_cells_var if speed and per_cell > 0 and math.isfinite(over_cells_var) else per_cell
     pooled = over_cells_logs([logs for _, logs, _ in cells])
     if not pooled:
         return None
     orders = [c.order_a_first for c, _, _ in cells]
     a_first = {b: orders[0][b] for b in pooled if all(b in o and o[b] == orders[0][b] for o in orders)}
-    return _interval(cells[0][0], metric, pooled, max(v for *_, v in cells), a_first, (ALL_CELLS, ALL_CELLS))
+    used = min(allowance, per_cell)
+    estimate = offset_estimate_var * used / per_cell if speed and per_cell > 0 else math.nan  # its share of the limit
+    return _interval(cells[0][0], metric, pooled, used, a_first, (ALL_CELLS, ALL_CELLS), estimate)
 
 
 def over_cells_logs(cells: Sequence[Mapping[int, float]]) -> dict[int, float]:

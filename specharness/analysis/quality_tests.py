@@ -368,12 +368,15 @@ def with_identity_controls(
     arms: Sequence[str],
     records: Mapping[int, AAIdentity] | None = None,
     aa_pairs: Collection[tuple[str, str]] = (("baseline", TWIN),),
+    no_record: str = "",
 ) -> list[PairedComparison]:
     """Every comparison (the A/A pairs' own excepted) with its identity judged against an A/A pair's at the same
     (workload, load): the twin of its own reference arm where the run has one, else any A/A pair of the run; where the
     run has none, against ``records`` (client count -> the machine's recorded A/A,
     :func:`specharness.experiment.aa_identity.aa_identity_for`) at the same client count; an open-loop load or a
-    client count with no record says "no A/A record at this load". ``aa_pairs``: (arm, its identical twin)."""
+    client count with no record says "no A/A record at this load". ``aa_pairs``: (arm, its identical twin);
+    ``no_record``: why the machine's record cannot judge this run's traffic (another model or workloads): then no
+    claim is made, and the text says how to add an A/A arm."""
     pairs = set(aa_pairs)
     twins: dict[tuple[str, str], dict[str, PairedComparison]] = {}
     for c in comparisons:
@@ -388,6 +391,12 @@ def with_identity_controls(
             control: IdentityControl | None = None
             if twin is not None:
                 control = identity_control(c.identity, twin.identity, twin.arm_b)
+            elif not in_run and no_record:
+                control = IdentityControl(
+                    "",
+                    text=f"no A/A pair of this traffic was run ({no_record}), so no claim on identical answers; add "
+                    "one: --arms " + ",".join((*arms, TWIN)),
+                )
             elif not in_run and c.rate:
                 control = IdentityControl(
                     "", text="no A/A record at this load (open loop: records are per client count)"

@@ -24,6 +24,7 @@ __all__ = [
     "RatioInterval",
     "block_ratio_interval",
     "case_resampled_interval",
+    "instance_ratio_interval",
     "look_confidence",
     "min_samples_for",
     "percentile_table",
@@ -165,6 +166,43 @@ def block_ratio_interval(
         offset_var=offset_var,
         se_log=se,
         t_df=df_se,
+    )
+
+
+def instance_ratio_interval(
+    log_ratios: Sequence[float], instances: Sequence[int], confidence: float = 0.95
+) -> RatioInterval:
+    """Blocks nested in engine instances: the estimate is exp(mean of the instances' mean log ratios), each instance
+    (a fresh engine per arm, serving consecutive blocks) weighted equally, and the Student t interval comes from the
+    spread of those instance means with instances - 1 degrees of freedom. An instance mean varies with its engines'
+    offset and with its blocks' noise, so the interval holds the engine-instance offset as measured in this run,
+    with no allowance from a machine record (docs/method.md#engine-instances-as-replicates). Fewer than two
+    instances give no interval."""
+    groups: dict[int, list[float]] = {}
+    for y, inst in zip(log_ratios, instances, strict=True):
+        if math.isfinite(y):
+            groups.setdefault(inst, []).append(float(y))
+    n = sum(len(g) for g in groups.values())
+    if not groups:
+        return RatioInterval(math.nan, math.nan, math.nan, confidence, 0, 0, "none")
+    means = np.array([np.mean(g) for g in groups.values()])
+    mu = float(means.mean())
+    e = int(means.size)
+    method = f"t, engine instances as replicates ({e} instances, {n} blocks)"
+    if e < 2:
+        return RatioInterval(math.exp(mu), math.nan, math.nan, confidence, n, 0, method + ": one instance, no interval")
+    se = float(means.std(ddof=1)) / math.sqrt(e)
+    t = t_quantile(1.0 - (1.0 - confidence) / 2.0, e - 1)
+    return RatioInterval(
+        math.exp(mu),
+        math.exp(mu - t * se),
+        math.exp(mu + t * se),
+        confidence,
+        n,
+        e - 1,
+        method,
+        se_log=se,
+        t_df=float(e - 1),
     )
 
 

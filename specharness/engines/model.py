@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specharness._errors import ModelError
+from specharness.engines.shapes import SHAPE_PREFIX, write_shape
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -44,7 +45,13 @@ class ResolvedModel:
     serve_path: Path
     source_path: Path
     revision_sha256: str
-    origin: str  # "embedded-default", "gguf" or "hf-dir"
+    origin: str  # "embedded-default", "gguf", "hf-dir" or "shape" (random weights: engines/shapes.py)
+    load_format: str = ""  # vLLM's --load-format ("dummy" for a shape); "" its default
+
+    @property
+    def random_weights(self) -> bool:
+        """Whether the engines serve random weights: speed means what it says, answers and acceptance nothing."""
+        return self.load_format == "dummy"
 
 
 def served_model_name(model: ResolvedModel) -> str:
@@ -176,10 +183,28 @@ def _from_gguf(gguf: Path, name: str, origin: str) -> ResolvedModel:
     return ResolvedModel(name=name, serve_path=out_dir, source_path=gguf, revision_sha256=revision, origin=origin)
 
 
+def _shape(name: str) -> ResolvedModel:
+    """An architecture shape with the default model's tokenizer, served with random weights (engines/shapes.py)."""
+    tokenizer = resolve_model(DEFAULT_MODEL)
+    out_dir = cache_dir() / "models" / f"shape-{name}-{tokenizer.revision_sha256[:16]}"
+    write_shape(name, tokenizer.serve_path, out_dir)
+    return ResolvedModel(
+        name=f"{name}-random-weights",
+        serve_path=out_dir,
+        source_path=tokenizer.serve_path,
+        revision_sha256=_dir_revision(out_dir),
+        origin="shape",
+        load_format="dummy",
+    )
+
+
 def resolve_model(spec: str) -> ResolvedModel:
-    """``default``, a GGUF path or a local HF directory -> a directory vLLM serves, with its revision."""
+    """``default``, a GGUF path, a local HF directory or ``shape:<name>`` (random weights) -> a directory vLLM serves,
+    with its revision."""
     if spec == DEFAULT_MODEL:
         return _from_gguf(default_gguf_path(), _DEFAULT_NAME, "embedded-default")
+    if spec.startswith(SHAPE_PREFIX):
+        return _shape(spec.removeprefix(SHAPE_PREFIX))
     path = Path(spec).expanduser()
     if not path.exists():
         raise ModelError(f"--model {spec}: no such file or directory; pass a local HF directory, a .gguf, or 'default'")

@@ -8,13 +8,14 @@ of machine or a client count without a record of its own has none. Rules: docs/m
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from operator import attrgetter
 from typing import Any
 
 from specharness.experiment.bands import machine_kind
 from specharness.experiment.machine_record import AAIdentity, machine_records
 
-__all__ = ["AAIdentity", "aa_identity_for", "identity_records"]
+__all__ = ["AAIdentity", "aa_identity_for", "identity_records", "traffic_mismatch"]
 
 
 def identity_records(kind: str) -> tuple[AAIdentity, ...]:
@@ -23,11 +24,35 @@ def identity_records(kind: str) -> tuple[AAIdentity, ...]:
     return record.identity if record is not None else ()
 
 
-def aa_identity_for(hardware: dict[str, Any], tokens: int | None = None) -> dict[int, AAIdentity]:
+def traffic_mismatch(hardware: dict[str, Any], model: str | None, workloads: Sequence[str]) -> str:
+    """Why the machine's A/A identity record cannot judge a run of ``model`` on ``workloads`` ("" where it can):
+    how often two identical engines diverge belongs to the machine, the model and the traffic, so a record speaks
+    only for the model and workloads its A/A runs served."""
+    record = machine_records().get(machine_kind(hardware))
+    if record is None or not record.identity:
+        return ""
+    if not record.applies_to(model):
+        return f"the machine's A/A record served {record.model}, not {model}"
+    other = [w for w in workloads if w not in record.workloads]
+    if other:
+        recorded = ", ".join(record.workloads) or "workloads it does not name"
+        return f"the machine's A/A record is of {recorded}, not {', '.join(other)}"
+    return ""
+
+
+def aa_identity_for(
+    hardware: dict[str, Any],
+    tokens: int | None = None,
+    model: str | None = None,
+    workloads: Sequence[str] = (),
+) -> dict[int, AAIdentity]:
     """Client count -> the A/A identity record for a run's hardware record (its
     :func:`~specharness.experiment.bands.machine_kind`, as the band is picked) whose answers run to ``tokens`` (the
     run's cap): per client count the shortest record whose outputs reach that length, else the longest (None: the
-    longest)."""
+    longest). None for a run of another model or other workloads than the record's (:func:`traffic_mismatch`;
+    ``model`` None: not checked)."""
+    if model is not None and traffic_mismatch(hardware, model, workloads):
+        return {}
     by_clients: dict[int, list[AAIdentity]] = {}
     for record in identity_records(machine_kind(hardware)):
         by_clients.setdefault(record.clients, []).append(record)

@@ -76,19 +76,33 @@ def _unrecorded_memory(bands: dict[str, Band], cpu: bool) -> float:
     return UNRECORDED_FACTOR * max(recorded) if recorded else math.nan
 
 
-def band_for(hardware: dict[str, Any]) -> Band:
-    """The band for a run's hardware record (:func:`machine_kind`); a machine without an A/A record of its own gets a
-    stated conservative allowance, never another machine's record (the same for the peak-memory allowance of a record
-    that holds none)."""
+def band_for(hardware: dict[str, Any], model: str | None = None) -> Band:
+    """The band for a run's hardware record (:func:`machine_kind`) and the model it served (None: not checked); a
+    machine without an A/A record of its own, or whose record was measured with another model (offsets belong to the
+    machine and the model), gets a stated conservative allowance, never another machine's or model's record (the same
+    for the peak-memory allowance of a record that holds none)."""
     kind = machine_kind(hardware)
     bands = recorded_bands()
     cpu = kind.startswith("cpu:")
+    record = machine_records().get(kind)
+    if record is not None and kind in bands and not record.applies_to(model):
+        return _unrecorded(
+            bands,
+            cpu,
+            f"the A/A record of this {'CPU' if cpu else 'GPU'} was measured with {record.model}, not {model}",
+        )
     if kind in bands:
         band = bands[kind]
         if math.isnan(band.memory_sd_upper) and math.isfinite(fallback := _unrecorded_memory(bands, cpu)):
             note = f"; this record holds no peak-memory allowance: sd {fallback:.3f}, {UNRECORDED_FACTOR:g}x the largest recorded"
             band = replace(band, memory_sd_upper=fallback, source=band.source + note)
         return band
+    what = "CPU" if cpu else "GPU"
+    return _unrecorded(bands, cpu, f"no A/A record for this {what} ({kind.split(':', 1)[-1]})")
+
+
+def _unrecorded(bands: dict[str, Band], cpu: bool, why: str) -> Band:
+    """The stated conservative band and allowances of a run no record speaks for (``why``)."""
     what = "CPU" if cpu else "GPU"
     same_class = [b.offset_sd_upper for k, b in bands.items() if k.startswith("cpu:") == cpu]
     recorded = max(same_class or [b.offset_sd_upper for b in bands.values()] or [0.0])
@@ -97,10 +111,10 @@ def band_for(hardware: dict[str, Any]) -> Band:
     memory_note = f"; peak-memory allowance sd {memory:.3f} likewise" if math.isfinite(memory) else ""
     return Band(
         band_from_offset(sd),
-        f"no A/A record for this {what} ({kind.split(':', 1)[1]}): a conservative engine-instance offset allowance, "
+        f"{why}: a conservative engine-instance offset allowance, "
         f"sd {sd:.3f} ({UNRECORDED_FACTOR:g}x the largest recorded {what} upper limit, {recorded:.3f}), and its band; "
-        "record this machine's own with specharness run --profile aa (5 runs or more) and specharness aa-record"
-        + memory_note,
+        "record this machine's own with specharness run --profile aa (5 runs or more) and specharness aa-record, or "
+        "give the run --instances, which measures the offset itself" + memory_note,
         offset_sd_upper=sd,
         aa_runs=0,
         memory_sd_upper=memory,

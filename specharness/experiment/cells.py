@@ -64,11 +64,13 @@ def run_cells(ctx: RunContext, plans: list[CellPlan], done: set[str]) -> None:
             done.add(plan.key(cell.arm))
 
 
-def run_plan(ctx: RunContext, done: set[str], undecided: UndecidedFn | None) -> None:
-    """The declared blocks; then, with --until-decided, two more blocks (a mirrored pair) at a time for the cells
-    ``undecided`` names, up to --max-blocks. Every look is journaled."""
+def run_plan(
+    ctx: RunContext, done: set[str], undecided: UndecidedFn | None, instance_blocks: range | None = None
+) -> None:
+    """The declared blocks (``instance_blocks``: those of one engine instance); then, with --until-decided, two more blocks (a
+    mirrored pair) at a time for the cells ``undecided`` names, up to --max-blocks. Every look is journaled."""
     p = ctx.profile
-    run_cells(ctx, plan_cells(p), done)
+    run_cells(ctx, plan_cells(p, instance_blocks), done)
     if not p.until_decided or undecided is None or p.max_blocks is None:
         return
     blocks = p.blocks
@@ -259,6 +261,7 @@ def _cell_of(ctx: RunContext, plan: CellPlan, arm: str, wall_s: float, requests:
         requests=requests,
         resumed=ctx.segment > 0,
         rate=plan.load.rate,
+        instance=ctx.instance,
     )
 
 

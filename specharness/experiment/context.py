@@ -38,5 +38,6 @@ class RunContext:
     journal: Journal
     segment: int
     progress: ProgressFn | None = None
+    instance: int = 0  # the engine instance now serving (the profile's instances renew the engines)
     probe: MemoryProbe = field(default_factory=MemoryProbe)
     quiet: EngineQuiet = field(default_factory=EngineQuiet)  # the arm that sent last (engines quiet before a cell)

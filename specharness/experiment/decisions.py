@@ -48,11 +48,11 @@ def decide_run(config: RunConfig, *, resume: bool, say: Callable[[str], None]) -
     workloads = load_workloads(list(config.profile.workloads))
     previous, done, segment = open_run_folder(config.out_dir, resume=resume)
     hardware = hardware_info(MemoryProbe())
-    config = _with_settle(_with_band(config, hardware), hardware, previous)
+    model = None if config.attach else resolve_model(config.model)
+    config = _with_settle(_with_band(config, hardware, model.name if model else None), hardware, previous)
     arms = build_arms(config.profile)
     engine_args = (config.extra_engine_args, *(arm.engine_args for arm in arms))
     policy = run_policy(config.keep_text, config.out_dir, cache_dir(), engine_args)  # its salt serves every resume
-    model = None if config.attach else resolve_model(config.model)
     plan = plan_engines(config, arms, model, say)
     manifest = _manifest(config, workloads, hardware, policy, plan, previous)
     return RunDecisions(config, workloads, done, segment, policy, plan, manifest)
@@ -70,11 +70,11 @@ def _with_settle(config: RunConfig, hardware: dict[str, Any], previous: Manifest
     return replace(config, profile=replace(config.profile, settle_s=settle))
 
 
-def _with_band(config: RunConfig, hardware: dict[str, Any]) -> RunConfig:
-    """Declared before the run: without --equivalence-margin, the machine's band from its own A/A."""
+def _with_band(config: RunConfig, hardware: dict[str, Any], model: str | None) -> RunConfig:
+    """Declared before the run: without --equivalence-margin, the machine's band from its own A/A of this model."""
     if config.profile.equivalence_margin is not None:
         return config
-    band = band_for(hardware)
+    band = band_for(hardware, model)
     return replace(config, profile=replace(config.profile, equivalence_margin=band.margin, band_source=band.source))
 
 
@@ -97,6 +97,7 @@ def _manifest(
             "source": str(model.source_path),
             "sha256": model.revision_sha256,
             "origin": model.origin,
+            **({"load_format": model.load_format} if model.load_format else {}),
         }
     else:  # the engines run elsewhere: the model is whatever they serve (named once they answer)
         placeholder = {"name": "(read from the attached engines)", "origin": "attached"}

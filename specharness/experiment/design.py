@@ -79,6 +79,10 @@ class Profile:
     # closed-loop cells: the block's arms take turns round by round (one request per client each) instead of one
     # arm's whole cell after another's, so arms compared are seconds apart: docs/method.md#what-a-run-does
     interleave: bool = False
+    # engine instances as replicates: every arm's engine is started afresh this many times over the run, each
+    # instance serving blocks / instances consecutive blocks, so the engine-instance offset varies inside the run
+    # and its interval measures it: docs/method.md#engine-instances-as-replicates
+    instances: int = 1
     speculative: dict[str, Any] = field(
         default_factory=lambda: {
             "method": "ngram",
@@ -109,6 +113,15 @@ class Profile:
     # default rule, comparison_pairs)
     arm_specs: tuple[ArmSpec, ...] = ()
     comparisons: tuple[tuple[str, str], ...] = ()
+
+    def instance_of_block(self, block: int) -> int:
+        """The engine instance (0 first) that a declared block runs on: consecutive blocks share one."""
+        return min(block // max(self.blocks // max(self.instances, 1), 1), self.instances - 1)
+
+    def instance_blocks(self) -> list[range]:
+        """The declared blocks of each engine instance, in order."""
+        per = self.blocks // self.instances
+        return [range(i * per, (i + 1) * per) for i in range(self.instances)]
 
     def loads(self, workload: str) -> tuple[Load, ...]:
         """The load levels of one workload: closed loops first, then open-loop rates in the order given."""
@@ -153,6 +166,7 @@ class Profile:
             "order_seed": self.order_seed,
             "order_plan": order_plan_text(self.arms, self.interleave),
             **({"interleave": True} if self.interleave else {}),
+            **({"instances": self.instances} if self.instances > 1 else {}),
             "until_decided": self.until_decided,
             "max_blocks": self.max_blocks,
             "known_slowdown": self.known_slowdown,
@@ -197,6 +211,7 @@ class Profile:
             known_slowdown=raw.get("known_slowdown", 1.25),
             settle_s=raw.get("settle_s"),
             interleave=bool(raw.get("interleave", False)),
+            instances=int(raw.get("instances", 1)),
             speculative=dict(raw["speculative"]),
             rates=tuple(raw.get("rates", ())),
             burstiness=raw.get("burstiness", 1.0),
@@ -254,8 +269,9 @@ PROFILES: dict[str, Profile] = {
         min_correct_fraction=0.0,
     ),
     # A release pair (specharness run --releases A,B; ASV's ReleasePair): baseline and ngram of two
-    # releases side by side, 6 blocks (the 99% interval's t quantile with the order term: 4 df) of 4 requests, answers
-    # of at most 64 tokens, the arms taking turns round by round within each cell.
+    # releases side by side, 6 blocks of 4 requests, answers of at most 64 tokens, the arms taking turns round by
+    # round within each cell, and every engine started afresh for each block: 6 engine instances per arm, so the
+    # interval over instances (5 df) holds the engine-instance offset this run saw, with no machine record.
     "release": Profile(
         "release",
         blocks=6,
@@ -265,6 +281,7 @@ PROFILES: dict[str, Profile] = {
         warmups_per_cell=1,
         max_tokens_cap=64,
         interleave=True,
+        instances=6,
     ),
     # A saturation sweep: each arm's peak request rate is probed (a cell's 16 requests at once), then open-loop
     # Poisson levels at 0.25, 0.5, 1, 1.5 and 2 times the baseline's peak (at 2x the queue grows by half the cell),
@@ -298,6 +315,14 @@ def override(profile: Profile, **changes: Any) -> Profile:
     return result
 
 
+def with_blocks(profile: Profile, blocks: int) -> Profile:
+    """``profile`` with ``blocks`` blocks and its blocks per engine instance kept (one engine for the whole run where
+    they do not divide the new count), validated."""
+    per = profile.blocks // profile.instances
+    instances = blocks // per if profile.instances > 1 and blocks % per == 0 else 1
+    return override(profile, blocks=blocks, instances=instances)
+
+
 def validate_profile(p: Profile) -> None:
     if p.blocks < 2 or p.blocks % 2:
         raise ConfigError(
@@ -307,6 +332,17 @@ def validate_profile(p: Profile) -> None:
     if p.until_decided and (p.max_blocks is None or p.max_blocks < p.blocks or p.max_blocks % 2):
         raise ConfigError(
             f"--max-blocks {p.max_blocks}: --until-decided needs an even --max-blocks of at least --blocks ({p.blocks})"
+        )
+    if p.instances < 1 or p.blocks % p.instances:
+        raise ConfigError(
+            f"--instances {p.instances}: give a number of engine instances per arm that divides --blocks "
+            f"({p.blocks}), e.g. {p.blocks} (a fresh engine every block) or 1 (one engine for the whole run)"
+        )
+    if p.instances > 1 and (p.until_decided or p.sweep_levels):
+        raise ConfigError(
+            f"--instances {p.instances}: renewing engines goes with a fixed design; leave out "
+            + ("--until-decided" if p.until_decided else "the saturation sweep")
+            + " or give --instances 1"
         )
     if p.settle_s is not None and not (math.isfinite(p.settle_s) and p.settle_s >= 0):
         raise ConfigError(f"--settle {p.settle_s}: give the seconds to wait, 0 or more, e.g. 1.2")

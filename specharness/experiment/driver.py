@@ -19,7 +19,7 @@ from specharness.experiment.cells import run_plan
 from specharness.experiment.config import RunConfig
 from specharness.experiment.context import ProgressFn, RunContext, UndecidedFn
 from specharness.experiment.decisions import decide_run
-from specharness.experiment.design import comparison_pairs
+from specharness.experiment.design import comparison_pairs, plan_cells
 from specharness.experiment.engineset import EnginePlan, EngineSet, running_engines
 from specharness.experiment.peak import resolve_sweep
 from specharness.experiment.quiet import EngineQuiet
@@ -54,20 +54,38 @@ def run_experiment(
         on_finish=on_finish,
     )
     with lifecycle as folder:
-        say(_starting(config, run.plan))
-        with running_engines(run.plan, folder) as engines:
-            if config.attach:
-                served_by = dict(config.attach)
-                folder.update_manifest(model={"name": engines.model_name, "origin": "attached", "served_by": served_by})
-            _check_comparable(config, engines)
-            say(_ready(config, engines))
-            ctx = _context(config, run.workloads, engines, folder, progress)
-            if ctx.profile.sweep_levels:
-                ctx = replace(ctx, profile=resolve_sweep(ctx))
-                rates = replace(config.profile, workload_rates=dict(ctx.profile.workload_rates))
-                folder.update_manifest(config=replace(config, profile=rates).to_dict())  # a resume measures them
-            run_plan(ctx, run.done, undecided)
+        for instance, blocks in _instances_to_run(config, run.done):
+            folder.instance = instance
+            say(_starting(config, run.plan, instance))
+            with running_engines(run.plan, folder) as engines:
+                if config.attach:
+                    served_by = dict(config.attach)
+                    folder.update_manifest(
+                        model={"name": engines.model_name, "origin": "attached", "served_by": served_by}
+                    )
+                _check_comparable(config, engines)
+                say(_ready(config, engines))
+                ctx = replace(_context(config, run.workloads, engines, folder, progress), instance=instance)
+                if ctx.profile.sweep_levels:
+                    ctx = replace(ctx, profile=resolve_sweep(ctx))
+                    rates = replace(config.profile, workload_rates=dict(ctx.profile.workload_rates))
+                    folder.update_manifest(config=replace(config, profile=rates).to_dict())  # a resume measures them
+                run_plan(ctx, run.done, undecided, blocks)
     return config.out_dir
+
+
+def _instances_to_run(config: RunConfig, done: set[str]) -> list[tuple[int, range | None]]:
+    """The engine instances this segment starts, each with its blocks (None: every block, one engine per arm for the
+    whole run); an instance whose cells a resume already holds is not started again."""
+    profile = config.profile
+    if profile.instances <= 1:
+        return [(0, None)]
+    keys = {(p.block, p.key(a)) for p in plan_cells(profile) for a in p.arm_order}
+    return [
+        (i, blocks)
+        for i, blocks in enumerate(profile.instance_blocks())
+        if any(key not in done for block, key in keys if block in blocks)
+    ]
 
 
 def _check_comparable(config: RunConfig, engines: EngineSet) -> None:
@@ -81,10 +99,12 @@ def _check_comparable(config: RunConfig, engines: EngineSet) -> None:
         warn(f"{arm}: its engine did not start, the run goes on without it: {why}")
 
 
-def _starting(config: RunConfig, plan: EnginePlan) -> str:
+def _starting(config: RunConfig, plan: EnginePlan, instance: int = 0) -> str:
     if config.attach:
         return "attaching to " + ", ".join(f"{a} at {u}" for a, u in config.attach.items())
     arms = f"{len(config.profile.arms)} engines ({', '.join(config.profile.arms)})"
+    if config.profile.instances > 1:
+        arms += f", instance {instance + 1} of {config.profile.instances}"
     if plan.pool is not None:
         return f"taking {arms} from the engine pool, starting any it lacks"
     return f"starting {arms}"

@@ -169,7 +169,7 @@ def plan_engines(
 
 def _active_pool(config: RunConfig, settings: EngineSettings) -> EnginePool | None:
     pool = _POOL.get() or pool_from_env()
-    if pool is None or not config.start_together:
+    if pool is None or not config.start_together or config.profile.instances > 1:  # renewed engines are never pooled
         return None
     return pool if pool_applies(settings) else None
 
@@ -206,7 +206,7 @@ def engine_settings(config: RunConfig, model: ResolvedModel) -> EngineSettings:
         kv_cache_gib=c.kv_cache_gib,
         gpu_memory_utilization=c.gpu_memory_utilization,
         api_key=c.api_key,
-        extra_args=c.extra_engine_args,
+        extra_args=(("--load-format", model.load_format) if model.load_format else ()) + tuple(c.extra_engine_args),
         start_timeout_s=c.start_timeout_s,
     )
     return replace(settings, python=c.python) if c.python else settings
@@ -245,7 +245,7 @@ def start_engines(plan: EnginePlan, folder: RunFolder) -> EngineSet:
     fails to start, or whose release has no environment, is journaled (``engine_failed``) and left out when the plan
     tolerates it (a run that declares its arms: a release or configuration pair goes on without it); an ordinary
     run's start failure is raised."""
-    journal, segment = folder.journal, folder.segment
+    journal, segment, instance = folder.journal, folder.segment, folder.instance
     probe = MemoryProbe()
     before = probe.as_fields("before_start", [])
     engines = EngineSet(model_name=plan.model_name, api_key=plan.api_key)
@@ -253,19 +253,25 @@ def start_engines(plan: EnginePlan, folder: RunFolder) -> EngineSet:
     servers, launched = launch_servers(
         plan.settings,
         arms,
-        {arm.name: engine_log(folder.out, arm.name, segment) for arm in arms},
+        {arm.name: engine_log(folder.out, arm.name, segment, instance) for arm in arms},
         mode=plan.launch_mode,
-        on_spawn=lambda arm, pid: journal.write(EngineSpawnedEvent(arm=arm, pid=pid, segment=segment)),
+        on_spawn=lambda arm, pid: journal.write(
+            EngineSpawnedEvent(arm=arm, pid=pid, segment=segment, instance=instance)
+        ),
         tolerate=plan.tolerate,
     )
     engines.servers.update(servers)
-    journal.write(EngineLaunchEvent(segment=segment, report=launched.as_dict()))
+    journal.write(EngineLaunchEvent(segment=segment, report=launched.as_dict(), instance=instance))
     engines.failed = {**plan.unavailable, **launched.errors}
     for arm in plan.arms:
         if arm.name in engines.failed:
             journal.write(
                 EngineFailedEvent(
-                    arm=arm.name, segment=segment, reason=str(engines.failed[arm.name]), release=arm.release
+                    arm=arm.name,
+                    segment=segment,
+                    reason=str(engines.failed[arm.name]),
+                    release=arm.release,
+                    instance=instance,
                 )
             )
     for arm in arms:
@@ -282,6 +288,7 @@ def start_engines(plan: EnginePlan, folder: RunFolder) -> EngineSet:
                 memory={**before, **probe.as_fields("engine_ready", server.pids())},
                 start_phases_s=server.start_phases().as_dict(),
                 first_request_s=server.time_request(engines.model_name),
+                instance=instance,
             )
         )
     return engines
@@ -298,6 +305,7 @@ def _engine_record(
     start_phases_s: dict[str, float],
     first_request_s: float = math.nan,
     reused: dict[str, Any] | None = None,
+    instance: int = 0,
 ) -> EngineRecord:
     """The journal's record of an engine this run started or took from the pool (one format for both)."""
     return EngineRecord(
@@ -316,6 +324,7 @@ def _engine_record(
         start_phases_s=start_phases_s,
         first_request_s=first_request_s,
         reused=reused,
+        instance=instance,
     )
 
 
@@ -334,7 +343,7 @@ def pooled_engines(plan: EnginePlan, pool: EnginePool, folder: RunFolder) -> Eng
         plan.settings,
         arms,
         started_by=folder.out.name,
-        run_logs={arm.name: engine_log(folder.out, arm.name, folder.segment) for arm in arms},
+        run_logs={arm.name: engine_log(folder.out, arm.name, folder.segment, folder.instance) for arm in arms},
         plan=shares,
         probe=probe.engine_device if device is not None else None,
         say=say,
@@ -347,7 +356,7 @@ def pooled_engines(plan: EnginePlan, pool: EnginePool, folder: RunFolder) -> Eng
         plan=shares,
         order=tuple(a.name for a in arms),
     )
-    folder.journal.write(EngineLaunchEvent(segment=folder.segment, report=launched.as_dict()))
+    folder.journal.write(EngineLaunchEvent(segment=folder.segment, report=launched.as_dict(), instance=folder.instance))
     engines.servers.update(held)
     for arm in arms:
         engine = held[arm.name]
@@ -364,6 +373,7 @@ def pooled_engines(plan: EnginePlan, pool: EnginePool, folder: RunFolder) -> Eng
                 memory=probe.as_fields("engine_ready", engine.pids()),
                 start_phases_s=dict(engine.lease.start_phases_s),
                 reused=engine.reuse_record(),
+                instance=folder.instance,
             )
         )
     return engines

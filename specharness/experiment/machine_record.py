@@ -24,6 +24,7 @@ __all__ = [
     "BAND_FLOOR",
     "PACKAGED_RECORDS",
     "RECORDS_ENV",
+    "RECORD_MODEL",
     "AAIdentity",
     "Band",
     "MachineRecord",
@@ -35,6 +36,8 @@ __all__ = [
     "records_folder",
     "write_record",
 ]
+
+RECORD_MODEL = "SmolLM2-135M-Instruct"  # the packaged default model: every record before "model" was of its runs
 
 PACKAGED_RECORDS = Path(__file__).with_name("aa_records")
 RECORDS_ENV = "SPECHARNESS_MACHINE_RECORDS"
@@ -51,6 +54,21 @@ class Band:
     offset_sd_upper: float = 0.0  # engine-instance offset sd (log scale), 95% upper limit from the A/A record
     aa_runs: int = 0
     memory_sd_upper: float = math.nan  # the same for the servers' peak RSS (NaN: not recorded)
+    # the speed offset a run's mean over all its cells carries (sigma_run² + sigma_cell² / cells, 95% upper limit;
+    # NaN: not recorded, and the over-all-cells interval adds the per-cell allowance, which is larger)
+    over_cells_sd_upper: float = math.nan
+    offset_sd: float = math.nan  # the per-cell offset's point estimate beside its upper limit (NaN: not recorded)
+
+    @property
+    def offset_estimate_var(self) -> float:
+        """The offset variance at its point estimate: what a run's estimate truly varies by, for power (the
+        interval adds the upper limit); the upper limit where no estimate is recorded."""
+        return self.offset_sd**2 if math.isfinite(self.offset_sd) else self.offset_var
+
+    @property
+    def over_cells_var(self) -> float:
+        """The offset variance the over-all-cells interval adds: the record's own, else the per-cell one."""
+        return self.over_cells_sd_upper**2 if math.isfinite(self.over_cells_sd_upper) else self.offset_var
 
     @property
     def offset_var(self) -> float:
@@ -101,6 +119,12 @@ class MachineRecord:
     identity: tuple[AAIdentity, ...] = ()
     offset_sd: float = math.nan  # the point estimate beside the band's upper limit
     path: str = ""  # the file it was read from
+    model: str = RECORD_MODEL  # the model its A/A runs served: the record holds for that model only
+    workloads: tuple[str, ...] = ()  # the workloads of its A/A runs: its identity holds for that traffic only
+
+    def applies_to(self, model: str | None) -> bool:
+        """Whether the record speaks for runs of ``model`` (None: not checked)."""
+        return model is None or model == self.model
 
 
 def band_from_offset(offset_sd_upper: float, floor: float = BAND_FLOOR) -> float:
@@ -117,7 +141,12 @@ def record_file_name(kind: str) -> str:
 
 def record_json(record: MachineRecord) -> dict[str, Any]:
     """The record as its file holds it (:func:`load_record` reads it back equal)."""
-    out: dict[str, Any] = {"format": FORMAT, "machine_kind": record.kind}
+    out: dict[str, Any] = {
+        "format": FORMAT,
+        "machine_kind": record.kind,
+        "model": record.model,
+        "workloads": list(record.workloads),
+    }
     if record.band is not None:
         out["band"] = {
             "offset_sd": None if math.isnan(record.offset_sd) else record.offset_sd,
@@ -127,6 +156,8 @@ def record_json(record: MachineRecord) -> dict[str, Any]:
         }
         if math.isfinite(record.band.memory_sd_upper):
             out["band"]["memory_sd_upper"] = record.band.memory_sd_upper
+        if math.isfinite(record.band.over_cells_sd_upper):
+            out["band"]["over_cells_sd_upper"] = record.band.over_cells_sd_upper
     out["identity"] = [
         {
             "clients": r.clients,
@@ -220,6 +251,10 @@ def load_record(path: Path) -> MachineRecord:
             offset_sd_upper=upper,
             aa_runs=f.count(b, "aa_runs", "band."),
             memory_sd_upper=_memory_limit(f, b),
+            over_cells_sd_upper=f.number(b, "over_cells_sd_upper", "band.")
+            if b.get("over_cells_sd_upper") is not None
+            else math.nan,
+            offset_sd=offset_sd,
         )
     identity = []
     for k, r in enumerate(f.get(obj, "identity", list, "")):
@@ -246,7 +281,11 @@ def load_record(path: Path) -> MachineRecord:
                 max_output_tokens=f.count(r, "max_output_tokens", where),
             )
         )
-    return MachineRecord(kind, band, tuple(identity), offset_sd, str(path))
+    model = f.get(obj, "model", str, "") if "model" in obj else RECORD_MODEL
+    workloads = f.get(obj, "workloads", list, "") if "workloads" in obj else []
+    if not all(isinstance(w, str) and w for w in workloads):
+        raise f.fail("workloads", "expected a list of workload names")
+    return MachineRecord(kind, band, tuple(identity), offset_sd, str(path), model, tuple(workloads))
 
 
 @functools.cache

@@ -14,13 +14,13 @@ import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 from specharness._errors import ConfigError
 from specharness.engines.attached import parse_attach
 from specharness.experiment.arms import ArmDeclarations, load_arms_file, parse_arm, parse_compare, release_pair_arms
 from specharness.experiment.config import RunConfig
-from specharness.experiment.design import ARM_NAMES, Profile, get_profile, override
+from specharness.experiment.design import ARM_NAMES, Profile, get_profile, override, with_blocks
 from specharness.experiment.rundir import load_manifest
 from specharness.records import rate_text
 from specharness.traffic.arrivals import parse_rates
@@ -218,6 +218,14 @@ def _add_design_options(r: argparse.ArgumentParser) -> None:
         help="closed-loop cells: the arms take turns round by round (one request per client each), so arms compared "
         "are seconds apart (default: on for the release profile, off otherwise)",
     )
+    r.add_argument(
+        "--instances",
+        type=int,
+        metavar="N",
+        help="engine instances per arm over the run: every arm's engine is started afresh N times, each serving "
+        "blocks/N consecutive blocks, and the interval is over instances (default: 6 for the release profile, one a "
+        "block; 1 otherwise; with --blocks alone the profile's blocks per instance are kept)",
+    )
     r.add_argument("--order-seed", type=int, help="seed of the arm orders when there are more than two arms")
     r.add_argument("--requests", type=int, help="measured requests per cell and arm")
     r.add_argument(
@@ -391,10 +399,16 @@ def run_config(args: argparse.Namespace, command: str = "run") -> tuple[RunConfi
         known_slowdown=args.known_slowdown,
         settle_s=args.settle,
         interleave=args.interleave,
+        instances=_instances(args, profile),
         order_seed=args.order_seed,
         speculative=_speculative(args, profile.speculative),
     )
     profile = _with_declared_arms(args, profile)
+    if args.attach and profile.instances > 1:
+        raise ConfigError(
+            f"--attach: engines run elsewhere cannot be started afresh; give --instances 1 (the {profile.name} "
+            f"profile renews them {profile.instances} times)"
+        )
     out = args.out or Path("runs") / f"{profile.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     config = RunConfig(
         profile=profile,
@@ -409,3 +423,11 @@ def run_config(args: argparse.Namespace, command: str = "run") -> tuple[RunConfi
         **engine,
     )
     return config, False
+
+
+def _instances(args: argparse.Namespace, profile: Profile) -> int | None:
+    """--instances as given; with --blocks alone, the profile's blocks per instance kept (:func:`with_blocks`)."""
+    given = getattr(args, "instances", None)
+    if given is not None or args.blocks is None or profile.instances == 1:
+        return cast("int | None", given)
+    return with_blocks(profile, args.blocks).instances

@@ -60,9 +60,10 @@ PACKED_JOURNAL = "journal.jsonl.xz"  # how committed run folders keep their jour
 LOGS = "logs"
 
 
-def engine_log(out_dir: Path, arm: str, segment: int) -> Path:
-    """Where an arm's engine log goes for a run segment: ``logs/<arm>.s<segment>.log``."""
-    return out_dir / LOGS / f"{arm}.s{segment}.log"
+def engine_log(out_dir: Path, arm: str, segment: int, instance: int = 0) -> Path:
+    """Where an arm's engine log goes for a run segment: ``logs/<arm>.s<segment>.log``, and for a later engine
+    instance of the segment ``logs/<arm>.s<segment>.i<instance>.log``."""
+    return out_dir / LOGS / (f"{arm}.s{segment}.log" if instance == 0 else f"{arm}.s{segment}.i{instance}.log")
 
 
 def read_run_journal(run_dir: Path) -> JournalContents:
@@ -231,12 +232,14 @@ def open_run_folder(out: Path, *, resume: bool) -> tuple[Manifest | None, set[st
 
 @dataclass(slots=True)
 class RunFolder:
-    """One open segment of a run folder: the manifest as last written, the open journal and the segment number."""
+    """One open segment of a run folder: the manifest as last written, the open journal, the segment number and the
+    engine instance now running (the driver moves it on where the profile renews the engines)."""
 
     out: Path
     manifest: Manifest
     journal: Journal
     segment: int
+    instance: int = 0
 
     def update_manifest(self, **changes: Any) -> None:
         """Change fields of the manifest and write it at once (atomically)."""

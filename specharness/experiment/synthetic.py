@@ -9,12 +9,14 @@ known slowdown).
 
 from __future__ import annotations
 
+import math
 import random
 from pathlib import Path
 
 from specharness.experiment.config import RunConfig
 from specharness.experiment.design import Profile, build_arms, get_profile, override
 from specharness.experiment.journal import Journal
+from specharness.experiment.machine_record import RECORD_MODEL
 from specharness.experiment.plan import block_orders
 from specharness.experiment.rundir import JOURNAL, write_manifest
 from specharness.records import CellRecord, Manifest, RequestRecord, cell_id, cell_key, load_label
@@ -34,8 +36,11 @@ def write_synthetic_run(
     profile_name: str = "standard",
     ngram_speed: float = 2.0,
     profile: Profile | None = None,
+    instance_sd: float = 0.0,
 ) -> Path:
-    """``profile`` (default: the named one) may declare arms; a twin with a ``client_slowdown`` runs that much slower."""
+    """``profile`` (default: the named one) may declare arms; a twin with a ``client_slowdown`` runs that much slower.
+    ``instance_sd``: each engine instance of each arm runs exp(N(0, instance_sd)) times its arm's speed (an
+    engine-instance offset), its cells journaled with their instance (the profile's ``instances``)."""
     rng = random.Random(seed)
     base: Profile = profile or get_profile(profile_name)
     per_cell = max(1, records // (base.blocks * len(base.workloads) * len(base.clients) * len(base.arms)))
@@ -50,13 +55,16 @@ def write_synthetic_run(
         config=config.to_dict(),
         status="complete",
         synthetic=True,
-        model={"name": "synthetic"},
+        model={"name": RECORD_MODEL, "origin": "synthetic"},  # the model the Xeon's record is of
         block_orders=by_block,
         hardware=dict(SYNTHETIC_HARDWARE),
     )
     write_manifest(out_dir, manifest)
     case_tokens = [rng.randint(20, 120) for _ in range(per_cell)]
     speeds = {"ngram": ngram_speed, **{a.name: 1.0 / a.client_slowdown for a in build_arms(profile) if a.twin_of}}
+    offsets = {
+        (arm, i): math.exp(rng.gauss(0.0, instance_sd)) for arm in profile.arms for i in range(profile.instances)
+    }
     clock = 0.0
     with Journal(out_dir / JOURNAL, fsync=False) as journal:
         for block in range(profile.blocks):
@@ -64,7 +72,8 @@ def write_synthetic_run(
                 for clients in profile.clients:
                     for order_index, arm in enumerate(orders[block]):
                         cell = cell_id(cell_key(block, workload, load_label(clients), arm), 0)
-                        speed = speeds.get(arm, 1.0) * rng.uniform(0.97, 1.03)
+                        instance = profile.instance_of_block(block)
+                        speed = speeds.get(arm, 1.0) * offsets[(arm, instance)] * rng.uniform(0.97, 1.03)
                         tokens_total, start = 0, clock
                         for seq in range(per_cell):
                             tokens = case_tokens[seq]
@@ -109,6 +118,7 @@ def write_synthetic_run(
                                 wall_s=clock - start,
                                 requests=per_cell,
                                 order_index=order_index,
+                                instance=instance,
                                 counters={
                                     "drafts": 0.0,
                                     "draft_tokens": 0.0,

@@ -24,15 +24,22 @@ from specharness.analysis.aa_identity_record import measure_aa_identity
 from specharness.analysis.analyse import Analysis, analyse
 from specharness.analysis.changes import peak_memory
 from specharness.experiment.bands import machine_kind
-from specharness.experiment.design import control_pairs
+from specharness.experiment.design import Profile, build_arms, control_pairs
 from specharness.experiment.machine_record import Band, MachineRecord, band_from_offset
 from specharness.experiment.rundir import read_manifest
 from specharness.records import CellRecord
-from specharness.reporting.aa_scorecard import ControlCell, offset_evidence, run_labels, score_control_runs
+from specharness.reporting.aa_scorecard import (
+    AA_TWIN,
+    ControlCell,
+    control_cell,
+    offset_evidence,
+    run_labels,
+    score_control_runs,
+)
 from specharness.reporting.release_scorecard import score_release_controls
 from specharness.reporting.report import report_json
 
-__all__ = ["build_record", "memory_offset", "memory_offset_logs"]
+__all__ = ["build_record", "engine_pair_contrasts", "memory_offset", "memory_offset_logs"]
 
 
 def _runs_text(run_dirs: Sequence[Path], manifests: Sequence[dict[str, Any]]) -> str:
@@ -60,6 +67,62 @@ def _aa_cells(run_dirs: list[Path], manifests: Sequence[dict[str, Any]], reports
     return cells
 
 
+def _twin_cells(run_dirs: list[Path], reports: dict[Path, Any]) -> list[ControlCell]:
+    """Every run's twin cells, A/A and slowed alike, each slowed twin's known factor taken out (its same-work speedup
+    times the factor): every twin is an engine of the arm it copies, so each is an A/A engine pair."""
+    cells = []
+    for run_dir, label in zip(run_dirs, run_labels(run_dirs), strict=True):
+        report = reports[run_dir]
+        profile = Profile.from_dict(report["manifest"]["config"]["profile"])
+        aa, effect = control_pairs(profile)
+        factors = {a.name: a.client_slowdown for a in build_arms(profile)}
+        for c in report["comparisons"]:
+            if (c["arm_a"], c["arm_b"]) in aa | effect:
+                cell, f = control_cell(label, c), factors.get(c["arm_b"], 1.0)
+                cells.append(replace(cell, estimate=cell.estimate * f, low=cell.low * f, high=cell.high * f))
+    return cells
+
+
+def engine_pair_contrasts(cells: Sequence[ControlCell]) -> list[ControlCell]:
+    """A run's twins of one arm as independent A/A engine pairs (issue 49, item 3.1). Within a run and cell, twin j's
+    log offset is d_j = u_j - u_0 (its engine's offset less the shared arm's, plus noise): the J twins share u_0,
+    so as J pairs they would correlate. The Helmert contrasts of the J + 1 engines (0, d_1, ..., d_J), h_k =
+    sqrt(2k / (k + 1)) · (mean(e_0..e_{k-1}) - e_k), each vary as one A/A pair (2 sigma²) and are independent, so
+    each joins the record as a pair of its own run (``<run>:pair<k>``); with one twin h_1 is that twin's pair. Each
+    carries its noise in its interval, from the engines' own (half a pair's each)."""
+    groups: dict[tuple[str, str, int], list[ControlCell]] = {}
+    for c in cells:
+        if c.estimate > 0 and math.isfinite(c.se_log):
+            groups.setdefault((c.run, c.workload, c.clients), []).append(c)
+    out = []
+    for (run, _, _), twins in groups.items():
+        twins = sorted(twins, key=lambda c: (c.twin != AA_TWIN, c.twin))
+        logs = [0.0] + [math.log(c.estimate) for c in twins]
+        # each engine's own noise, half a pair's (the arm's own: half the mean of its pairs'): the contrasts are
+        # contrasts of engines, and the arm's noise, shared by every d_j, cancels as its offset does
+        pair_noise = [c.se_log**2 for c in twins]
+        noise = [sum(pair_noise) / len(pair_noise) / 2.0] + [v / 2.0 for v in pair_noise]
+        for k, h in enumerate(_helmert(logs[1:]), start=1):
+            scale = 2.0 * k / (k + 1)
+            se = math.sqrt(scale * (sum(noise[:k]) / k**2 + noise[k]))
+            twin = twins[k - 1]
+            df = twin.t_df if math.isfinite(twin.t_df) else float(twin.df)
+            t = float(sps.t.ppf(1 - (1 - twin.confidence) / 2, df))
+            out.append(
+                replace(
+                    twin,
+                    run=f"{run}:pair{k}",
+                    twin=f"contrast{k}",
+                    estimate=math.exp(h),
+                    low=math.exp(h - t * se),
+                    high=math.exp(h + t * se),
+                    offset_var=0.0,
+                    t_df=df,
+                )
+            )
+    return out
+
+
 def _kept_up(limit: float) -> float:
     """An upper limit as a record keeps it: to 3 places, never rounded down."""
     return math.ceil(limit * 1000 - 1e-9) / 1000
@@ -69,23 +132,32 @@ def memory_offset_logs(analysis: Analysis) -> list[float]:
     """One run's A/A peak-memory log ratios, one per A/A pair of engines (twin over the arm it copies): the mean over
     the cells and blocks both ran of the log ratio of the servers' peak RSS, the estimand of a peak-memory change over
     all cells (:func:`~specharness.analysis.changes.paired_changes`), valid cells only. None on a GPU, whose used memory
-    is the device's. Each twin counts as one pair: two twins of one arm share that arm's engine, so a design with
-    several would overstate the degrees of freedom (the built-in A/A and the release controls have one)."""
+    is the device's. Every twin, A/A or slowed (a client's slowdown leaves the server's memory as it is), is an engine
+    of the arm it copies; twins of one arm share its engine, so they enter as independent contrasts (``_helmert``),
+    one per twin."""
     by_cell: dict[tuple[str, str, int, str], list[CellRecord]] = {}
     for cell in analysis.contents.cells:
         if cell.valid:
             by_cell.setdefault((cell.workload, cell.load, cell.block, cell.arm), []).append(cell)
     peaks = {key: v for key, cells in by_cell.items() if math.isfinite(v := peak_memory(cells)) and v > 0}
-    out = []
-    for a, b in sorted(control_pairs(analysis.profile)[0]):
+    aa, effect = control_pairs(analysis.profile)
+    by_arm: dict[str, list[float]] = {}
+    for a, b in sorted(aa) + sorted(effect):  # a client's slowdown leaves the server's memory as it is
         logs = [
             math.log(peaks[(w, lo, k, b)] / v)
             for (w, lo, k, arm), v in peaks.items()
             if arm == a and (w, lo, k, b) in peaks
         ]
         if logs:
-            out.append(sum(logs) / len(logs))
-    return out
+            by_arm.setdefault(a, []).append(sum(logs) / len(logs))
+    return [h for twins in by_arm.values() for h in _helmert(twins)]
+
+
+def _helmert(twins: Sequence[float]) -> list[float]:
+    """The independent contrasts of an arm's engine (0) and its twins' log offsets (:func:`engine_pair_contrasts`),
+    each varying as one A/A pair."""
+    logs = [0.0, *twins]
+    return [math.sqrt(2.0 * k / (k + 1)) * (sum(logs[:k]) / k - logs[k]) for k in range(1, len(logs))]
 
 
 def memory_offset(logs: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
@@ -118,10 +190,11 @@ def build_record(run_dirs: list[Path]) -> MachineRecord:
         raise ConfigError(
             "aa-record: the runs hold no A/A pair; give runs of --profile aa or of an arms file with a twin"
         )
-    evidence = offset_evidence(cells)
-    if not math.isfinite(evidence.sd_upper):
+    pairs = engine_pair_contrasts(_twin_cells(run_dirs, reports))
+    evidence = offset_evidence(pairs)
+    if not math.isfinite(evidence.sd_upper) or len(run_dirs) < 2:  # a run's pairs share its day and machine state
         raise ConfigError(
-            f"aa-record: {evidence.runs} run(s) cannot estimate the offset between engine pairs; give 2 runs or more "
+            f"aa-record: {len(run_dirs)} run(s) cannot estimate the offset between engine pairs; give 2 runs or more "
             "(5 or more for a useful limit)"
         )
     upper = _kept_up(evidence.sd_upper)
@@ -139,19 +212,28 @@ def build_record(run_dirs: list[Path]) -> MachineRecord:
     )
     band = Band(
         margin,
-        f"{kind} A/A, {engines}, {len(cells)} cells in {evidence.runs} runs ({where}): {false} false verdicts; "
+        f"{kind} A/A, {engines}, {len(cells)} cells in {len(run_dirs)} runs ({where}): {false} false verdicts; "
+        f"{evidence.runs} engine pairs (every twin, slowed ones with their factor taken out, as independent contrasts "
+        "of the engines of one run: engine_pair_contrasts); "
         f"per-cell engine-instance offset sd {evidence.sd:.3f}, 95% upper limit {upper:.3f} "
-        f"(specharness aa-record, offset_evidence), so the band is {margin:.0%}{memory_text}",
+        f"(specharness aa-record, offset_evidence), so the band is {margin:.0%}; over a run's "
+        f"{evidence.cells_per_run:.3g} cells, upper limit {_kept_up(evidence.over_cells_sd_upper):.3f}{memory_text}",
         offset_sd_upper=upper,
-        aa_runs=evidence.runs,
+        aa_runs=len(run_dirs),
         memory_sd_upper=memory_upper,
+        over_cells_sd_upper=_kept_up(evidence.over_cells_sd_upper),
+        offset_sd=round(evidence.sd, 3),
     )
     profiles = [m["config"]["profile"] for m in manifests]
     workloads = ", ".join(dict.fromkeys(w for p in profiles for w in p.get("workloads") or []))
     caps = sorted({int(p.get("max_tokens_cap") or 0) for p in profiles})
     identity_source = (
         f"{kind} A/A, {engines}, workloads {workloads} at max_tokens {', '.join(map(str, caps))}, "
-        f"{evidence.runs} runs ({where})"
+        f"{len(run_dirs)} runs ({where})"
     )
     identity = measure_aa_identity(run_dirs, kind, identity_source, analyses.__getitem__)  # one a client count and cap
-    return MachineRecord(kind, band, tuple(identity), round(evidence.sd, 3))
+    models = {str((m.get("model") or {}).get("name")) for m in manifests}
+    if len(models) != 1:
+        raise ConfigError(f"aa-record: the runs served {', '.join(sorted(models))}; record one model at a time")
+    traffic = tuple(dict.fromkeys(w for m in manifests for w in m.get("workloads") or []))
+    return MachineRecord(kind, band, tuple(identity), round(evidence.sd, 3), model=models.pop(), workloads=traffic)

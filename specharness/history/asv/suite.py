@@ -24,7 +24,7 @@ from specharness.engines.releases import installed_release, previous_release
 from specharness.engines.startlog import first_error
 from specharness.experiment.arms import load_arms_file, release_pair_arms
 from specharness.experiment.config import RunConfig
-from specharness.experiment.design import Profile, get_profile, override
+from specharness.experiment.design import Profile, get_profile, override, with_blocks
 from specharness.experiment.driver import run_experiment
 from specharness.experiment.engineset import pooled
 from specharness.experiment.options import engine_options
@@ -243,7 +243,7 @@ def _pair_profile() -> Profile:
     name = os.environ.get("SPECHARNESS_ASV_PROFILE", "quick")
     profile = get_profile("release") if name == "quick" else _profile()
     blocks = _pair_blocks()
-    return override(profile, blocks=blocks) if blocks else profile
+    return with_blocks(profile, blocks) if blocks else profile
 
 
 def _pair_blocks() -> int | None:

@@ -20,7 +20,12 @@ from specharness.reporting.markdown.run_validity import run_validity_lines
 from specharness.reporting.markdown.speed import speed_lines
 from specharness.reporting.markdown.sweeps import sweep_lines
 
-__all__ = ["render_markdown"]
+__all__ = ["RANDOM_WEIGHTS_NOTE", "render_markdown"]
+
+RANDOM_WEIGHTS_NOTE = (
+    "> **Random weights** (an architecture shape served with vLLM's `--load-format dummy`): time and memory are "
+    "the architecture's; the answers, right answers, identical outputs and ngram's acceptance mean nothing."
+)
 
 
 def render_markdown(
@@ -35,6 +40,8 @@ def render_markdown(
             f"Finish with `specharness run --resume {run_dir}`.",
             "",
         ]
+    if (a.manifest.get("model") or {}).get("load_format") == "dummy":
+        lines += [RANDOM_WEIGHTS_NOTE, ""]
     lines += (
         answer_lines(a)
         + decision_lines(a)
