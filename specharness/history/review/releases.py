@@ -28,8 +28,9 @@ from specharness.analysis.verdict import (
     holm,
     pair_change,
 )
+from specharness.history.asv.flags import flag_summary, with_failed_values
 from specharness.history.asv.notes import PAIR_RUN_PREFIX, params_label, setups_differ
-from specharness.history.asv.pairfile import PairRecord, read_pairs, track_name
+from specharness.history.asv.pairfile import PairRecord, read_pairs
 from specharness.history.asv.spreadfile import (
     MIN_SPREAD_DF,
     load_spread,
@@ -319,23 +320,22 @@ def paired_changes(machine_dir: Path, tag_a: str, tag_b: str, factor: float = RE
         out.append(
             ReleaseChange(bench, params, est**-0.5, est**0.5, est, verdict, evidence, "paired", low=low, high=high)
         )
-    engine = track_name("engine_failed")
-    for side in ("previous", "current"):
-        if side in record.failed:
-            on_b = side == ("previous" if flip else "current")
-            verdict = "regressed" if on_b else "improved"
-            out.append(
-                ReleaseChange(
-                    engine,
-                    "(the pair)",
-                    0.0 if on_b else 1.0,
-                    1.0 if on_b else 0.0,
-                    math.nan,
-                    verdict,
-                    record.failed[side],
-                    "paired",
-                )
+    for v in with_failed_values(record):
+        if v.metric != "engine_failed" or v.failed not in ("previous", "current"):
+            continue
+        on_b = v.failed == ("previous" if flip else "current")
+        out.append(
+            ReleaseChange(
+                v.track,
+                params_label(v.params(record.pair)),
+                0.0 if on_b else 1.0,
+                1.0 if on_b else 0.0,
+                math.nan,
+                "regressed" if on_b else "improved",
+                f"{v.arm} of {record.previous if v.failed == 'previous' else record.current}: {record.failed.get(v.failed, '')}",
+                "paired",
             )
+        )
     return out
 
 
@@ -379,8 +379,8 @@ def format_release_changes(
             if "; speed verdict" in c.evidence:  # the time value: the run's own verdicts beside the paired rule's
                 why = " —" + c.evidence.split(";", 2)[-1].replace("speed verdict", "run: speed", 1)
             rows.append(f"{name:<24} {cell[0]:<10} {cell[1]:>7} {cell[2]:<9} {shown:<26} {c.verdict}{why}")
-        changed = [f"{c.benchmark.rsplit('.', 1)[-1]}({c.params}): {c.verdict}" for c in paired if c.changed]
-        rows += [f"Changed in the pair ({len(changed)}): " + ("; ".join(changed) if changed else "none"), ""]
+        count, said = flag_summary(pair, factor)
+        rows += [f"Changed in the pair ({count}): {said}", ""]
     else:
         rows += [
             f"No release pair of {tag_a} and {tag_b} on this machine: no run measured them side by side. "

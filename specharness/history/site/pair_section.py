@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from specharness.analysis.verdict import RELEASE_FACTOR, pair_change
+from specharness.history.asv.flags import flag_summary, pair_flags
 from specharness.history.asv.ledger import LEDGER, tag_release
 from specharness.history.asv.pairfile import (
     PAIR_METRICS,
@@ -116,12 +117,8 @@ def pairs_section(records: list[PairRecord], branch: str) -> list[str]:
     order = {m: i for i, m in enumerate((*PAIR_METRICS, "engine_failed"))}
     for record in records:
         values = sorted(record.values, key=lambda v: (order.get(v.metric, len(order)), v.workload, v.clients, v.arm))
-        called = [
-            f"{v.metric} {'all cells' if v.overall else f'{v.workload}, {v.clients}'} {v.arm}: {c}"
-            for v in values
-            if not v.failed
-            and (c := pair_change(v.estimate, v.low, v.high, RELEASE_FACTOR)) in ("regressed", "improved")
-        ]
+        count, said = flag_summary(record)
+        flagged = "".join(f"<li>{html.escape(f.name)}</li>" for f in pair_flags(record))
         failed = "".join(
             f"<li class='failed-release'><b>{html.escape(record.previous if side == 'previous' else record.current)}"
             f"</b>'s engine failed in the pair: {html.escape(reason)}</li>"
@@ -132,7 +129,9 @@ def pairs_section(records: list[PairRecord], branch: str) -> list[str]:
             f"<p class='pair-setup'>Setup: {html.escape(record.setup or 'not recorded')}; run folder "
             f"{html.escape(record.run_dir or 'not recorded')}.</p>",
             f"<ul class='failed-releases'>{failed}</ul>" if failed else "",
-            f"<p class='called'>Called changed ({len(called)}): {html.escape('; '.join(called) or 'none')}.</p>",
+            f"<p class='called'>Called changed ({count}): {html.escape(said)}.</p>",
+            f"<details class='flagged'><summary>The {len(pair_flags(record))} values flagged, as asv compare and the "
+            f"regressions page name them</summary><ul>{flagged}</ul></details>",
             "<table class='pair-values'><tr><th>value</th><th>workload</th><th>clients</th><th>arm</th>"
             "<th>ratio [99% CI]</th><th>verdict</th><th>evidence</th></tr>"
             + "".join(_pair_row(record, v) for v in values)

@@ -24,6 +24,7 @@ from specharness._errors import ConfigError
 from specharness.history.asv.ledger import LEDGER, ensure_ledger, ledger_tags
 from specharness.history.asv.notes import companion_path
 from specharness.history.asv.pairs import filter_regressions
+from specharness.history.review.regressions import filter_separate_regressions
 from specharness.history.site.page import PAGE, link_from_index, write_release_page
 from specharness.history.site.vendor import vendor_site
 
@@ -220,6 +221,7 @@ def publish_sites(
                 tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
                 raise ConfigError(f"asv publish for {s.machine} ({s.branch}) failed: {tail[0]}")
             filter_regressions(site, results / s.machine)
+            filter_separate_regressions(site, results, s.machine, ledger)
             thresholds = config.get("regressions_thresholds")
             write_release_page(results, site, ledger, thresholds if isinstance(thresholds, dict) else {})
             link_from_index(site)
