@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from specharness.analysis.verdict import RELEASE_FACTOR, pair_change
 from specharness.history.asv.pairfile import PairRecord, PairValue
+from specharness.reporting.convention import ratio_text
 
 __all__ = ["FailedArm", "Flag", "failed_arms", "flag_summary", "pair_flags", "pair_value_verdict", "with_failed_values"]
 
@@ -99,7 +100,7 @@ def flag_summary(record: PairRecord, factor: float = RELEASE_FACTOR) -> tuple[in
         f"{f.arm} of {f.tag} failed to start (engine_failed 0 → 1 in its {f.cells} cells)" for f in failed_arms(record)
     ]
     items += [
-        f"{f.metric} {f.cell} {f.arm} {f.verdict} ×{f.estimate:.4g} [{f.low:.4g}, {f.high:.4g}]"
+        f"{f.metric} {f.cell} {f.arm} {f.verdict} {ratio_text(f.estimate, f.low, f.high)}"
         for f in pair_flags(record, factor)
         if f.metric != "engine_failed"
     ]

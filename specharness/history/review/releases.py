@@ -40,6 +40,7 @@ from specharness.history.asv.spreadfile import (
     spread_source,
 )
 from specharness.history.review.values import ReleaseValue, release_values
+from specharness.reporting.convention import ratio_text
 
 __all__ = [
     "ReleaseChange",
@@ -312,7 +313,7 @@ def paired_changes(machine_dir: Path, tag_a: str, tag_b: str, factor: float = RE
         verdict = pair_change(est, low, high, factor)
         answers = f"; speed verdict {v.speed}, quality {v.quality}, identical outputs {v.identical}" if v.speed else ""
         evidence = (
-            f"{est:.3f} [{low:.3f}, {high:.3f}] (99%), {blocks}; changed when the interval excludes 1 and the "
+            f"{ratio_text(est, low, high)} (99%), {blocks}; changed when the interval excludes 1 and the "
             f"ratio lies beyond ×{factor:g}{answers}"
             if verdict != "not tested"
             else "no interval (a value missing in a block of either release)"
@@ -360,7 +361,7 @@ def format_release_changes(
         rows += [
             f"Release pair {pair.previous} -> {pair.current}: both releases side by side in one paired run ({when}"
             f"{wall}; {pair.setup or 'setup not recorded'}). Each value is {tag_b} over {tag_a} for the same work, "
-            f"with its paired 99% interval; changed when the interval excludes 1 and the ratio lies beyond ×{factor:g} "
+            f"with its paired 99% interval (above 1: {tag_b} slower or worse); changed when the interval excludes 1 and the ratio lies beyond ×{factor:g} "
             f"(what asv compare --factor {factor:g} and the regressions page flag on these values).",
         ]
         for side, reason in sorted(pair.failed.items()):
@@ -372,7 +373,7 @@ def format_release_changes(
             name = c.benchmark.rsplit(".", 1)[-1].removeprefix("track_")
             parts = c.params.split(", ")
             cell = parts[1:] if len(parts) == 4 else ["all", "all", parts[1]] if len(parts) == 2 else ["", "", c.params]
-            shown = f"{c.ratio:.3f} [{c.low:.3f}, {c.high:.3f}]" if math.isfinite(c.low) else "—"
+            shown = ratio_text(c.ratio, c.low, c.high) if math.isfinite(c.low) else "—"
             why = f" — {c.evidence}" if c.verdict == "not tested" else ""
             if c.verdict in ("failed", "fixed", "both failed"):
                 why = " — an engine did not start (above)"

@@ -19,6 +19,7 @@ from specharness.history.asv.pairfile import (
     read_pairs,
 )
 from specharness.numbers import fmt as _fmt
+from specharness.reporting.convention import ratio, ratio_text
 
 __all__ = ["branch_of", "commands_block", "pair_records", "pair_rule", "pairs_section"]
 
@@ -79,7 +80,7 @@ def _pair_row(record: PairRecord, value: PairValue) -> str:
     if verdict == "not tested":
         shown, note = (_fmt(value.estimate) if math.isfinite(value.estimate) else "—"), _no_interval(value)
     else:
-        shown = f"{value.estimate:.3f} [{value.low:.3f}, {value.high:.3f}]"
+        shown = ratio_text(value.estimate, value.low, value.high)
         note = f"{value.blocks} blocks"
     if value.speed:
         note += f"; run: speed {value.speed}, quality {value.quality}, identical outputs {value.identical}"
@@ -93,7 +94,7 @@ def _detectable_line(record: PairRecord) -> str:
     """The smallest change of the time value the pair run could call, per cell and arm (80% power)."""
     times = [v for v in record.values if v.metric == "time" and not v.failed]
     found = [(v, detectable(v)) for v in times]
-    items = [f"{v.arm} {v.cell} ×{d:.3f}" for v, d in found if math.isfinite(d)]
+    items = [f"{v.arm} {v.cell} ×{ratio(d)}" for v, d in found if math.isfinite(d)]
     if not items:
         what = "its time values have no standard error recorded" if times else "no time value ran on both sides"
         return f"<p class='detectable'>Smallest change of the time for the same work this run could call: not computable ({what}).</p>"
