@@ -19,6 +19,7 @@ from typing import Any
 
 from specharness.analysis.verdict import RELEASE_FACTOR
 from specharness.history.asv.ledger import ensure_ledger, ledger_tags
+from specharness.history.asv.series import superseded_note
 from specharness.history.review.releases import ReleaseChange, release_review
 
 __all__ = ["UNTESTED", "asv_label", "install", "judged_labels"]
@@ -90,6 +91,8 @@ def install() -> None:
         machine = kw.get("machine")
         if args or kw.get("resultset_1") is not None or kw.get("resultset_2") is not None or not machine:
             return original(cls, conf, hash_1, hash_2, factor, split, *args, **kw)
+        if note := superseded_note(machine):
+            print(f"specharness: {note}")
         tags = ledger_tags(ensure_ledger(Path(conf.repo)))
         if hash_1 not in tags or hash_2 not in tags:
             return original(cls, conf, hash_1, hash_2, factor, split, *args, **kw)

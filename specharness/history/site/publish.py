@@ -24,6 +24,7 @@ from specharness._errors import ConfigError
 from specharness.history.asv.ledger import LEDGER, ensure_ledger, ledger_tags
 from specharness.history.asv.notes import companion_path
 from specharness.history.asv.pairs import filter_regressions
+from specharness.history.asv.series import SUPERSEDED
 from specharness.history.review.regressions import filter_separate_regressions
 from specharness.history.site.page import PAGE, link_from_index, write_release_page
 from specharness.history.site.vendor import vendor_site
@@ -134,19 +135,32 @@ def _machine_text(results_dir: Path, machine: str) -> str:
     return ", ".join(f"{k} {info[k]}" for k in keys if info.get(k) and info[k] != "none") or "details not recorded"
 
 
+def _superseded(machine: str) -> str:
+    old = SUPERSEDED.get(machine)
+    if old is None:
+        return ""
+    return (
+        f" <span class='superseded'>superseded by <a href='{html.escape(old.by)}/{PAGE}'>{html.escape(old.by)}</a>"
+        f": {html.escape(old.why)}</span>"
+    )
+
+
 def _index_page(series: list[SiteSeries], results_dir: Path) -> str:
+    ordered = sorted(series, key=lambda s: s.machine in SUPERSEDED)  # the current series first
     items = "".join(
-        f"<li class='series' data-machine='{html.escape(s.machine)}' data-branch='{html.escape(s.branch)}'>"
-        f"<b>{html.escape(s.machine)}</b>, branch <code>{html.escape(s.branch)}</code> "
+        f"<li class='series{' old' if s.machine in SUPERSEDED else ''}' data-machine='{html.escape(s.machine)}' "
+        f"data-branch='{html.escape(s.branch)}'>"
+        f"<b>{html.escape(s.machine)}</b>{_superseded(s.machine)}, branch <code>{html.escape(s.branch)}</code> "
         f"({html.escape(', '.join(s.releases))}): "
         f"<a class='asv' href='{html.escape(s.folder)}/index.html'>ASV graphs</a> · "
         f"<a class='releases' href='{html.escape(s.folder)}/{PAGE}'>by vLLM release</a>"
         f"<br><small>{html.escape(_machine_text(results_dir, s.machine))}</small></li>"
-        for s in series
+        for s in ordered
     )
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>specharness: release history</title>"
-        "<style>body{font-family:sans-serif;margin:2em;max-width:900px} li{margin:.6em 0}</style></head><body>"
+        "<style>body{font-family:sans-serif;margin:2em;max-width:900px} li{margin:.6em 0} li.old{color:#777}"
+        ".superseded{color:#a33}</style></head><body>"
         "<h1>specharness release history</h1>"
         "<p>One ASV site per machine and ledger branch: ASV's summary grid joins every machine and branch of a "
         "results folder in one line per benchmark, so each machine's results are published on their own "
