@@ -9,6 +9,7 @@ the regressions page and the release page, every value they print, pair values a
 from __future__ import annotations
 
 import contextlib
+import html
 import io
 import itertools
 import json
@@ -20,7 +21,7 @@ from asv.commands.compare import Compare
 from asv.config import Config
 
 from specharness.analysis.verdict import RELEASE_FACTOR
-from specharness.history.asv.flags import pair_flags
+from specharness.history.asv.flags import flag_summary, pair_flags
 from specharness.history.asv.ledger import LEDGER, build_ledger
 from specharness.history.asv.pairfile import PAIR_FILE, is_pair_benchmark, read_pairs
 from specharness.history.review.compare_view import asv_label, install, judged_labels
@@ -171,6 +172,10 @@ def test_release_pairs_read_the_same_on_every_page(ledger: tuple[Path, dict[str,
                 RESULTS, record.previous, record.current, machine_dir.name, ledger_dir=path
             ).changes
             assert {f"{c.benchmark}({c.params})" for c in changes if c.role == "paired" and c.changed} == one
+            count, said = flag_summary(record)
+            release = (HTML / "releases" / f"{record.current}.html").read_text()
+            answer = release.split(f"<li data-machine='{machine_dir.name}'>", 1)[1].split("</li>", 1)[0]
+            assert (f"({count})" in answer and html.escape(said) in answer) if count else "0 of " in answer, answer
 
 
 def test_every_regressions_page_step_is_a_flagged_regression(ledger: tuple[Path, dict[str, str]]) -> None:

@@ -97,7 +97,10 @@ def flag_summary(record: PairRecord, factor: float = RELEASE_FACTOR) -> tuple[in
     """(how many changes, the changes in words): each failed arm counts once (its ``engine_failed`` in every cell it
     measured), then each flagged value as B over A with its 99% interval, 4 significant digits."""
     items = [
-        f"{f.arm} of {f.tag} failed to start (engine_failed 0 → 1 in its {f.cells} cells)" for f in failed_arms(record)
+        f"{f.arm} of {f.tag} failed to start (engine_failed "
+        + ("0 → 1" if f.side == "current" else f"1 → 0: it starts in {record.current}")
+        + f" in its {f.cells} cells)"
+        for f in failed_arms(record)
     ]
     items += [
         f"{f.metric} {f.cell} {f.arm} {f.verdict} {ratio_text(f.estimate, f.low, f.high)}"

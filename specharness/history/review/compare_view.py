@@ -4,7 +4,8 @@ ledger releases it prints only the values the release review judges, with ASV's 
 Left out, and counted in one line above the table: values measured on neither release on that machine (n/a on both
 sides: 8-client cells never run, another branch's pair) and values the review cannot test (no interval estimable:
 release-compare's *not tested*, *not estimable*, *not measured*, *not comparable*), whose ``+`` / ``-`` would be
-ASV's bare factor. An empty ``--only-changed`` says so in one line. Outside the ledger, ASV's table is unchanged.
+ASV's bare factor. The row naming a failed release's reason (``EngineFailure.track_first_error``) stays. An empty
+``--only-changed`` says so in one line. Outside the ledger, ASV's table is unchanged.
 Why: docs/release-review.md#the-rule-and-why-every-view-agrees.
 """
 
@@ -19,6 +20,7 @@ from typing import Any
 
 from specharness.analysis.verdict import RELEASE_FACTOR
 from specharness.history.asv.ledger import ensure_ledger, ledger_tags
+from specharness.history.asv.notes import FAILURE_BENCHMARK
 from specharness.history.asv.series import superseded_note
 from specharness.history.review.releases import ReleaseChange, release_review
 
@@ -100,7 +102,7 @@ def install() -> None:
         judged = judged_labels(review.changes)
         sets = [list(_rows(conf.results_dir, machine, h, kw.get("env_names"))) for h in (hash_1, hash_2)]
         names = {row[0] for rows in sets for row in rows}
-        keep = {n for n in names if asv_label(n) in judged}
+        keep = {n for n in names if asv_label(n) in judged or n.startswith(FAILURE_BENCHMARK + "(")}
         kw["resultset_1"], kw["resultset_2"] = ([row[1:] for row in rows if row[0] in keep] for rows in sets)
         print(
             f"specharness: {len(keep)} values of {tags[hash_1]} and {tags[hash_2]} on {machine} that the release "

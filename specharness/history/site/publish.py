@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from specharness.history.asv.pairs import filter_regressions
 from specharness.history.asv.series import SUPERSEDED
 from specharness.history.review.regressions import filter_separate_regressions
 from specharness.history.site.page import PAGE, link_from_index, write_release_page
+from specharness.history.site.release_pages import FOLDER, write_release_pages
 from specharness.history.site.vendor import vendor_site
 
 __all__ = [
@@ -145,7 +147,7 @@ def _superseded(machine: str) -> str:
     )
 
 
-def _index_page(series: list[SiteSeries], results_dir: Path) -> str:
+def _index_page(series: list[SiteSeries], results_dir: Path, reviewed: Sequence[str] = ()) -> str:
     ordered = sorted(series, key=lambda s: s.machine in SUPERSEDED)  # the current series first
     items = "".join(
         f"<li class='series{' old' if s.machine in SUPERSEDED else ''}' data-machine='{html.escape(s.machine)}' "
@@ -165,6 +167,10 @@ def _index_page(series: list[SiteSeries], results_dir: Path) -> str:
         "<p>One ASV site per machine and ledger branch: ASV's summary grid joins every machine and branch of a "
         "results folder in one line per benchmark, so each machine's results are published on their own "
         "(<code>bash scripts/publish.sh</code>). Values of different machines are never drawn on one page.</p>"
+        "<h2>By release</h2><p>One page per release: its verdict on every machine against the release before it, "
+        "with a forest plot of the paired values.</p><ul id='releases'>"
+        + "".join(f"<li><a href='{FOLDER}/{html.escape(t)}.html'>{html.escape(t)}</a></li>" for t in reviewed)
+        + "</ul><h2>By machine</h2>"
         f"<ul id='sites'>{items or '<li>No results on the release ledger yet.</li>'}</ul></body></html>"
     )
 
@@ -242,7 +248,8 @@ def publish_sites(
             _back_link(site)
             if vendor:
                 vendor_site(site)
-    (html_dir / "index.html").write_text(_index_page(series, results_dir))
+    reviewed = write_release_pages(results_dir, html_dir, ledger_tags(ledger), ledger)
+    (html_dir / "index.html").write_text(_index_page(series, results_dir, reviewed))
     listing = [
         {"machine": s.machine, "branch": s.branch, "folder": s.folder, "releases": list(s.releases)} for s in series
     ]

