@@ -59,7 +59,7 @@ def test_the_failed_arm_and_the_unchanged_release() -> None:
     """The two answers a reviewer wants, as the lines say them."""
     folder = PAIRS / "pair-vllm0.31.0-vllm0.32.0"
     text = "\n".join(answer_lines(analyse(folder, json.loads((folder / "manifest.json").read_text()))))
-    assert "- **baseline@0.32.0 over baseline@0.31.0**: **unchanged**: time over all cells ×0.9" in text
+    assert "- **baseline@0.32.0 over baseline@0.31.0**: **unchanged**: time over all cells ×" in text
     folder = PAIRS / "pair-vllm0.29.0-vllm0.30.0"
     text = "\n".join(answer_lines(analyse(folder, json.loads((folder / "manifest.json").read_text()))))
     assert "- **ngram@0.30.0 over ngram@0.29.0**: **failed**: ngram@0.30.0 did not start" in text

@@ -35,3 +35,15 @@ def test_no_heading_without_a_chart(page: str) -> None:
 def test_asv_marks_are_explained(page: str) -> None:
     marks = page.split("What asv compare's marks mean", 1)[1]
     assert all(f"<code>{m}</code>" in marks for m, _why in MARKS) and {"+", "-", "!", "~"} <= {m for m, _ in MARKS}
+
+
+@pytest.mark.parametrize("site", SITES, ids=lambda s: s["folder"])
+def test_a_site_offers_only_its_own_branchs_release_pairs(site: dict[str, str]) -> None:
+    """The CPU site's graphs and menus list no GPU pair (and the reverse): the pair parameter of ReleasePair and
+    ReleasePairOverall holds only the site's branch's pairs."""
+    from specharness.history.asv.pairfile import is_pair_benchmark
+    from specharness.history.site.pair_section import branch_of
+
+    index = json.loads((ROOT / "html" / site["folder"] / "index.json").read_text())
+    pairs = {p for name, b in index["benchmarks"].items() if is_pair_benchmark(name) for p in b["params"][0]}
+    assert pairs and {branch_of(p.strip("'").split("..")[0]) for p in pairs} == {site["branch"]}

