@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,12 @@ from specharness.history.asv.spreadfile import (
     spread_missing,
     spread_sd,
     spread_source,
+)
+from specharness.history.review.configurations import (
+    ConfigurationValue,
+    configuration_lines,
+    configuration_values,
+    is_configuration,
 )
 from specharness.history.review.values import ReleaseValue, release_values
 from specharness.reporting.convention import ratio_text
@@ -220,9 +226,12 @@ class ReleaseReview:
     changes: list[ReleaseChange]
     pair: PairRecord | None
     factor: float
+    configurations: list[ConfigurationValue] = field(default_factory=list)  # a configuration pair's values at B
 
     def text(self) -> str:
-        return format_release_changes(self.changes, self.tag_a, self.tag_b, self.pair, self.factor)
+        text = format_release_changes(self.changes, self.tag_a, self.tag_b, self.pair, self.factor)
+        extra = configuration_lines(self.configurations, self.tag_b, self.factor)
+        return "\n".join([text, "", *extra]) if extra else text
 
 
 def release_review(
@@ -252,7 +261,9 @@ def release_review(
     if len(machines) > 1:
         raise ConfigError(f"results from several machines ({', '.join(machines)}); pass --machine NAME")
     spread = load_spread(results_dir, machines[0]) if machines else {}
+    configurations = configuration_values(values, tag_b, factor)  # the configuration's effect at B, not a change
     values = [v for v in values if not v.benchmark.startswith(PAIR_RUN_PREFIX)]  # judged from the pair's record
+    values = [v for v in values if not is_configuration(v.benchmark)]
     a = {(v.benchmark, v.params): v for v in values if v.tag == tag_a}
     b = {(v.benchmark, v.params): v for v in values if v.tag == tag_b}
     keys = sorted(set(a) & set(b))
@@ -264,7 +275,7 @@ def release_review(
         for key, ratio, j, (verdict, evidence) in zip(keys, ratios, judged, _corrected(judged, ratios), strict=True)
     ]
     pair = find_pair(results_dir / machines[0], tag_a, tag_b) if machines else None
-    return ReleaseReview(tag_a, tag_b, machines[0] if machines else "", paired + separate, pair, factor)
+    return ReleaseReview(tag_a, tag_b, machines[0] if machines else "", paired + separate, pair, factor, configurations)
 
 
 def compare_releases(

@@ -22,7 +22,9 @@ from specharness.history.asv.ledger import LEDGER
 from specharness.history.asv.pairfile import PAIR_METRICS, PairRecord, PairValue, detectable, read_pairs
 from specharness.history.asv.series import SUPERSEDED
 from specharness.history.review.compare_view import judged_labels
+from specharness.history.review.configurations import ConfigurationValue, configuration_values
 from specharness.history.review.releases import find_pair, release_review
+from specharness.history.review.values import release_values
 from specharness.history.site.forest import ForestRow, forest_svg
 from specharness.reporting.convention import CONVENTION, ratio, ratio_text
 
@@ -169,29 +171,51 @@ def _separate_line(results_dir: Path, machine: str, previous: str, tag: str, led
     )
 
 
+def _configuration_block(machine: str, tag: str, found: list[ConfigurationValue]) -> list[str]:
+    """A configuration pair measured at this release on this machine: its forest plot and values."""
+    rows = [ForestRow(f"{c.metric} · {c.cell}", c.estimate, c.low, c.high, c.verdict) for c in found]
+    table = "".join(
+        f"<tr><td>{html.escape(c.metric)}</td><td>{html.escape(c.cell)}</td>"
+        f"<td>{html.escape(ratio_text(c.estimate, c.low, c.high))}</td><td class='{html.escape(c.verdict)}'>"
+        f"{html.escape(c.verdict)}</td></tr>"
+        for c in found
+    )
+    changed = sum(c.verdict in ("regressed", "improved") for c in found)
+    return [
+        f"<h3 id='{machine}-configuration'>Configuration pair at {html.escape(tag)}</h3>",
+        f"<p class='configuration'>Two configurations of {html.escape(tag)} in one paired run (ConfigurationPair): "
+        f"the second over the first; {changed} of {len(found)} values changed.</p>",
+        forest_svg(rows, f"{machine}: configuration pair at {tag}, 99% paired intervals"),
+        "<table><tr><th>value</th><th>cell</th><th>second over first [99% CI]</th><th>verdict</th></tr>"
+        f"{table}</table>",
+    ]
+
+
 def release_page(results_dir: Path, tag: str, commit: str, ledger_dir: Path) -> str:
     """The page of release ``tag`` (its ledger ``commit``) against the release before it, on every machine."""
     previous = _previous(tag)
     machines = _machines(results_dir, tag, commit)
+    values = release_values(results_dir, ledger_dir)
     answers, sections = [], []
     for machine in machines:
         old = SUPERSEDED.get(machine)
         mark = f" <span class='old'>(superseded by {html.escape(old.by)})</span>" if old else ""
         record = find_pair(results_dir / machine, previous, tag) if previous else None
+        configured = configuration_values([v for v in values if v.machine == machine], tag)
+        block = _configuration_block(machine, tag, configured) if configured else []
         if record is not None and record.current == tag:
             answers.append(
                 f"<li data-machine='{machine}'><a href='#{machine}'>{html.escape(machine)}</a>{mark}: "
                 f"{_answer(record)}</li>"
             )
-            sections += [
-                f"<h2 id='{machine}'>{html.escape(machine)}{mark}</h2>",
-                *_pair_block(results_dir, machine, record),
-            ]
+            block = [*_pair_block(results_dir, machine, record), *block]
         elif previous:
             answers.append(
                 f"<li data-machine='{machine}'>{html.escape(machine)}{mark}: "
                 f"{_separate_line(results_dir, machine, previous, tag, ledger_dir)}</li>"
             )
+        if block:
+            sections += [f"<h2 id='{machine}'>{html.escape(machine)}{mark}</h2>", *block]
     against = f" against {html.escape(previous)}" if previous else " (the first release of its branch: no review)"
     marks = "".join(f"<li><code>{html.escape(m)}</code> {html.escape(why)}</li>" for m, why in MARKS)
     return (
