@@ -9,6 +9,7 @@ Flags come from :func:`~specharness.history.asv.flags.pair_flags`, the list ever
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import math
@@ -16,7 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from specharness._errors import SpecharnessError
 from specharness.analysis.verdict import RELEASE_FACTOR
+from specharness.experiment.rundir import read_manifest
 from specharness.history.asv.flags import failed_arms, flag_summary, pair_value_verdict
 from specharness.history.asv.ledger import LEDGER
 from specharness.history.asv.pairfile import PAIR_METRICS, PairRecord, PairValue, detectable, read_pairs
@@ -72,11 +75,12 @@ def _machines(results_dir: Path, tag: str, commit: str) -> list[str]:
 def _scope(results_dir: Path, machine: str, record: PairRecord) -> str:
     """Model, workloads and prompts per workload, answer cap, clients, blocks, date and machine of a pair run."""
     manifest: dict[str, Any] = {}
-    path = Path(record.run_dir) / "manifest.json" if record.run_dir else None
-    if path is not None and not path.is_absolute():
-        path = results_dir.resolve().parent / path
-    if path is not None and path.is_file():
-        manifest = json.loads(path.read_text())
+    folder = Path(record.run_dir) if record.run_dir else None
+    if folder is not None and not folder.is_absolute():
+        folder = results_dir.resolve().parent / folder
+    if folder is not None:
+        with contextlib.suppress(SpecharnessError):  # a run folder not in this checkout: scope "not recorded"
+            manifest = read_manifest(folder)
     profile = manifest.get("config", {}).get("profile", {})
     workloads = ", ".join(str(w) for w in profile.get("workloads", [])) or "not recorded"
     blocks = max((v.blocks for v in record.values), default=0)
