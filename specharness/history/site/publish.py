@@ -28,6 +28,7 @@ from specharness.history.asv.pairfile import is_pair_benchmark
 from specharness.history.asv.pairs import filter_regressions
 from specharness.history.asv.series import SUPERSEDED
 from specharness.history.review.regressions import filter_separate_regressions
+from specharness.history.site.asv_js import patch_regressions_js
 from specharness.history.site.page import PAGE, link_from_index, write_release_page
 from specharness.history.site.pair_section import branch_of
 from specharness.history.site.release_pages import COMMIT_URL, FOLDER, HASH_LENGTH, write_release_pages
@@ -280,6 +281,7 @@ def publish_sites(
                 raise ConfigError(f"asv publish for {s.machine} ({s.branch}) failed: {tail[0]}")
             filter_regressions(site, results / s.machine)
             filter_separate_regressions(site, results, s.machine, ledger)
+            patch_regressions_js(site)
             thresholds = config.get("regressions_thresholds")
             write_release_page(results, site, ledger, thresholds if isinstance(thresholds, dict) else {})
             link_from_index(site)
