@@ -66,7 +66,9 @@ def _experiment_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
     run.add_argument(
         "--profile",
         default="quick",
-        help="quick (default), standard, sweep, aa (A/A control) or control (A/A and a known slowdown)",
+        help="quick (default), standard, release (two releases or configurations side by side, 6 blocks, arms "
+        "taking turns: with --releases A,B or --arms-file), sweep, aa (A/A control) or control (A/A and a known "
+        "slowdown)",
     )
     sweep = sub.add_parser(
         "sweep",

@@ -258,15 +258,23 @@ def cmd_spread(args: argparse.Namespace) -> int:
 
 def cmd_machine(args: argparse.Namespace) -> int:
     from specharness.history.asv.machine import register_machine
+    from specharness.history.asv.series import superseded_note
 
-    print(register_machine(args.name)["machine"])
+    name = register_machine(args.name)["machine"]
+    if note := superseded_note(name):
+        print(note, file=sys.stderr)
+    print(name)
     return 0
 
 
 def cmd_release_compare(args: argparse.Namespace) -> int:
+    from specharness.history.asv.series import superseded_note
     from specharness.history.review.releases import release_review
 
-    print(release_review(args.results, args.release_a, args.release_b, args.machine, args.factor).text())
+    review = release_review(args.results, args.release_a, args.release_b, args.machine, args.factor)
+    if note := superseded_note(review.machine):
+        print(note, file=sys.stderr)
+    print(review.text())
     return 0
 
 

@@ -1,4 +1,10 @@
 'use strict';
+function specharness_release(date) {  /* the ledger tag of a revision's date (specharness) */
+    var m = $.asv.main_json, t = date.getTime();
+    for (var r in m.revision_to_date) { if (m.revision_to_date[r] == t) {
+        for (var tag in m.tags) { if (m.tags[tag] == r) { return tag; } } } }
+    return $.asv.format_date_yyyymmdd_hhmm(date);
+}
 
 $(document).ready(function() {
     /* Cached contents of downloaded regressions.json */
@@ -277,7 +283,7 @@ $(document).ready(function() {
                 row.append($('<td/>').append(benchmark_link));
 
                 var date_fmt = new Date($.asv.main_json.revision_to_date[revs[1]]);
-                row.append($('<td class="date"/>').text($.asv.format_date_yyyymmdd_hhmm(date_fmt)));
+                row.append($('<td class="date"/>').text(specharness_release(date_fmt)));
 
                 var commit_td = $('<td/>');
 
@@ -300,7 +306,7 @@ $(document).ready(function() {
 
                 row.append(commit_td);
 
-                row.append($('<td/>').text(factor.toFixed(2) + 'x'));
+                row.append($('<td/>').text((isFinite(factor) ? factor.toFixed(2) + 'x' : '0 \u2192 1 (failed)')));
                 row.append($('<td/>').text(old_value));
                 row.append($('<td/>').text(new_value));
 
@@ -452,7 +458,7 @@ $(document).ready(function() {
 
             var date_td = $('<td class="date"/>');
             var date_fmt = new Date($.asv.main_json.revision_to_date[jumps[jumps.length-1][1]]);
-            date_td.text($.asv.format_date_yyyymmdd_hhmm(date_fmt));
+            date_td.text(specharness_release(date_fmt));
             row.append(date_td);
 
             row.append(commit_td);
@@ -460,7 +466,7 @@ $(document).ready(function() {
             var factor_td = $('<td/>');
             row.append(factor_td);
             var factor = last_value / best_value;
-            factor_td.text(factor.toFixed(2) + 'x');
+            factor_td.text((isFinite(factor) ? factor.toFixed(2) + 'x' : '0 \u2192 1 (failed)'));
 
             var best_td = $('<td/>');
             best_td.text($.asv.pretty_unit(best_value, benchmark.unit));

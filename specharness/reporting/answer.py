@@ -1,14 +1,17 @@
-"""The report's first lines: per workload and load, the speed and quality verdicts with their numbers, whether the
-answers changed, and what the verdict is about; then each declared pair's changed values and any failed arm."""
+"""The report's first lines. A run of declared pairs (releases, configurations) opens with one line per compared pair
+(:func:`pair_lines`: its verdict, the time over all cells B over A with its 99% interval, the smallest change the run
+could call, failed arms); then, per workload and load, the speed and quality verdicts with their numbers, whether
+the answers changed, and what the verdict is about; then each declared pair's changed values and any failed arm."""
 
 from __future__ import annotations
 
 import math
 
 from specharness.analysis.analyse import Analysis
-from specharness.analysis.changes import ALL_CELLS
+from specharness.analysis.changes import ALL_CELLS, PairedChange, detectable_ratio
 from specharness.analysis.comparison import PairedComparison
-from specharness.analysis.verdict import pair_change
+from specharness.analysis.verdict import RELEASE_FACTOR, pair_change
+from specharness.reporting.convention import CONVENTION, ratio, ratio_text
 
 
 def load_text(load: str) -> str:
@@ -68,9 +71,53 @@ def _scope(c: PairedComparison, greedy: bool) -> str:
     return f" About these {w.cases} prompts only (too few to speak for traffic like them)."
 
 
+def _pair_line(a: Analysis, arm_a: str, arm_b: str) -> str:
+    """One compared pair: changed / unchanged / failed, the time over all cells, the smallest change callable."""
+    head = f"- **{arm_b} over {arm_a}**: "
+    failed = [arm for arm in (arm_a, arm_b) if arm in a.failed_arms]
+    if failed:
+        return head + "**failed**: " + "; ".join(f"{arm} did not start ({a.failed_arms[arm]})" for arm in failed) + "."
+    values = [ch for ch in a.changes if (ch.arm_a, ch.arm_b) == (arm_a, arm_b)]
+    called = [ch for ch in values if pair_change(ch.estimate, ch.low, ch.high) in ("regressed", "improved")]
+    overall: PairedChange | None = next(
+        (ch for ch in values if ch.metric == "time" and ch.workload == ALL_CELLS and ch.load == ALL_CELLS), None
+    )
+    time = f"time over all cells {ratio_text(overall.estimate, overall.low, overall.high)}" if overall else ""
+    smallest = detectable_ratio(overall.se_log, overall.t_df) if overall else math.nan
+    seen = (
+        f"no change larger than ×{ratio(smallest)} seen (the smallest this run calls at 80% power)"
+        if math.isfinite(smallest)
+        else "the smallest change it could call is not known (no standard error)"
+    )
+    if not called:
+        return f"{head}**unchanged**: {time}; {seen}; 0 of {len(values)} values changed."
+    which = ", ".join(
+        f"{ch.metric} {'all cells' if ch.workload == ALL_CELLS else f'{ch.workload} {load_text(ch.load)}'} "
+        f"{'worse' if ch.estimate > 1 else 'better'} {ratio_text(ch.estimate, ch.low, ch.high)}"
+        for ch in called[:4]
+    )
+    more = f" and {len(called) - 4} more" if len(called) > 4 else ""
+    return f"{head}**changed**: {time}; {len(called)} of {len(values)} values changed ({which}{more})."
+
+
+def pair_lines(a: Analysis) -> list[str]:
+    """One line per compared pair of declared arms (none when the run declared none)."""
+    if not a.changes and not any(c.arm_a in a.failed_arms or c.arm_b in a.failed_arms for c in a.comparisons):
+        return []
+    pairs = list(dict.fromkeys((c.arm_a, c.arm_b) for c in a.comparisons))
+    return [
+        f"Each compared pair: {CONVENTION}; changed when the interval excludes 1 and the ratio lies beyond "
+        f"×{RELEASE_FACTOR:g} (the release review's rule). The lines per cell follow.",
+        "",
+        *(_pair_line(a, arm_a, arm_b) for arm_a, arm_b in pairs),
+        "",
+    ]
+
+
 def answer_lines(a: Analysis) -> list[str]:
-    """The ``## Answer`` section: one line per comparison, then declared pairs' changes and failed arms."""
-    lines = ["## Answer", ""]
+    """The ``## Answer`` section: one line per compared pair, then per cell, then declared pairs' changes and failed
+    arms."""
+    lines = ["## Answer", "", *pair_lines(a)]
     for c in a.comparisons:
         if c.arm_a in a.failed_arms or c.arm_b in a.failed_arms:
             continue  # said once below, with the reason
@@ -92,7 +139,7 @@ def answer_lines(a: Analysis) -> list[str]:
         changed.setdefault(key, [])
         if called in ("regressed", "improved"):
             word = "worse" if called == "regressed" else "better"
-            changed[key].append(f"{ch.metric} {word} ×{ch.estimate:.3f} [{ch.low:.3f}, {ch.high:.3f}]")
+            changed[key].append(f"{ch.metric} {word} {ratio_text(ch.estimate, ch.low, ch.high)}")
     for (workload, load, arm_b, arm_a), values in changed.items():
         said = "; ".join(values) if values else "no value changed (99% paired intervals)"
         lines.append(f"- **{workload}, {load_text(load)}, {arm_b} against {arm_a}**: {said}.")

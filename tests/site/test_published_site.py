@@ -8,7 +8,6 @@ import functools
 import http.server
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -53,35 +52,6 @@ def site(published: Path) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
-    if not (chromium and driver_path):
-        pytest.fail("Debian's chromium and chromium-driver are required (apt-get install chromium chromium-driver)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1400,1000",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 def artifacts(tmp_path: Path) -> Path:

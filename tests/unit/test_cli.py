@@ -124,3 +124,13 @@ def test_every_subcommand_names_its_handler_in_one_place() -> None:
     action = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
     missing = [name for name, sub in action.choices.items() if not callable(sub.get_default("handler"))]
     assert action.choices and missing == [], missing
+
+
+def test_run_help_lists_every_profile(tmp_path: Path) -> None:
+    """``specharness run --help`` names every profile a run accepts (the release profile included)."""
+    from specharness.experiment.design import PROFILES
+
+    result = run_cli("run", "--help", cwd=tmp_path)
+    assert result.returncode == 0
+    text = " ".join(result.stdout.split())
+    assert [p for p in PROFILES if p not in text] == []

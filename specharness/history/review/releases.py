@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +28,9 @@ from specharness.analysis.verdict import (
     holm,
     pair_change,
 )
+from specharness.history.asv.flags import flag_summary, with_failed_values
 from specharness.history.asv.notes import PAIR_RUN_PREFIX, params_label, setups_differ
-from specharness.history.asv.pairfile import PairRecord, read_pairs, track_name
+from specharness.history.asv.pairfile import PairRecord, read_pairs
 from specharness.history.asv.spreadfile import (
     MIN_SPREAD_DF,
     load_spread,
@@ -38,7 +39,14 @@ from specharness.history.asv.spreadfile import (
     spread_sd,
     spread_source,
 )
+from specharness.history.review.configurations import (
+    ConfigurationValue,
+    configuration_lines,
+    configuration_values,
+    is_configuration,
+)
 from specharness.history.review.values import ReleaseValue, release_values
+from specharness.reporting.convention import ratio_text
 
 __all__ = [
     "ReleaseChange",
@@ -218,9 +226,12 @@ class ReleaseReview:
     changes: list[ReleaseChange]
     pair: PairRecord | None
     factor: float
+    configurations: list[ConfigurationValue] = field(default_factory=list)  # a configuration pair's values at B
 
     def text(self) -> str:
-        return format_release_changes(self.changes, self.tag_a, self.tag_b, self.pair, self.factor)
+        text = format_release_changes(self.changes, self.tag_a, self.tag_b, self.pair, self.factor)
+        extra = configuration_lines(self.configurations, self.tag_b, self.factor)
+        return "\n".join([text, "", *extra]) if extra else text
 
 
 def release_review(
@@ -250,7 +261,9 @@ def release_review(
     if len(machines) > 1:
         raise ConfigError(f"results from several machines ({', '.join(machines)}); pass --machine NAME")
     spread = load_spread(results_dir, machines[0]) if machines else {}
+    configurations = configuration_values(values, tag_b, factor)  # the configuration's effect at B, not a change
     values = [v for v in values if not v.benchmark.startswith(PAIR_RUN_PREFIX)]  # judged from the pair's record
+    values = [v for v in values if not is_configuration(v.benchmark)]
     a = {(v.benchmark, v.params): v for v in values if v.tag == tag_a}
     b = {(v.benchmark, v.params): v for v in values if v.tag == tag_b}
     keys = sorted(set(a) & set(b))
@@ -262,7 +275,7 @@ def release_review(
         for key, ratio, j, (verdict, evidence) in zip(keys, ratios, judged, _corrected(judged, ratios), strict=True)
     ]
     pair = find_pair(results_dir / machines[0], tag_a, tag_b) if machines else None
-    return ReleaseReview(tag_a, tag_b, machines[0] if machines else "", paired + separate, pair, factor)
+    return ReleaseReview(tag_a, tag_b, machines[0] if machines else "", paired + separate, pair, factor, configurations)
 
 
 def compare_releases(
@@ -311,7 +324,7 @@ def paired_changes(machine_dir: Path, tag_a: str, tag_b: str, factor: float = RE
         verdict = pair_change(est, low, high, factor)
         answers = f"; speed verdict {v.speed}, quality {v.quality}, identical outputs {v.identical}" if v.speed else ""
         evidence = (
-            f"{est:.3f} [{low:.3f}, {high:.3f}] (99%), {blocks}; changed when the interval excludes 1 and the "
+            f"{ratio_text(est, low, high)} (99%), {blocks}; changed when the interval excludes 1 and the "
             f"ratio lies beyond ×{factor:g}{answers}"
             if verdict != "not tested"
             else "no interval (a value missing in a block of either release)"
@@ -319,23 +332,22 @@ def paired_changes(machine_dir: Path, tag_a: str, tag_b: str, factor: float = RE
         out.append(
             ReleaseChange(bench, params, est**-0.5, est**0.5, est, verdict, evidence, "paired", low=low, high=high)
         )
-    engine = track_name("engine_failed")
-    for side in ("previous", "current"):
-        if side in record.failed:
-            on_b = side == ("previous" if flip else "current")
-            verdict = "regressed" if on_b else "improved"
-            out.append(
-                ReleaseChange(
-                    engine,
-                    "(the pair)",
-                    0.0 if on_b else 1.0,
-                    1.0 if on_b else 0.0,
-                    math.nan,
-                    verdict,
-                    record.failed[side],
-                    "paired",
-                )
+    for v in with_failed_values(record):
+        if v.metric != "engine_failed" or v.failed not in ("previous", "current"):
+            continue
+        on_b = v.failed == ("previous" if flip else "current")
+        out.append(
+            ReleaseChange(
+                v.track,
+                params_label(v.params(record.pair)),
+                0.0 if on_b else 1.0,
+                1.0 if on_b else 0.0,
+                math.nan,
+                "regressed" if on_b else "improved",
+                f"{v.arm} of {record.previous if v.failed == 'previous' else record.current}: {record.failed.get(v.failed, '')}",
+                "paired",
             )
+        )
     return out
 
 
@@ -360,7 +372,7 @@ def format_release_changes(
         rows += [
             f"Release pair {pair.previous} -> {pair.current}: both releases side by side in one paired run ({when}"
             f"{wall}; {pair.setup or 'setup not recorded'}). Each value is {tag_b} over {tag_a} for the same work, "
-            f"with its paired 99% interval; changed when the interval excludes 1 and the ratio lies beyond ×{factor:g} "
+            f"with its paired 99% interval (above 1: {tag_b} slower or worse); changed when the interval excludes 1 and the ratio lies beyond ×{factor:g} "
             f"(what asv compare --factor {factor:g} and the regressions page flag on these values).",
         ]
         for side, reason in sorted(pair.failed.items()):
@@ -372,15 +384,15 @@ def format_release_changes(
             name = c.benchmark.rsplit(".", 1)[-1].removeprefix("track_")
             parts = c.params.split(", ")
             cell = parts[1:] if len(parts) == 4 else ["all", "all", parts[1]] if len(parts) == 2 else ["", "", c.params]
-            shown = f"{c.ratio:.3f} [{c.low:.3f}, {c.high:.3f}]" if math.isfinite(c.low) else "—"
+            shown = ratio_text(c.ratio, c.low, c.high) if math.isfinite(c.low) else "—"
             why = f" — {c.evidence}" if c.verdict == "not tested" else ""
             if c.verdict in ("failed", "fixed", "both failed"):
                 why = " — an engine did not start (above)"
             if "; speed verdict" in c.evidence:  # the time value: the run's own verdicts beside the paired rule's
                 why = " —" + c.evidence.split(";", 2)[-1].replace("speed verdict", "run: speed", 1)
             rows.append(f"{name:<24} {cell[0]:<10} {cell[1]:>7} {cell[2]:<9} {shown:<26} {c.verdict}{why}")
-        changed = [f"{c.benchmark.rsplit('.', 1)[-1]}({c.params}): {c.verdict}" for c in paired if c.changed]
-        rows += [f"Changed in the pair ({len(changed)}): " + ("; ".join(changed) if changed else "none"), ""]
+        count, said = flag_summary(pair, factor)
+        rows += [f"Changed in the pair ({count}): {said}", ""]
     else:
         rows += [
             f"No release pair of {tag_a} and {tag_b} on this machine: no run measured them side by side. "

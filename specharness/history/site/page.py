@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from specharness.history.asv.ledger import LEDGER
+from specharness.history.asv.pairfile import is_pair_benchmark
 from specharness.history.asv.spreadfile import load_spread
 from specharness.history.review.values import ReleaseValue, release_values
 from specharness.history.site.pair_section import branch_of as _branch_of
@@ -26,6 +27,7 @@ from specharness.history.site.pair_section import commands_block as _commands
 from specharness.history.site.pair_section import pair_records as _pair_records
 from specharness.history.site.pair_section import pair_rule
 from specharness.history.site.pair_section import pairs_section as _pairs_section
+from specharness.history.site.release_pages import MARKS
 from specharness.history.site.separate_section import separate_section as _separate_section
 from specharness.history.site.thresholds_section import entry_names as _entry_names
 from specharness.history.site.thresholds_section import thresholds_section as _thresholds_section
@@ -95,8 +97,21 @@ def _series_section(
         *_pairs_section(records, branch),
         _commands(machine, branch, releases, records),
         *_thresholds_section(thresholds, branch, site, _entry_names(known)),
-        *_separate_section(mv, releases, load_spread(results_dir, machine), known, first),
+        *_separate(mv, releases, load_spread(results_dir, machine), known, first),
     ]
+
+
+def _separate(
+    mv: list[ReleaseValue], releases: list[str], spread: dict[str, Any], known: Mapping[str, Any], first: bool
+) -> list[str]:
+    """The separate runs' section, from the values that are not a release pair's (those are above, with their own
+    interval and date); one line when there are none."""
+    separate = [v for v in mv if not is_pair_benchmark(v.benchmark)]
+    if not separate:
+        return [
+            "<p class='no-separate'>No separate runs on this machine: every value here comes from release pairs.</p>"
+        ]
+    return _separate_section(separate, releases, spread, known, first)
 
 
 def write_release_page(
@@ -131,6 +146,11 @@ def write_release_page(
     for i, ((machine, branch), mv) in enumerate(sorted(by_series.items())):
         body += _series_section(results_dir, html_dir, machine, branch, mv, known, thresholds or {}, i == 0)
     body += _unpublished(results_dir, vals)
+    body.append(
+        "<h2 id='marks'>What asv compare's marks mean</h2><ul class='marks'>"
+        + "".join(f"<li><code>{html.escape(m)}</code> {html.escape(why)}</li>" for m, why in MARKS)
+        + "</ul>"
+    )
     body.append("</body></html>")
     out = html_dir / PAGE
     out.write_text("\n".join(body))

