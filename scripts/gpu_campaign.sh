@@ -22,8 +22,9 @@
 #                                             site folder scripts/gpu_release_delta.sh staged (/tmp/releases), one
 #                                             run of both side by side (MACHINE names the series, default h100;
 #                                             SPECHARNESS_ASV_PAIR_ARMS=baseline runs the baseline pair alone;
-#                                             PAIR_BLOCKS blocks, default 20: the release profile's 6 are too few
-#                                             for a GPU's noise, docs/gpu.md)
+#                                             PAIR_BLOCKS blocks on PAIR_INSTANCES engine instances, default 12 on 6
+#                                             (before engine instances: 20 blocks; the release profile's 6 were too few
+#                                             for a GPU's noise, docs/gpu.md))
 #   scripts/gpu_campaign.sh controls          the release review's controls: the release against itself and against
 #                                             itself slowed by 1.05 and 1.10 (scripts/arms/release-controls.toml;
 #                                             CONTROLS_ARGS adds options, e.g. --blocks 20; CONTROLS_RUNS
@@ -211,7 +212,7 @@ case "$MODE" in
     "$PY" -m specharness machine --name "${MACHINE:-h100}" | tee "$OUT/machine.txt"
     "$PY" -c 'import json; from asv.util import load_json; c = load_json("asv.conf.json", js_comments=True); c["branches"] = ["vllm"]; json.dump(c, open("asv.gpu.json", "w"))'
     start=$(date +%s)
-    SPECHARNESS_ASV_PROFILE="${PAIR_PROFILE:-quick}" SPECHARNESS_ASV_PAIR_BLOCKS="${PAIR_BLOCKS:-20}" timeout "${PAIR_LIMIT_S:-540}" "$PY" -m asv run --config asv.gpu.json \
+    SPECHARNESS_ASV_PROFILE="${PAIR_PROFILE:-quick}" SPECHARNESS_ASV_PAIR_BLOCKS="${PAIR_BLOCKS:-12}" SPECHARNESS_ASV_PAIR_INSTANCES="${PAIR_INSTANCES:-6}" timeout "${PAIR_LIMIT_S:-540}" "$PY" -m asv run --config asv.gpu.json \
       -E "existing:$PY" --set-commit-hash "$COMMIT" --machine "${MACHINE:-h100}" --bench ReleasePair --show-stderr \
       2>&1 | grep -v ' n/a ' | tee "$OUT/asv_pair.log"
     echo "asv pair wall: $(( $(date +%s) - start )) s" | tee -a "$OUT/asv_pair.log"

@@ -67,8 +67,8 @@ def _experiment_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
         "--profile",
         default="quick",
         help="quick (default), standard, release (two releases or configurations side by side, 6 blocks, arms "
-        "taking turns: with --releases A,B or --arms-file), sweep, aa (A/A control) or control (A/A and a known "
-        "slowdown)",
+        "taking turns, every engine started afresh for each block: with --releases A,B or --arms-file), sweep, aa "
+        "(A/A control) or control (A/A and a known slowdown)",
     )
     sweep = sub.add_parser(
         "sweep",

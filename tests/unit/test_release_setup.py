@@ -174,9 +174,19 @@ def test_the_release_pair_takes_its_blocks_from_the_environment_and_refuses_a_ba
 
     monkeypatch.delenv("SPECHARNESS_ASV_PROFILE", raising=False)
     monkeypatch.delenv("SPECHARNESS_ASV_PAIR_BLOCKS", raising=False)
+    monkeypatch.delenv("SPECHARNESS_ASV_PAIR_INSTANCES", raising=False)
     assert (_pair_profile().name, _pair_profile().blocks) == ("release", 6)
+    assert _pair_profile().instances == 6
     monkeypatch.setenv("SPECHARNESS_ASV_PAIR_BLOCKS", "20")
-    assert (_pair_profile().name, _pair_profile().blocks) == ("release", 20)
+    assert (_pair_profile().name, _pair_profile().blocks, _pair_profile().instances) == ("release", 20, 20)
+    monkeypatch.setenv("SPECHARNESS_ASV_PAIR_BLOCKS", "12")
+    monkeypatch.setenv("SPECHARNESS_ASV_PAIR_INSTANCES", "6")  # the GPU's: two blocks an instance
+    assert (_pair_profile().blocks, _pair_profile().instances) == (12, 6)
+    for bad in ("0", "six"):
+        monkeypatch.setenv("SPECHARNESS_ASV_PAIR_INSTANCES", bad)
+        with pytest.raises(ConfigError, match=r"^SPECHARNESS_ASV_PAIR_INSTANCES="):
+            _pair_profile()
+    monkeypatch.delenv("SPECHARNESS_ASV_PAIR_INSTANCES")
     for bad in ("1", "twenty", "-3"):
         monkeypatch.setenv("SPECHARNESS_ASV_PAIR_BLOCKS", bad)
         with pytest.raises(ConfigError, match=r"^SPECHARNESS_ASV_PAIR_BLOCKS="):

@@ -239,11 +239,21 @@ def load_sweep_experiment() -> dict[str, Any]:
 def _pair_profile() -> Profile:
     """The release pair's design by SPECHARNESS_ASV_PROFILE: ``quick`` (default) runs the ``release`` profile (6
     blocks: a 99% interval needs the degrees of freedom), ``smoke`` the smoke cell with the baseline pair alone,
-    ``standard`` the standard profile (the GPU)."""
+    ``standard`` the standard profile (the GPU). SPECHARNESS_ASV_PAIR_BLOCKS and SPECHARNESS_ASV_PAIR_INSTANCES set
+    its blocks and engine instances (blocks alone keep the profile's blocks per instance)."""
     name = os.environ.get("SPECHARNESS_ASV_PROFILE", "quick")
     profile = get_profile("release") if name == "quick" else _profile()
     blocks = _pair_blocks()
-    return with_blocks(profile, blocks) if blocks else profile
+    profile = with_blocks(profile, blocks) if blocks else profile
+    instances = os.environ.get("SPECHARNESS_ASV_PAIR_INSTANCES", "").strip()
+    if not instances:
+        return profile
+    if not instances.isdigit() or int(instances) < 1:
+        raise ConfigError(
+            f"SPECHARNESS_ASV_PAIR_INSTANCES={instances!r}: give the engine instances per arm, a whole number that "
+            f"divides the pair's {profile.blocks} blocks (e.g. 6), or 1"
+        )
+    return override(profile, instances=int(instances))
 
 
 def _pair_blocks() -> int | None:
