@@ -8,6 +8,7 @@ slots, without running anything (``--plan``).
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -17,7 +18,7 @@ from pathlib import Path
 import ray
 
 from specharness.engines.releases import installed_release
-from specharness.matrix.fanout import Slot, connect, fan_out, start_slots
+from specharness.matrix.fanout import Slot, connect, fan_out, start_slots, stop_slots
 from specharness.matrix.interference import AAReading, aa_reading, interference_verdict
 from specharness.matrix.merge import Cell, collect_cells, file_cells
 from specharness.matrix.pinning import SlotPlan, plan_slots
@@ -94,6 +95,7 @@ def run_matrix(
         "shared_caches": spec.shared_caches,
     }
     t0 = time.time()
+    slots: list[Slot] = []
     try:
         slots = start_slots(plan_slots(ray.nodes(), spec.cores_per_job, len(jobs)), scratch, **options)
         for slot in slots:
@@ -106,8 +108,10 @@ def run_matrix(
         outcomes = fan(alone, slots[:1]) if alone else []
         outcomes += fan([j for j in jobs if not j.alone], slots)
     finally:
+        stop_slots(slots)
         if started_ray:
             ray.shutdown()
+        shutil.rmtree(scratch, ignore_errors=True)  # this host's job folders (a lost worker leaves its own)
     wall_s = time.time() - t0
     cells = collect_cells(jobs, outcomes, out / "jobs")
     concurrent, why_none = _reading(cells, AA_KEY)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import ray
-from ray.exceptions import GetTimeoutError, RayError, RayTaskError
+from ray.exceptions import RayError, RayTaskError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from specharness._errors import ConfigError
@@ -24,10 +24,11 @@ from specharness.matrix.pinning import SlotPlan
 from specharness.matrix.plan import Job
 from specharness.matrix.worker import JobOutcome, SlotWorker
 
-__all__ = ["MAX_ATTEMPTS", "Slot", "connect", "fan_out", "start_slots"]
+__all__ = ["MAX_ATTEMPTS", "Slot", "connect", "fan_out", "start_slots", "stop_slots"]
 
 MAX_ATTEMPTS = 2  # a job lost with its worker or host is retried once
 _READY_S = 300.0  # how long a slot's actor may take to start
+_LOCAL_STORE_B = 512 * 2**20  # a local Ray's object store: run folders pass through it, one at a time per slot
 
 
 class _RaySlotWorker(SlotWorker):
@@ -42,7 +43,7 @@ _RemoteSlot = ray.remote(max_restarts=0, max_task_retries=0)(_RaySlotWorker)
 
 @dataclass(slots=True)
 class Slot:
-    """A slot and its live actor (replaced when the actor is lost)."""
+    """A slot and its live actor (replaced in place when lost; None once the slot is given up)."""
 
     plan: SlotPlan
     actor: Any
@@ -59,7 +60,9 @@ def connect(address: str, num_cpus: int | None = None) -> bool:
         if address:
             ray.init(address=address, log_to_driver=False)
         else:
-            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+            ray.init(
+                num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, object_store_memory=_LOCAL_STORE_B
+            )
     except (ConnectionError, RuntimeError, ValueError) as exc:
         where = f"the Ray cluster at {address}" if address else "a local Ray"
         raise ConfigError(f"cannot start or join {where} ({exc}); check the address (ray status)") from None
@@ -75,6 +78,26 @@ def _start(plan: SlotPlan, scratch: str, options: dict[str, Any]) -> Slot:
     actor = _RemoteSlot.options(scheduling_strategy=strategy, **resources).remote(plan, scratch, **options)
     pinning = ray.get(actor.describe.remote(), timeout=_READY_S)  # type: ignore[attr-defined]
     return Slot(plan, actor, str(pinning))
+
+
+def _restart(slot: Slot, scratch: str, options: dict[str, Any]) -> bool:
+    """Give ``slot`` a fresh actor in place of its lost one (its resources freed first); False, and no actor, when
+    none starts (its node is gone)."""
+    ray.kill(slot.actor)
+    try:
+        fresh = _start(slot.plan, scratch, options)
+    except RayError:
+        slot.actor = None
+        return False
+    slot.actor, slot.pinning = fresh.actor, fresh.pinning
+    return True
+
+
+def stop_slots(slots: Sequence[Slot]) -> None:
+    """End every slot's actor (its resources go back to the cluster)."""
+    for slot in slots:
+        if slot.actor is not None:
+            ray.kill(slot.actor)
 
 
 def start_slots(plans: Sequence[SlotPlan], scratch: str, **options: Any) -> list[Slot]:
@@ -136,11 +159,11 @@ def fan_out(
 ) -> list[JobOutcome]:
     """Run ``jobs`` on ``slots``, in order, each on the first free slot; every attempt's outcome, in the order they
     ended. A job whose attempt was ``lost`` (its worker or host) is retried once, first in the queue, and its slot
-    gets a fresh actor (a slot whose actor cannot be started again is given up). Jobs left when no slot is left
+    gets a fresh actor in place (a slot whose actor cannot be started again is given up: its actor None). Jobs left when no slot is left
     fail with that reason: no job is dropped without an outcome."""
     queue = collections.deque(jobs)
     attempts: collections.Counter[str] = collections.Counter()
-    idle = list(slots)
+    idle = [s for s in slots if s.actor is not None]
     running: dict[Any, tuple[Slot, Job, float]] = {}
     outcomes: list[JobOutcome] = []
     while queue or running:
@@ -169,11 +192,8 @@ def fan_out(
         if outcome.status == "lost":
             if attempts[job.key] < MAX_ATTEMPTS:
                 queue.appendleft(job)
-            ray.kill(slot.actor)  # whether lost or alive: its resources go to the fresh one
-            try:
-                slot = _start(slot.plan, scratch, worker_options)
-            except (RayError, GetTimeoutError) as exc:
-                say(f"slot {slot.plan.key} given up: its worker did not start again ({type(exc).__name__})")
+            if not _restart(slot, scratch, worker_options):
+                say(f"slot {slot.plan.key} given up: its worker did not start again")
                 continue
         idle.append(slot)
     return outcomes

@@ -67,6 +67,7 @@ class JobOutcome:
     cores: tuple[int, ...] = ()
     gpu: str = ""
     first_port: int = 0
+    cache_dir: str = ""  # the slot's compile caches ("": the host's)
     started_unix_s: float = 0.0
     ended_unix_s: float = 0.0
     returncode: int | None = None
@@ -183,6 +184,7 @@ class SlotWorker:
             cores=self.pinning.cores,
             gpu=self.pinning.gpu,
             first_port=self.pinning.first_port,
+            cache_dir=self.pinning.cache_dir,
             started_unix_s=started,
             ended_unix_s=time.time(),
             returncode=proc.returncode,

@@ -182,7 +182,12 @@ def test_gpus_share_their_numa_nodes_cores() -> None:
     """Four GPUs, two on each NUMA node of 8 cores: each gets its own half of its node's cores."""
     lists = {0: tuple(range(8)), 1: tuple(range(8)), 2: tuple(range(8, 16)), 3: tuple(range(8, 16))}
     allowed = range(16)
-    assert [gpu_cores(g, lists, allowed) for g in range(4)] == [(0, 1, 2, 3), (4, 5, 6, 7), (8, 9, 10, 11), (12, 13, 14, 15)]
+    assert [gpu_cores(g, lists, allowed) for g in range(4)] == [
+        (0, 1, 2, 3),
+        (4, 5, 6, 7),
+        (8, 9, 10, 11),
+        (12, 13, 14, 15),
+    ]
     assert gpu_cores(0, {}, [0, 1]) == (0, 1)  # without NVML: the cores this process may use
 
 
