@@ -115,14 +115,13 @@ def start_slots(plans: Sequence[SlotPlan], scratch: str, **options: Any) -> list
     return slots
 
 
-def _lost(job: Job, attempt: int, slot: Slot, started: float, exc: BaseException) -> JobOutcome:
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    what = type(exc).__name__
+def _unrun(job: Job, attempt: int, slot: Slot, started: float, status: str, reason: str) -> JobOutcome:
+    """The outcome of an attempt that sent no result back: its slot and times, ``status`` and ``reason``."""
     return JobOutcome(
         job=job.key,
         attempt=attempt,
-        status="lost",
-        reason=f"the worker on {slot.plan.node_ip} was lost ({what}{': ' + first[:200] if first else ''})",
+        status=status,
+        reason=reason,
         host="",
         node_ip=slot.plan.node_ip,
         machine="",
@@ -132,20 +131,9 @@ def _lost(job: Job, attempt: int, slot: Slot, started: float, exc: BaseException
     )
 
 
-def _worker_error(job: Job, attempt: int, slot: Slot, started: float, exc: RayTaskError) -> JobOutcome:
-    cause = exc.cause if isinstance(exc.cause, BaseException) else exc
-    return JobOutcome(
-        job=job.key,
-        attempt=attempt,
-        status="failed",
-        reason=f"the worker could not run the job: {type(cause).__name__}: {cause}",
-        host="",
-        node_ip=slot.plan.node_ip,
-        machine="",
-        slot=slot.pinning,
-        started_unix_s=started,
-        ended_unix_s=time.time(),
-    )
+def _lost_reason(slot: Slot, exc: RayError) -> str:
+    first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+    return f"the worker on {slot.plan.node_ip} was lost ({type(exc).__name__}{': ' + first if first else ''})"
 
 
 def fan_out(
@@ -183,10 +171,12 @@ def fan_out(
         slot, job, started = running.pop(ref)
         try:
             outcome: JobOutcome = ray.get(ref)
-        except RayTaskError as exc:
-            outcome = _worker_error(job, attempts[job.key], slot, started, exc)
+        except RayTaskError as exc:  # the worker's own code raised: the job's failure, not the host's
+            cause = exc.cause if isinstance(exc.cause, BaseException) else exc
+            why = f"the worker could not run the job: {type(cause).__name__}: {cause}"
+            outcome = _unrun(job, attempts[job.key], slot, started, "failed", why)
         except RayError as exc:
-            outcome = _lost(job, attempts[job.key], slot, started, exc)
+            outcome = _unrun(job, attempts[job.key], slot, started, "lost", _lost_reason(slot, exc))
         outcomes.append(outcome)
         say(f"{job.key}: {outcome.status}" + (f" ({outcome.reason})" if outcome.reason else ""))
         if outcome.status == "lost":

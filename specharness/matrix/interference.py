@@ -107,4 +107,6 @@ def interference_verdict(concurrent: AAReading | None, why_none: str, jobs_at_on
             False,
             f"the concurrent jobs moved the A/A pair beyond the band [{low:.3g}, {high:.3g}] ({cells}): not filed",
         )
-    return Interference(True, f"the A/A pair stayed within the band beside the other jobs: {concurrent.text()}")
+    return Interference(
+        True, f"the A/A pair's estimate stayed within the band beside the other jobs: {concurrent.text()}"
+    )

@@ -67,12 +67,16 @@ def collect_cells(jobs: Sequence[Job], outcomes: Sequence[JobOutcome], jobs_dir:
         last = tries[-1]
         job_dir = unpack(last, jobs_dir / job.folder)
         cell = Cell(job, last, tuple(replace(t, archive=b"") for t in tries), job_dir)
+        last = replace(last, archive=b"")
         if job.kind == "release pair" and cell.run_dir is not None:
             try:
                 cell = replace(cell, record=record_from_run(cell.run_dir))
             except SpecharnessError as exc:
                 cell = replace(cell, filing=f"no pair record: {exc}")
-        cells.append(replace(cell, outcome=replace(last, archive=b"")))
+        if cell.record is not None and cell.record.failed:  # the run went on without a release's engine
+            down = "; ".join(f"{side} release's engine failed: {why}" for side, why in cell.record.failed.items())
+            last = replace(last, reason=down)
+        cells.append(replace(cell, outcome=last))
     return cells
 
 

@@ -12,14 +12,14 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specharness._errors import ConfigError
+from specharness._errors import ConfigError, PortInUse
 from specharness.engines.pool import IDLE_ENV, OWNER_ENV, POOL_ENV
+from specharness.engines.server.launch import choose_port
 
 __all__ = [
     "BIND_ENV",
@@ -172,12 +172,11 @@ def gpu_cpulists() -> dict[int, tuple[int, ...]]:
 
 
 def _ports_free(host: str, first: int, count: int) -> bool:
-    for port in range(first, first + count):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            try:
-                sock.bind((host, port))
-            except OSError:
-                return False
+    try:
+        for port in range(first, first + count):
+            choose_port(host, port)
+    except PortInUse:
+        return False
     return True
 
 
@@ -226,7 +225,8 @@ def job_env(base: Mapping[str, str], pinning: Pinning) -> dict[str, str]:
     """The environment of a job on its slot: ``base`` without an engine pool (a job starts and stops its own
     engines), its GPU named explicitly, its cores as vLLM's CPU worker binding, its slot's compile caches."""
     env = {k: v for k, v in base.items() if k not in (POOL_ENV, OWNER_ENV, IDLE_ENV)}
-    if pinning.gpu:
+    if pinning.gpu:  # by PCI bus order, NVML's: the index whose nearest cores the slot took
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
         env["CUDA_VISIBLE_DEVICES"] = pinning.gpu
     elif pinning.cores:
         env[BIND_ENV] = cpulist_text(pinning.cores)

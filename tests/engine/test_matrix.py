@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine.conftest import TEST_DTYPE, cli, journal_lines, wait_for_background_runs
+from .conftest import TEST_DTYPE, cli, journal_lines, wait_for_background_runs
 
 pytestmark = pytest.mark.engine
 

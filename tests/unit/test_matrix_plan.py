@@ -217,7 +217,8 @@ def test_a_jobs_environment_pins_it_and_leaves_no_engine_pool(tmp_path: Path) ->
     assert env["VLLM_CACHE_ROOT"] == str(tmp_path / "vllm")
     assert env["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "torchinductor")
     gpu = job_env(base, Pinning((0, 1), "3", 20300, ""))
-    assert gpu["CUDA_VISIBLE_DEVICES"] == "3" and gpu[BIND_ENV] == "0" and "VLLM_CACHE_ROOT" not in gpu
+    assert gpu["CUDA_VISIBLE_DEVICES"] == "3" and gpu["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert gpu[BIND_ENV] == "0" and "VLLM_CACHE_ROOT" not in gpu
 
 
 def test_a_new_slots_caches_start_as_a_copy_of_the_hosts_then_are_its_own(tmp_path: Path) -> None:
