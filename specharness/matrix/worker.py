@@ -39,7 +39,7 @@ from specharness.matrix.pinning import (
 )
 from specharness.matrix.plan import Job, job_words
 
-__all__ = ["RUN_LOG", "JobOutcome", "SlotWorker", "harness_command"]
+__all__ = ["RUN_LOG", "JobOutcome", "SlotWorker", "exit_status", "harness_command"]
 
 RUN_LOG = "specharness-run.log"  # the job's stdout and stderr, packed beside its run folder
 _STOP_GRACE_S = 60.0  # a timed-out job's harness gets this long after SIGTERM to stop its engines
@@ -88,7 +88,7 @@ def _pin(cores: Sequence[int]) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def _reason(returncode: int, tail: str, timed_out: bool, timeout_s: float) -> tuple[str, str]:
+def exit_status(returncode: int, tail: str, timed_out: bool, timeout_s: float) -> tuple[str, str]:
     """(status, reason) of a finished run from its exit: the harness's own error line when it printed one."""
     if timed_out:
         return "failed", f"timed out after {timeout_s:.0f} s (job_timeout_s)"
@@ -169,7 +169,7 @@ class SlotWorker:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
         tail = (job_dir / RUN_LOG).read_text(errors="replace")[-4000:]
-        status, reason = _reason(proc.returncode, tail, timed_out, timeout_s)
+        status, reason = exit_status(proc.returncode, tail, timed_out, timeout_s)
         archive = _pack(job_dir)
         shutil.rmtree(job_dir, ignore_errors=True)
         return JobOutcome(

