@@ -77,7 +77,7 @@ def _markdown(run: MatrixRun) -> str:
         aa.append(f"- A/A pair alone, before them: {run.aa_alone.text()}.")
     times = (
         f"- **Wall time**: {run.wall_s:.0f} s for {len(run.cells)} jobs on {len(run.slots)} slot(s); the jobs' own "
-        f"wall times add up to {run.jobs_wall_s:.0f} s (each measured beside the others)."
+        f"wall times add up to {run.jobs_wall_s:.0f} s."
     )
     slots = "\n".join(f"  - {s}" for s in run.slots)
     return "\n".join(
