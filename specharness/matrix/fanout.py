@@ -147,8 +147,8 @@ def fan_out(
 ) -> list[JobOutcome]:
     """Run ``jobs`` on ``slots``, in order, each on the first free slot; every attempt's outcome, in the order they
     ended. A job whose attempt was ``lost`` (its worker or host) is retried once, first in the queue, and its slot
-    gets a fresh actor in place (a slot whose actor cannot be started again is given up: its actor None). Jobs left when no slot is left
-    fail with that reason: no job is dropped without an outcome."""
+    gets a fresh actor in place (a slot whose actor cannot be started again is given up: its actor None). Jobs left
+    when no slot is left fail with that reason: no job is dropped without an outcome."""
     queue = collections.deque(jobs)
     attempts: collections.Counter[str] = collections.Counter()
     idle = [s for s in slots if s.actor is not None]
