@@ -23,7 +23,10 @@ from specharness.matrix.summary import MATRIX_JSONL, MATRIX_MD
 STANDIN = Path(__file__).parent / "fixtures" / "matrix_standin.py"
 ROOT = Path(__file__).resolve().parents[2]
 OPTIONS = 'options = ["--workloads", "copy", "--clients", "1", "--blocks", "4"]\n'
-PAIRS = '[[configuration]]\nname = "k4"\narms = ["baseline", "ngram"]\n[[configuration]]\nname = "k8"\narms = ["baseline", "ngram"]\noptions = ["--num-speculative-tokens", "8"]\n'
+PAIRS = (
+    '[[configuration]]\nname = "k4"\narms = ["baseline", "ngram"]\n'
+    '[[configuration]]\nname = "k8"\narms = ["baseline", "ngram"]\noptions = ["--num-speculative-tokens", "8"]\n'
+)
 
 
 @pytest.fixture(scope="module")
