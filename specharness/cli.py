@@ -2,7 +2,7 @@
 
 Experiments: ``run`` (a paired baseline vs prompt-lookup experiment), ``sweep`` (a saturation sweep), ``sampled`` (the
 distribution check under sampling), ``crosscheck`` (TTFT/TPOT against ``vllm bench serve``), ``starts`` (engine start
-times, phase by phase). Runs: ``report``, ``compare``, ``aa-summary``, ``aa-record``. Inputs and methods: ``import`` (a dataset into
+times, phase by phase), ``matrix`` (pair runs fanned out on Ray). Runs: ``report``, ``compare``, ``aa-summary``, ``aa-record``. Inputs and methods: ``import`` (a dataset into
 a workload), ``simulate`` (the verdict's error rates). Release history (ASV): ``machine``, ``ledger``, ``spread``,
 ``release-compare``, ``site``.
 
@@ -25,6 +25,7 @@ from specharness.commands import (
     cmd_import,
     cmd_ledger,
     cmd_machine,
+    cmd_matrix,
     cmd_pair_record,
     cmd_recompute_asv,
     cmd_release_compare,
@@ -136,6 +137,17 @@ def _experiment_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
     )
     st.add_argument("--model", default="default")
     add_engine_options(st)
+    mx = sub.add_parser(
+        "matrix",
+        help="a release x configuration matrix from a TOML file: every pair a specharness run, fanned out as Ray "
+        "tasks over this host's GPUs or cores (or a cluster's), pinned, merged into the machine series, with an A/A "
+        "pair beside them as the interference check; exit 0 all done and filed, 1 a cell failed or not filed",
+    )
+    mx.set_defaults(handler=cmd_matrix)
+    mx.add_argument("file", type=Path, help="the matrix file (docs/matrix.md)")
+    mx.add_argument("--address", default="", help="a Ray cluster's address (default: the file's, else Ray here)")
+    mx.add_argument("--out", type=Path, help="the matrix folder (default runs/matrix-<time>)")
+    mx.add_argument("--plan", action="store_true", help="print the jobs and the slots, run nothing")
 
 
 def _run_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -19,6 +19,7 @@ __all__ = [
     "cmd_import",
     "cmd_ledger",
     "cmd_machine",
+    "cmd_matrix",
     "cmd_pair_record",
     "cmd_recompute_asv",
     "cmd_release_compare",
@@ -80,6 +81,28 @@ class _progress:
     def __exit__(self, *exc: object) -> None:
         if self._bar is not None:
             self._bar.stop()  # type: ignore[attr-defined]
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    import shlex
+    import time
+
+    from specharness.matrix.driver import plan_matrix, run_matrix
+    from specharness.matrix.spec import load_matrix
+
+    spec = load_matrix(args.file)
+    if args.plan:
+        plan = plan_matrix(spec, args.address)
+        for job in plan.jobs:
+            print(f"{job.key} ({job.kind}): specharness {shlex.join(job.argv)}")
+        for slot in plan.slots:
+            print(f"slot {slot.key}: {'one GPU' if slot.gpu else f'{slot.cores_per_job} core(s)'}")
+        return 0
+    out = args.out or Path("runs") / f"matrix-{time.strftime('%Y%m%d-%H%M%S')}"
+    result = run_matrix(spec, out, address=args.address, say=say)
+    done = sum(c.outcome.status == "done" for c in result.cells)
+    print(f"matrix: {out / 'matrix.md'} ({done} of {len(result.cells)} jobs done; {result.interference.text})")
+    return 0 if result.complete else 1
 
 
 def cmd_sampled(args: argparse.Namespace) -> int:
