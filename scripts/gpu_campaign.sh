@@ -32,8 +32,8 @@
 #   scripts/gpu_campaign.sh power             the power study (issue 49): the release profile with engines renewed
 #                                             per instance, an architecture shape with random weights
 #                                             (POWER_MODEL, default shape:llama-8b) and the controls of
-#                                             scripts/arms/power-controls.toml (A/A and a 1.03 slowdown); POWER_ARGS
-#                                             (default --arms ref,aa,slow1.03 --instances 6 --blocks 12), POWER_LIMIT_S bounds
+#                                             scripts/arms/power-controls-gpu.toml (A/A and a 1.03 slowdown); POWER_ARGS
+#                                             (default --instances 6 --blocks 12), POWER_LIMIT_S bounds
 #                                             the run (a later call finishes it: RESUME=1)
 #   scripts/gpu_campaign.sh aa                A/A runs for a GPU's record (specharness aa-record): AA_FROM..AA_TO
 #                                             (default 1..5) runs of baseline vs baseline-b, copy, transform, free,
@@ -235,7 +235,7 @@ case "$MODE" in
         | grep -v 'it/s]' | tee -a "$OUT/power.log"
     else
       timeout "${POWER_LIMIT_S:-540}" "$PY" -m specharness run --profile release --model "${POWER_MODEL:-shape:llama-8b}" \
-        --arms-file scripts/arms/power-controls.toml ${POWER_ARGS:---arms ref,aa,slow1.03 --instances 6 --blocks 12} \
+        --arms-file scripts/arms/power-controls-gpu.toml ${POWER_ARGS:---instances 6 --blocks 12} \
         --no-progress \
         --out /tmp/power 2>&1 | grep -v 'it/s]' | tee -a "$OUT/power.log"
     fi
