@@ -49,5 +49,6 @@ def test_each_instance_starts_fresh_engines_and_the_interval_is_over_instances(t
     assert engines[("baseline", 0)] != engines[("baseline", 1)]  # a fresh process, not the same engine again
     assert (out / "logs" / "baseline.s0.log").is_file() and (out / "logs" / "baseline.s0.i1.log").is_file()
     report = (out / "report.md").read_text()
-    assert "engine instances as replicates (2 instances, 2 blocks)" in report
+    assert "Every interval is over the run's 2 engine instances: none added" in report
+    assert "CI by Student t over the instances' mean log ratios (2 − 1 degrees of freedom)" in report
     assert_no_engine_left(out)

@@ -138,10 +138,20 @@ def test_analysis_of_a_run_with_instances_uses_them(tmp_path: Path) -> None:
         assert c.speedup.offset_var == 0.0 and c.speedup.t_df <= 5.0
         assert c.instance_of == {b: b for b in range(6)}
         assert c.work is not None and c.work.offset_sd == 0.0
+    text = write_markdown_text(run)
+    assert "Every interval is over the run's 6 engine instances: none added" in text
+    assert "by Student t over the instances' mean log ratios (6 − 1 degrees of freedom)" in text
     single = write_synthetic_run(tmp_path / "one", 96, profile=override(profile, instances=1), instance_sd=0.05)
     for c in analyse(single, read_manifest(single)).comparisons:
         assert "blocks as replicates" in c.speedup.method and c.speedup.offset_var > 0
         assert c.instance_of == {}
+
+
+def write_markdown_text(run: Path) -> str:
+    from specharness.reporting.report import write_report
+
+    write_report(run, plots=False)
+    return (run / "report.md").read_text()
 
 
 def test_instances_must_divide_the_blocks_and_go_with_a_fixed_design() -> None:

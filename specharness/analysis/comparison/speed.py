@@ -27,6 +27,8 @@ from specharness.analysis.verdict import Verdict, speed_verdict
 
 __all__ = [
     "CASE_INTERVAL_MIN_CASES",
+    "INSTANCES_METHOD",
+    "INSTANCES_SOURCE",
     "Interval",
     "order_interval",
     "speed_estimate",

@@ -135,15 +135,22 @@ def rules_lines(a: Analysis) -> list[str]:
             "and a pair cut at the cap in either arm is not timed per token. "
         )
         + "One log ratio per block; "
-        f"{conf:.1%} CI by Student t over the blocks (n − 1 degrees of freedom; from 6 blocks a fit with an order "
-        "term, n − 2; the order effect is estimated and shown from 4 blocks)"
-        f"{'; ' + str(looks) + ' possible looks (Bonferroni)' if looks > 1 else ''}. "
         + (
-            f"The engine-instance offset variance from the machine's A/A record (sd {math.sqrt(r.offset_var):.3f} at "
-            "its 95% upper limit) is added to each interval, which it widens and never narrows (the wider of the "
-            "blocks' own t interval and the one with the offset). "
-            if r.offset_var > 0
-            else ""
+            f"every engine was started afresh {a.profile.instances} times, each instance serving "
+            f"{a.profile.blocks // a.profile.instances} consecutive block(s): {conf:.1%} CI by Student t over the "
+            f"instances' mean log ratios ({a.profile.instances} − 1 degrees of freedom), which hold the "
+            "engine-instance offset this run measured, so no allowance from a machine record is added. "
+            if a.profile.instances > 1
+            else f"{conf:.1%} CI by Student t over the blocks (n − 1 degrees of freedom; from 6 blocks a fit with an "
+            "order term, n − 2; the order effect is estimated and shown from 4 blocks)"
+            f"{'; ' + str(looks) + ' possible looks (Bonferroni)' if looks > 1 else ''}. "
+            + (
+                f"The engine-instance offset variance from the machine's A/A record (sd {math.sqrt(r.offset_var):.3f}"
+                " at its 95% upper limit) is added to each interval, which it widens and never narrows (the wider of "
+                "the blocks' own t interval and the one with the offset). "
+                if r.offset_var > 0
+                else ""
+            )
         )
         + f"No-difference band [{down:.3f}, {up:.3f}] (±{margin:.0%}, {source}). A cell whose common prefixes cover "
         f"under {float(a.profile.min_same_work_fraction):.0%} of the baseline's output tokens is *not "

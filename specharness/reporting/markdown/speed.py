@@ -7,7 +7,7 @@ import math
 
 from specharness.analysis.analyse import Analysis
 from specharness.analysis.comparison import PairedComparison
-from specharness.analysis.comparison.speed import CASE_INTERVAL_MIN_CASES
+from specharness.analysis.comparison.speed import CASE_INTERVAL_MIN_CASES, INSTANCES_SOURCE
 from specharness.reporting.answer import load_text
 from specharness.reporting.markdown.cells import fmt as _f
 from specharness.reporting.markdown.cells import interval as _interval
@@ -64,6 +64,9 @@ def speed_lines(a: Analysis) -> list[str]:
         )
     offsets = {(w.offset_sd, w.offset_source) for c in a.comparisons if (w := c.work) is not None}
     for sd, source in sorted(offsets):
+        if source == INSTANCES_SOURCE:
+            lines += ["", f"Every interval is over the run's {a.profile.instances} engine instances: {source}."]
+            continue
         lines += [
             "",
             f"Every interval adds an engine-instance offset of sd {sd:.3f} (log scale, the 95% upper limit "
