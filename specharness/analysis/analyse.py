@@ -243,8 +243,8 @@ def analyse(run_dir: Path, manifest: dict[str, Any]) -> Analysis:
 
     if rules.greedy:  # greedy identity judged against its own control: the A/A twin, else the machine's A/A record
         hardware, model = manifest.get("hardware") or {}, _model_name(manifest)
-        records = aa_identity_for(hardware, declared.max_tokens_cap, model, workload_names)
         mismatch = traffic_mismatch(hardware, model, workload_names) if model is not None else ""
+        records = {} if mismatch else aa_identity_for(hardware, declared.max_tokens_cap)
         result.comparisons = with_identity_controls(
             result.comparisons, arms, records, aa_pairs=result.aa_pairs, no_record=mismatch
         )

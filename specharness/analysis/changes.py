@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from specharness.analysis.comparison import PairedComparison, speed_block_logs
-from specharness.analysis.stats import block_ratio_interval, instance_ratio_interval, t_quantile
+from specharness.analysis.comparison.speed import replicate_interval
+from specharness.analysis.stats import t_quantile
 from specharness.analysis.verdict import RELEASE_FACTOR
 from specharness.records import CellRecord, RequestRecord
 
@@ -131,15 +132,7 @@ def _interval(
     estimate (NaN: the allowance), for the estimate's own spread."""
     order = c.order_a_first if a_first is None else a_first
     blocks = sorted(b for b, v in logs.items() if math.isfinite(v))
-    known = all(b in order for b in blocks)
-    signs = [1 if order[b] else -1 for b in blocks] if known else None
-    instance_of = c.instance_of
-    if instance_of and len({instance_of.get(b, -1) for b in blocks}) >= 2:  # the run measured the offset itself
-        r = instance_ratio_interval(
-            [logs[b] for b in blocks], [instance_of.get(b, -1) for b in blocks], CHANGE_CONFIDENCE
-        )
-    else:
-        r = block_ratio_interval([logs[b] for b in blocks], signs, CHANGE_CONFIDENCE, offset_var)
+    r = replicate_interval(logs, order, CHANGE_CONFIDENCE, offset_var, c.instance_of)
     workload, load = where or (c.workload, c.load)
     return PairedChange(
         workload=workload,

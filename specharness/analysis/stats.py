@@ -20,6 +20,7 @@ from scipy import stats as sps
 from scipy.optimize import brentq
 
 __all__ = [
+    "INSTANCES_METHOD",
     "PERCENTILES",
     "RatioInterval",
     "block_ratio_interval",
@@ -35,6 +36,7 @@ __all__ = [
 PERCENTILES = (50, 95, 99)
 ORDER_EFFECT_BLOCKS = 4  # blocks (both orders present) from which the order effect is estimated and reported
 ORDER_TERM_BLOCKS = 6  # blocks from which the interval itself comes from the fit with the order term
+INSTANCES_METHOD = "t, engine instances as replicates"  # how an interval over engine instances names its method
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +190,7 @@ def instance_ratio_interval(
     means = np.array([np.mean(g) for g in groups.values()])
     mu = float(means.mean())
     e = int(means.size)
-    method = f"t, engine instances as replicates ({e} instances, {n} blocks)"
+    method = f"{INSTANCES_METHOD} ({e} instances, {n} blocks)"
     if e < 2:
         return RatioInterval(math.exp(mu), math.nan, math.nan, confidence, n, 0, method + ": one instance, no interval")
     se = float(means.std(ddof=1)) / math.sqrt(e)

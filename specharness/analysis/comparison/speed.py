@@ -8,7 +8,7 @@ the block interval signed by arm order. Rules: docs/method.md#the-speed-estimate
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from specharness.analysis.comparison.logs import case_times, pair_times, per_token_logs, timed, work_logs
@@ -16,6 +16,7 @@ from specharness.analysis.comparison.records import ComparisonRules, PairCounts,
 from specharness.analysis.comparison.work import SAMPLED_BASIS, WorkTally, prefix_work, sampled_work
 from specharness.analysis.pairing import Pair
 from specharness.analysis.stats import (
+    INSTANCES_METHOD,
     NO_INTERVAL,
     RatioInterval,
     block_ratio_interval,
@@ -31,36 +32,44 @@ __all__ = [
     "INSTANCES_SOURCE",
     "Interval",
     "order_interval",
+    "replicate_interval",
     "speed_estimate",
     "speed_from_pairs",
     "speed_verdict_of",
 ]
 
-INSTANCES_METHOD = "t, engine instances as replicates"
 INSTANCES_SOURCE = "none added: this run's engine instances measured the offset"
 CASE_INTERVAL_MIN_CASES = 16  # cases from which the interval resamples cases too and the verdict is a population one
 
 Interval = Callable[[dict[int, float], float], RatioInterval]  # (block -> log ratio, offset variance) -> interval
 
 
+def replicate_interval(
+    logs: Mapping[int, float],
+    order_a_first: Mapping[int, bool],
+    confidence: float,
+    offset_var: float,
+    instance_of: Mapping[int, int] | None = None,
+) -> RatioInterval:
+    """The interval of (block -> log ratio) over its replicates: where ``instance_of`` (block -> engine instance)
+    puts the finite blocks on two or more engine instances, over the instances
+    (:func:`~specharness.analysis.stats.instance_ratio_interval`), with no recorded allowance: the instances measured
+    the offset; otherwise over the blocks, each signed by its arm order (``order_a_first[block]``: arm A ran first)
+    when every block's order is known, with the allowance ``offset_var``."""
+    blocks = sorted(b for b, v in logs.items() if math.isfinite(v))
+    if instance_of and len({instance_of.get(b, -1) for b in blocks}) >= 2:
+        return instance_ratio_interval([logs[b] for b in blocks], [instance_of.get(b, -1) for b in blocks], confidence)
+    signs = [1 if order_a_first[b] else -1 for b in blocks] if all(b in order_a_first for b in blocks) else None
+    return block_ratio_interval([logs[b] for b in blocks], signs, confidence, offset_var)
+
+
 def order_interval(
     order_a_first: dict[int, bool], rules: ComparisonRules, instance_of: dict[int, int] | None = None
 ) -> Interval:
-    """The block interval over (block -> log ratio), each block signed by its arm order (``order_a_first[block]``:
-    arm A ran first) when every block's order is known, at ``rules.confidence``. Where ``instance_of`` (block ->
-    engine instance) puts the blocks on two or more engine instances, the interval is over instances instead
-    (:func:`~specharness.analysis.stats.instance_ratio_interval`), and the recorded offset allowance is not added:
-    the instances measured it."""
+    """:func:`replicate_interval` at ``rules.confidence`` for this comparison's arm orders and engine instances."""
 
     def interval(logs: dict[int, float], offset_var: float) -> RatioInterval:
-        blocks = sorted(logs)
-        if instance_of and len({instance_of.get(k, -1) for k in blocks}) >= 2:
-            return instance_ratio_interval(
-                [logs[k] for k in blocks], [instance_of.get(k, -1) for k in blocks], rules.confidence
-            )
-        signs = [1 if order_a_first.get(k, True) else -1 for k in blocks]
-        known = all(k in order_a_first for k in blocks)
-        return block_ratio_interval([logs[k] for k in blocks], signs if known else None, rules.confidence, offset_var)
+        return replicate_interval(logs, order_a_first, rules.confidence, offset_var, instance_of)
 
     return interval
 
@@ -89,6 +98,7 @@ def speed_estimate(
     w = prefix_work(pairs, rules) if greedy else sampled_work(pairs, rules)
     logs = work_logs(w.pairs, whole) if greedy else per_token_logs(w.pairs)
     fixed = interval(logs, rules.offset_var)
+    over_instances = fixed.method.startswith(INSTANCES_METHOD)
     in_estimate = [timed(p, whole) for p in w.pairs]
     time_a = sum(pair_times(p, whole)[0] for p, t in zip(w.pairs, in_estimate, strict=True) if t)
     capped = [p.whole_capped if whole else p.capped for p in w.pairs]
@@ -131,12 +141,8 @@ def speed_estimate(
         over_cases=over_cases,
         these_prompts=fixed if population else NO_INTERVAL,
         cases=cases,
-        offset_sd=math.sqrt(fixed.offset_var) if math.isfinite(fixed.low) else math.sqrt(rules.offset_var),
-        offset_source=rules.offset_source
-        if fixed.offset_var > 0 or not math.isfinite(fixed.low)
-        else INSTANCES_SOURCE
-        if fixed.method.startswith(INSTANCES_METHOD)
-        else rules.offset_source,
+        offset_sd=0.0 if over_instances else math.sqrt(rules.offset_var),
+        offset_source=INSTANCES_SOURCE if over_instances else rules.offset_source,
         pairs=tuple(w.pairs),
         whole=whole,
     )
